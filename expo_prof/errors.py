@@ -1,0 +1,33 @@
+"""Errors that carry their exit code, so every command fails with one clear line."""
+
+from __future__ import annotations
+
+#: Exit codes shared by every command.
+EXIT_OK = 0
+EXIT_NOT_FOUND = 1  # input fine, but no target instance / nothing to report
+EXIT_BAD_INPUT = 2  # unreadable, malformed or unusable input, bad arguments
+EXIT_RUN_FAILED = 3  # a launched command / server failed
+EXIT_INTERRUPTED = 130
+
+
+class ExpoProfError(Exception):
+    """A user-facing failure: printed as one line, exits with ``exit_code``."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class BadInput(ExpoProfError):
+    """The input cannot be used (missing, malformed, wrong format)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class NothingFound(ExpoProfError):
+    """The input was read but holds nothing to analyse."""
+
+    exit_code = EXIT_NOT_FOUND

@@ -1,0 +1,106 @@
+"""The one data model every reader produces and every analysis consumes.
+
+A :class:`Timeline` holds the events of one rank of one run, column-wise:
+numpy ``int64`` nanosecond start/duration arrays (exact: readers parse string
+timestamps as integers, never via a float64 of epoch microseconds), interned
+names, and a lane per device stream / CPU thread. Analysis modules only see
+these columns; they know nothing of trace formats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+
+
+class Kind(IntEnum):
+    """What an event is, independent of the format it came from."""
+
+    KERNEL = 0  # device compute kernel / Ascend task (AI_CORE, AI_VECTOR_CORE, AI_CPU, …)
+    MEMCPY = 1  # device memcpy / memset / DMA
+    COMM = 2  # collective communication kernel (nccl, hccl)
+    CPU_OP = 3  # host operator (aten::…, cpu_op)
+    ANNOTATION = 4  # user / gpu_user annotation (record_function, expo_prof::*)
+    STEP = 5  # step marker (ProfilerStep#N, vLLM step annotations)
+    RUNTIME = 6  # host runtime API (cudaLaunchKernel, aclrtLaunch…)
+    OVERLAY = 7  # windows from the overlay event log (forward / exponential / wait)
+    OTHER = 8
+
+
+class LaneKind(IntEnum):
+    STREAM = 0  # a device stream (CUDA stream, Ascend stream)
+    THREAD = 1  # a host thread
+    OVERLAY = 2  # a lane synthesised from the overlay event log
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One row of the timeline: a device stream or a host thread of one rank."""
+
+    kind: LaneKind
+    device: str  # "cuda:0", "npu:3", "cpu"
+    name: str  # "stream 7", "thread 1234 (python)", "overlay forward"
+    pid: int = 0
+    tid: int = 0
+
+
+@dataclass
+class Timeline:
+    """Events of one rank of one run, column-wise.
+
+    Columns (all of length ``n``): ``start`` and ``dur`` int64 ns, ``lane``
+    int32 index into :attr:`lanes`, ``name`` int32 index into :attr:`names`,
+    ``kind`` int8 :class:`Kind`. ``start`` is on the source's own clock
+    (absolute epoch ns for Kineto/Ascend, host monotonic ns for the overlay
+    log); within one Timeline all events share it.
+    """
+
+    rank: int
+    source: str  # path (or description) it was read from
+    fmt: str  # reader name: "kineto", "ascend-trace-view", "ascend-kernel-csv", "ascend-db", "msprof", "overlay-log"
+    backend: str  # "cuda", "rocm", "npu", "cpu"
+    lanes: list[Lane]
+    names: list[str]
+    start: np.ndarray  # int64 ns
+    dur: np.ndarray  # int64 ns
+    lane: np.ndarray  # int32
+    name: np.ndarray  # int32
+    kind: np.ndarray  # int8
+    #: Optional step id per event (-1 = unknown); readers fill it when the format says so.
+    step: np.ndarray | None = None
+    #: Free-form metadata (device names, profiler version, overlay header, …).
+    meta: dict = field(default_factory=dict)
+    #: Recoverable problems met while reading (shown as warnings, never fatal).
+    warnings: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        n = len(self.start)
+        for col in ("dur", "lane", "name", "kind"):
+            if len(getattr(self, col)) != n:
+                raise ValueError(f"Timeline column {col!r} has {len(getattr(self, col))} rows, expected {n}")
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    @property
+    def end(self) -> np.ndarray:
+        return self.start + self.dur
+
+
+class Interner:
+    """Build the ``names`` list of a Timeline: one int per distinct string."""
+
+    __slots__ = ("_ids", "names")
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self.names: list[str] = []
+
+    def __call__(self, s: str) -> int:
+        i = self._ids.get(s)
+        if i is None:
+            i = self._ids[s] = len(self.names)
+            self.names.append(s)
+        return i

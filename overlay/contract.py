@@ -1,0 +1,33 @@
+"""The contract between the in-engine overlay and the offline tool.
+
+Stdlib only, no imports beyond it: both halves import this module, and nothing
+else crosses between them. The event-log format itself is documented in
+``docs/event-log.md``.
+"""
+
+from __future__ import annotations
+
+#: Switch for the async exponential overlay: 0/1, true/false, on/off, yes/no.
+ENV_SWITCH = "EXPO_PROF_ASYNC_EXPONENTIAL"
+#: vllm-ascend's original name for the same switch, honoured as an alias.
+ENV_SWITCH_ALIAS = "VLLM_ASCEND_ENABLE_ASYNC_EXPONENTIAL"
+#: Directory the overlay writes its JSON-lines event logs into.
+ENV_OUT = "EXPO_PROF_OUT"
+#: 0 disables the per-step instrumentation (the overlay still runs).
+ENV_INSTRUMENT = "EXPO_PROF_INSTRUMENT"
+#: Free-form run label copied into each log header (set by ``expo-prof record``).
+ENV_RUN_ID = "EXPO_PROF_RUN_ID"
+
+#: Version of the event-log schema written by the overlay. Bump on any
+#: incompatible change; the reader refuses versions it does not know.
+EVENT_LOG_SCHEMA = 1
+#: File name pattern of the event logs inside ``EXPO_PROF_OUT``.
+EVENT_LOG_GLOB = "expo-prof-events-*.jsonl"
+#: Span names emitted as profiler annotations (record_function), so torch /
+#: torch_npu traces carry the same windows as the event log.
+SPAN_EXPONENTIAL = "expo_prof::exponential"
+SPAN_FORWARD = "expo_prof::forward"
+SPAN_WAIT = "expo_prof::wait"
+
+TRUE_WORDS = ("1", "true", "on", "yes")
+FALSE_WORDS = ("0", "false", "off", "no", "")
