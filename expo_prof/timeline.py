@@ -33,6 +33,10 @@ class LaneKind(IntEnum):
     STREAM = 0  # a device stream (CUDA stream, Ascend stream)
     THREAD = 1  # a host thread
     OVERLAY = 2  # a lane synthesised from the overlay event log
+    #: A lane the profiler derived, not a hardware queue or host thread (Ascend
+    #: HCCL communication-group ops, which span tasks that also appear on a
+    #: device stream). Analysis must not count it as extra device busy time.
+    LOGICAL = 3
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,8 @@ class Timeline:
 
     rank: int
     source: str  # path (or description) it was read from
-    fmt: str  # reader name: "kineto", "ascend-trace-view", "ascend-kernel-csv", "ascend-db", "msprof", "overlay-log"
+    fmt: str  # reader name: "kineto", "ascend-trace-view", "ascend-kernel-csv", "ascend-db", "msprof",
+    # "msprof-db", "msprof-op-summary", "msprof-task-time", "overlay-log" (docs/trace-formats.md)
     backend: str  # "cuda", "rocm", "npu", "cpu"
     lanes: list[Lane]
     names: list[str]

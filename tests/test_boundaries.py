@@ -29,7 +29,7 @@ _BLOCKER = textwrap.dedent(
     names = [pkg.__name__] + [m.name for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.')]
     for n in names:
         importlib.import_module(n)
-    {extra}
+    {{extra}}
     leaked = sorted(m for m in sys.modules if m.split('.')[0] in BLOCKED)
     assert not leaked, leaked
     print(len(names))
@@ -38,7 +38,7 @@ _BLOCKER = textwrap.dedent(
 
 
 def _run(pkg: str, blocked: list[str], extra: str = "") -> int:
-    code = _BLOCKER.format(blocked=blocked, pkg=pkg, extra=extra)
+    code = _BLOCKER.format(blocked=blocked, pkg=pkg).replace("{extra}", extra)
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return int(proc.stdout.strip().splitlines()[-1])
@@ -51,9 +51,9 @@ def test_offline_tool_imports_without_torch_or_vllm():
         "expo_prof",
         ["torch", "torch_npu", "vllm", "overlay_internal_never"],
         extra="from click.testing import CliRunner\n"
-        "    from expo_prof.cli.main import cli\n"
-        "    r = CliRunner().invoke(cli, ['--help'])\n"
-        "    assert r.exit_code == 0, r.output",
+        "from expo_prof.cli.main import cli\n"
+        "r = CliRunner().invoke(cli, ['--help'])\n"
+        "assert r.exit_code == 0, r.output",
     )
     # THEN all of them imported (the package is not empty) and nothing heavy leaked
     assert n >= 5
@@ -66,10 +66,10 @@ def test_overlay_imports_without_offline_libraries_or_torch():
         "overlay",
         ["rich", "plotly", "click", "expo_prof", "torch", "vllm", "torch_npu"],
         extra="import os\n"
-        "    os.environ.pop('EXPO_PROF_ASYNC_EXPONENTIAL', None)\n"
-        "    os.environ.pop('VLLM_ASCEND_ENABLE_ASYNC_EXPONENTIAL', None)\n"
-        "    from overlay.plugin import register\n"
-        "    register()",
+        "os.environ.pop('EXPO_PROF_ASYNC_EXPONENTIAL', None)\n"
+        "os.environ.pop('VLLM_ASCEND_ENABLE_ASYNC_EXPONENTIAL', None)\n"
+        "from overlay.plugin import register\n"
+        "register()",
     )
     # THEN they import lazily: nothing of torch/vllm or the offline side was loaded
     assert n >= 3

@@ -1,0 +1,283 @@
+"""SQLite profiler outputs: torch_npu ``ascend_pytorch_profiler_*.db`` and msprof ``msprof_*.db``.
+
+Both share the MindStudio "unified DB" schema: ``TASK`` (device tasks,
+``startNs``/``endNs`` integer ns, ``streamId``, ``globalTaskId``), names in
+``COMPUTE_TASK_INFO`` / ``COMMUNICATION_TASK_INFO`` as ids into
+``STRING_IDS``, host ranges in ``PYTORCH_API`` (torch_npu) / ``CANN_API`` /
+``MSTX_EVENTS``, communication ops in ``COMMUNICATION_OP``. Times are
+already integer ns, so nothing is lost.
+
+The file is opened read-only *and* immutable (``?mode=ro&immutable=1``):
+some of these databases are in WAL mode, and even a read-only open would
+otherwise create ``-wal``/``-shm`` files next to the user's data.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+
+from expo_prof.errors import BadInput
+from expo_prof.readers.builder import LaneTable, build_timeline, step_number
+from expo_prof.readers.kinds import ascend_task_kind
+from expo_prof.timeline import Interner, Kind, Lane, LaneKind, Timeline
+
+# TASK.taskType strings (db flavour) that are not in the trace_view table.
+_DB_TASK_KIND = {
+    "EVENT_RECORD": Kind.OTHER,
+    "EVENT_WAIT": Kind.OTHER,
+    "PROFILING_ENABLE": Kind.OTHER,
+    "PROFILING_DISABLE": Kind.OTHER,
+    "STARS_COMMON": Kind.OTHER,
+    "MODEL_EXECUTE": Kind.OTHER,
+}
+# PYTORCH_API.type: ENUM_API_TYPE ids. 50003 "trace" = Python frames (dropped like python_function).
+_API_TRACE = 50003
+_API_MSTX = 50004
+
+
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """Open a SQLite file without ever writing next to it (read-only, immutable)."""
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
+    try:
+        con = sqlite3.connect(uri, uri=True)
+        # Damaged TEXT cells must not stop the read: undecodable bytes become U+FFFD.
+        con.text_factory = lambda b: b.decode("utf-8", "replace")
+        con.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.Error as exc:
+        raise BadInput(f"{path}: not a readable SQLite database ({exc})") from None
+    except UnicodeDecodeError:  # sqlite's own message about a damaged schema is not UTF-8
+        raise BadInput(f"{path}: damaged SQLite database (unreadable schema)") from None
+    return con
+
+
+def _tables(con: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def _columns(con: sqlite3.Connection, table: str) -> set[str]:
+    return {r[1] for r in con.execute(f'PRAGMA table_info("{table}")')}
+
+
+def read_profiler_db(path: Path, *, fmt: str, rank_hint: int | None, max_bytes: int | None = None) -> Timeline:
+    """Read device tasks, host ops and communication ops of a profiler DB into a Timeline."""
+    where = str(path)
+    if max_bytes is not None and path.stat().st_size > max_bytes:
+        raise BadInput(f"{where}: {path.stat().st_size / 1e6:.1f} MB is over the size cap (raise --max-bytes)")
+    con = connect_readonly(path)
+    try:
+        return _read(con, path, where, fmt, rank_hint)
+    except sqlite3.Error as exc:
+        raise BadInput(f"{where}: SQLite error while reading ({exc})") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"{where}: damaged SQLite database (undecodable error or text)") from None
+    finally:
+        con.close()
+
+
+def _read(con: sqlite3.Connection, path: Path, where: str, fmt: str, rank_hint: int | None) -> Timeline:
+    tables = _tables(con)
+    if "TASK" not in tables:
+        raise BadInput(f"{where}: no TASK table (not a torch_npu/msprof profiler DB)")
+    warnings: list[str] = []
+    strings: dict[int, str] = dict(con.execute("SELECT id, value FROM STRING_IDS")) if "STRING_IDS" in tables else {}
+
+    def s(i: Any) -> str:
+        if i is None:
+            return ""
+        v = strings.get(i)
+        return v if v is not None else str(i)
+
+    names = Interner()
+    lanes = LaneTable()
+    start: list[int] = []
+    end: list[int] = []
+    lane: list[int] = []
+    name: list[int] = []
+    kind: list[int] = []
+    step: list[int] = []
+
+    # ---- device tasks
+    compute: dict[int, tuple[Any, Any]] = {}
+    if "COMPUTE_TASK_INFO" in tables:
+        compute = {g: (n, t) for n, g, t in con.execute("SELECT name, globalTaskId, taskType FROM COMPUTE_TASK_INFO")}
+    comm: dict[int, tuple[Any, Any]] = {}
+    if "COMMUNICATION_TASK_INFO" in tables:
+        cols = _columns(con, "COMMUNICATION_TASK_INFO")
+        tt = "taskType" if "taskType" in cols else "name"
+        comm = {g: (n, t) for n, g, t in con.execute(f"SELECT name, globalTaskId, {tt} FROM COMMUNICATION_TASK_INFO")}
+    task_cols = _columns(con, "TASK")
+    gid = "globalTaskId" if "globalTaskId" in task_cols else "NULL"
+    devices: set[int] = set()
+    kind_cache: dict[str, Kind] = {}
+    bad = 0
+    for st, en, dev, stream, ttype, g in con.execute(
+        f"SELECT startNs, endNs, deviceId, streamId, taskType, {gid} FROM TASK"
+    ):
+        if not isinstance(st, int) or not isinstance(en, int) or en < st:
+            bad += 1
+            continue
+        tstr = s(ttype)
+        if g in compute:
+            n_id, ctype = compute[g]
+            nm = s(n_id)
+            ctype_s = s(ctype)
+            k = ascend_task_kind(ctype_s) if ctype_s not in ("", "N/A") else Kind.KERNEL
+        elif g in comm:
+            _op, ctt = comm[g]
+            nm = tstr or s(ctt)  # the task kind ("Notify Wait", "SDMA"), as trace_view.json names them
+            k = Kind.COMM
+        else:
+            nm = tstr
+            k = kind_cache.get(tstr)
+            if k is None:
+                k = kind_cache[tstr] = _DB_TASK_KIND.get(tstr, ascend_task_kind(tstr))
+        if isinstance(dev, int):
+            devices.add(dev)
+        li = lanes.get(("stream", dev, stream), lambda d=dev, sid=stream: Lane(
+            LaneKind.STREAM, f"npu:{d}" if isinstance(d, int) else "npu", f"Stream {sid}", 0,
+            sid if isinstance(sid, int) else -1))
+        start.append(st)
+        end.append(en)
+        lane.append(li)
+        name.append(names(nm))
+        kind.append(k)
+        step.append(-1)
+    n_tasks = len(start)
+
+    # ---- communication ops (op-level windows per group)
+    if "COMMUNICATION_OP" in tables:
+        cols = _columns(con, "COMMUNICATION_OP")
+        grp = "groupName" if "groupName" in cols else "NULL"
+        for op, st, en, g in con.execute(f"SELECT opName, startNs, endNs, {grp} FROM COMMUNICATION_OP"):
+            if not isinstance(st, int) or not isinstance(en, int) or en < st:
+                bad += 1
+                continue
+            gname = s(g)
+            li = lanes.get(("hccl", gname), lambda gn=gname: Lane(LaneKind.LOGICAL, "npu", f"HCCL group {gn}".strip()))
+            start.append(st)
+            end.append(en)
+            lane.append(li)
+            name.append(names(s(op)))
+            kind.append(Kind.COMM)
+            step.append(-1)
+
+    # ---- host: PyTorch ops (torch_npu), CANN API, MSTX ranges
+    dropped_py = 0
+    if "PYTORCH_API" in tables:
+        cols = _columns(con, "PYTORCH_API")
+        typ = "type" if "type" in cols else "NULL"
+        for st, en, tid, n_id, t in con.execute(f"SELECT startNs, endNs, globalTid, name, {typ} FROM PYTORCH_API"):
+            if t == _API_TRACE:
+                dropped_py += 1
+                continue
+            st_i, en_i = _as_int(st), _as_int(en)
+            if st_i is None or en_i is None or en_i < st_i:
+                bad += 1
+                continue
+            li = _host_lane(lanes, tid, "")
+            nm = s(n_id)
+            k = Kind.ANNOTATION if t == _API_MSTX else Kind.CPU_OP
+            sn = -1
+            if nm.startswith("ProfilerStep#"):
+                k, sn = Kind.STEP, step_number(nm)
+            start.append(st_i)
+            end.append(en_i)
+            lane.append(li)
+            name.append(names(nm))
+            kind.append(k)
+            step.append(sn)
+    if "CANN_API" in tables:
+        for st, en, tid, n_id in con.execute("SELECT startNs, endNs, globalTid, name FROM CANN_API"):
+            st_i, en_i = _as_int(st), _as_int(en)
+            if st_i is None or en_i is None or en_i < st_i:
+                bad += 1
+                continue
+            start.append(st_i)
+            end.append(en_i)
+            lane.append(_host_lane(lanes, tid, "CANN "))
+            name.append(names(s(n_id)))
+            kind.append(Kind.RUNTIME)
+            step.append(-1)
+    if "MSTX_EVENTS" in tables:
+        for st, en, tid, msg in con.execute("SELECT startNs, endNs, globalTid, message FROM MSTX_EVENTS"):
+            st_i, en_i = _as_int(st), _as_int(en)
+            if st_i is None or en_i is None or en_i < st_i:
+                bad += 1
+                continue
+            start.append(st_i)
+            end.append(en_i)
+            lane.append(_host_lane(lanes, tid, ""))
+            name.append(names(s(msg)))
+            kind.append(Kind.ANNOTATION)
+            step.append(-1)
+    if bad:
+        warnings.append(f"{where}: {bad} row(s) with missing or reversed start/end skipped")
+    if not start:
+        raise BadInput(f"{where}: profiler DB holds no timed rows (TASK is empty)")
+    if n_tasks == 0:
+        warnings.append(f"{where}: TASK table is empty: no device activity, host ranges only")
+
+    meta: dict[str, Any] = {"dropped_events": {"python frames": dropped_py} if dropped_py else {}}
+    rank = rank_hint
+    if "RANK_DEVICE_MAP" in tables:
+        rows = con.execute("SELECT rankId, deviceId FROM RANK_DEVICE_MAP").fetchall()
+        if len(rows) == 1 and isinstance(rows[0][0], int) and rows[0][0] >= 0:
+            rank = rows[0][0]
+            if isinstance(rows[0][1], int):
+                meta["device_id"] = rows[0][1]
+    if "device_id" not in meta and len(devices) == 1:
+        meta["device_id"] = next(iter(devices))
+    if "STEP_TIME" in tables:
+        rows = con.execute("SELECT id, startNs, endNs FROM STEP_TIME").fetchall()
+        meta["step_time"] = {
+            "step": np.array([_as_int(r[0]) or -1 for r in rows], dtype=np.int64),
+            "start_ns": np.array([_as_int(r[1]) or 0 for r in rows], dtype=np.int64),
+            "end_ns": np.array([_as_int(r[2]) or 0 for r in rows], dtype=np.int64),
+        }
+    if "NPU_INFO" in tables:
+        meta["devices"] = [str(r[1]) for r in con.execute("SELECT id, name FROM NPU_INFO")]
+    if "META_DATA" in tables:
+        meta["db_meta"] = {str(k): str(v) for k, v in con.execute("SELECT name, value FROM META_DATA")
+                           if k != "ENV_VARIABLES"}
+    st_a = np.array(start, dtype=np.int64)
+    return build_timeline(
+        rank=rank if rank is not None else 0,
+        source=where,
+        fmt=fmt,
+        backend="npu",
+        lanes=lanes.lanes,
+        names=names,
+        start=st_a,
+        dur=np.array(end, dtype=np.int64) - st_a,
+        lane=lane,
+        name=name,
+        kind=kind,
+        step=step,
+        meta=meta,
+        warnings=warnings,
+    )
+
+
+def _as_int(v: Any) -> int | None:
+    """DB times are INTEGER, but torch_npu stores PYTORCH_API times as TEXT."""
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        v = v.strip()
+        if v.isdigit():
+            return int(v)
+    return None
+
+
+def _host_lane(lanes: LaneTable, global_tid: Any, prefix: str) -> int:
+    # globalTid packs the process id in the high 32 bits and the thread id in the low 32.
+    if isinstance(global_tid, int):
+        pid, tid = global_tid >> 32, global_tid & 0xFFFFFFFF
+    else:
+        pid, tid = 0, -1
+    return lanes.get((prefix, pid, tid), lambda: Lane(LaneKind.THREAD, "cpu", f"{prefix}Thread {tid}", pid, tid))

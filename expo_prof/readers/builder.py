@@ -1,0 +1,152 @@
+"""Shared helpers that turn per-event Python lists into a sorted :class:`Timeline`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from expo_prof.timeline import Interner, Kind, Lane, Timeline
+
+
+class LaneTable:
+    """Interns lanes by a reader-specific key (e.g. ``(pid, tid)``)."""
+
+    __slots__ = ("_ids", "lanes")
+
+    def __init__(self) -> None:
+        self._ids: dict[Hashable, int] = {}
+        self.lanes: list[Lane] = []
+
+    def get(self, key: Hashable, make: Callable[[], Lane]) -> int:
+        i = self._ids.get(key)
+        if i is None:
+            i = self._ids[key] = len(self.lanes)
+            self.lanes.append(make())
+        return i
+
+
+def build_timeline(
+    *,
+    rank: int,
+    source: str,
+    fmt: str,
+    backend: str,
+    lanes: list[Lane],
+    names: Interner | list[str],
+    start: np.ndarray,
+    dur: np.ndarray,
+    lane: Sequence[int] | np.ndarray,
+    name: Sequence[int] | np.ndarray,
+    kind: Sequence[int] | np.ndarray,
+    step: Sequence[int] | np.ndarray | None = None,
+    meta: dict[str, Any] | None = None,
+    warnings: list[str] | None = None,
+    aligned: dict[str, np.ndarray] | None = None,
+) -> Timeline:
+    """Make a Timeline with events sorted by ``(start, lane)``.
+
+    ``aligned`` holds extra per-event columns (e.g. Kineto correlation ids)
+    that are permuted with the events and stored in ``meta`` under the same
+    keys.
+    """
+    start = np.asarray(start, dtype=np.int64)
+    dur = np.asarray(dur, dtype=np.int64)
+    lane_a = np.asarray(lane, dtype=np.int32)
+    name_a = np.asarray(name, dtype=np.int32)
+    kind_a = np.asarray(kind, dtype=np.int8)
+    step_a = None if step is None else np.asarray(step, dtype=np.int64)
+    order = np.lexsort((lane_a, start)) if len(start) else np.zeros(0, dtype=np.int64)
+    # Skip the copy when already sorted (common for CSV/DB sources).
+    if len(order) and not np.array_equal(order, np.arange(len(order))):
+        start, dur, lane_a, name_a, kind_a = start[order], dur[order], lane_a[order], name_a[order], kind_a[order]
+        if step_a is not None:
+            step_a = step_a[order]
+        if aligned:
+            aligned = {k: np.asarray(v)[order] for k, v in aligned.items()}
+    meta = dict(meta or {})
+    if aligned:
+        meta.update(aligned)
+    return Timeline(
+        rank=rank,
+        source=source,
+        fmt=fmt,
+        backend=backend,
+        lanes=lanes,
+        names=names.names if isinstance(names, Interner) else list(names),
+        start=start,
+        dur=dur,
+        lane=lane_a,
+        name=name_a,
+        kind=kind_a,
+        step=step_a,
+        meta=meta,
+        warnings=list(warnings or []),
+    )
+
+
+def step_number(name: str) -> int:
+    """``ProfilerStep#12`` → 12; -1 when the name carries no number."""
+    _, sep, tail = name.partition("#")
+    if sep and tail.isdigit():
+        return int(tail)
+    return -1
+
+
+def empty_kinds() -> np.ndarray:
+    return np.zeros(0, dtype=np.int8)
+
+
+__all__ = ["LaneTable", "build_timeline", "step_number", "Kind", "empty_kinds"]
+
+
+def merge_timelines(parts: list[Timeline]) -> Timeline:
+    """Concatenate Timelines of one rank and source (e.g. msprof json slices) into one.
+
+    Lanes are unified by ``(kind, device, name, pid, tid)``, names re-interned.
+    """
+    first = parts[0]
+    lane_keys: dict[tuple, int] = {}
+    lanes: list[Lane] = []
+    names = Interner()
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("start", "dur", "lane", "name", "kind", "step")}
+    warnings: list[str] = []
+    for tl in parts:
+        lmap = np.empty(len(tl.lanes), dtype=np.int32)
+        for i, ln in enumerate(tl.lanes):
+            key = (ln.kind, ln.device, ln.name, ln.pid, ln.tid)
+            j = lane_keys.get(key)
+            if j is None:
+                j = lane_keys[key] = len(lanes)
+                lanes.append(ln)
+            lmap[i] = j
+        nmap = np.array([names(s) for s in tl.names], dtype=np.int32)
+        cols["start"].append(tl.start)
+        cols["dur"].append(tl.dur)
+        cols["lane"].append(lmap[tl.lane] if len(tl) else tl.lane)
+        cols["name"].append(nmap[tl.name] if len(tl) else tl.name)
+        cols["kind"].append(tl.kind)
+        cols["step"].append(tl.step if tl.step is not None else np.full(len(tl), -1, dtype=np.int64))
+        warnings.extend(tl.warnings)
+    meta = dict(first.meta)
+    meta["merged_from"] = [tl.source for tl in parts]
+    meta.pop("correlation", None)
+    meta.pop("flows", None)
+    return build_timeline(
+        rank=first.rank,
+        source=str(Path(first.source).parent),
+        fmt=first.fmt,
+        backend=first.backend,
+        lanes=lanes,
+        names=names,
+        start=np.concatenate(cols["start"]),
+        dur=np.concatenate(cols["dur"]),
+        lane=np.concatenate(cols["lane"]),
+        name=np.concatenate(cols["name"]),
+        kind=np.concatenate(cols["kind"]),
+        step=np.concatenate(cols["step"]),
+        meta=meta,
+        warnings=warnings,
+    )

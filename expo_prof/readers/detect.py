@@ -1,0 +1,257 @@
+"""Which reader a path needs, and which files of a directory tree to read.
+
+A directory is walked recursively. Files are recognised by name (and, for
+generic ``*.json[.gz]``, by their first bytes). Ascend outputs hold several
+renderings of one profile (``trace_view.json``, ``kernel_details.csv``,
+``ascend_pytorch_profiler_*.db``): per profile directory only the richest one
+is read, and the others are listed as skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from expo_prof.readers.source import _GZIP_MAGIC
+
+# Reader names (also Timeline.fmt values).
+KINETO = "kineto"
+TRACE_VIEW = "ascend-trace-view"
+KERNEL_CSV = "ascend-kernel-csv"
+ASCEND_DB = "ascend-db"
+MSPROF_JSON = "msprof"
+MSPROF_OP_SUMMARY = "msprof-op-summary"
+MSPROF_TASK_TIME = "msprof-task-time"
+MSPROF_DB = "msprof-db"
+OVERLAY = "overlay-log"
+
+#: Preference inside one profile directory (lower = richer, read first).
+_RANK_IN_PROFILE = {
+    TRACE_VIEW: 0,
+    ASCEND_DB: 1,
+    KERNEL_CSV: 2,
+    MSPROF_JSON: 0,
+    MSPROF_DB: 1,
+    MSPROF_OP_SUMMARY: 2,
+    MSPROF_TASK_TIME: 3,
+}
+
+LOOKED_FOR = (
+    "*.pt.trace.json[.gz], trace_view.json, kernel_details.csv, ascend_pytorch_profiler*.db, "
+    "PROF_*/mindstudio_profiler_output, expo-prof-events-*.jsonl"
+)
+
+#: Files that belong to profiler outputs but hold no timeline (explicit paths get this reason).
+_NOT_TRACES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^step_trace_time\.csv$"), "per-step totals only (read together with its profile's trace)"),
+    (re.compile(r"^op_statistic(_\d+)?\.csv$"), "op statistics summary, no timestamps"),
+    (re.compile(r"^api_statistic(_\d+)?\.csv$"), "API statistics summary, no timestamps"),
+    (re.compile(r"^operator_details\.csv$"), "operator summary, no timestamps"),
+    (re.compile(r"^operator_memory\.csv$|^memory_record\.csv$|^npu_module_mem\.csv$"), "memory records, no timeline"),
+    (re.compile(r"^communication(_matrix)?\.json$"), "communication statistics, no timeline"),
+    (re.compile(r"^profiler_info(_\d+)?\.json$"), "profiler settings (read for the rank)"),
+    (re.compile(r"^profiler_metadata\.json$"), "profiler metadata, no timeline"),
+    (re.compile(r"^analysis\.db$"), "torch_npu analysis summary (StepTraceTime), no timeline"),
+    (re.compile(r"^PROVENANCE\.md$|\.md$|\.txt$|\.log$"), "not a trace"),
+]
+
+
+@dataclass
+class Job:
+    """One file to read with one reader."""
+
+    path: Path
+    reader: str
+    rank_hint: int | None = None
+    #: Companion files read into meta (step_trace_time.csv, analysis.db).
+    companions: list[Path] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    jobs: list[Job] = field(default_factory=list)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+    #: Directories given that contained nothing recognisable.
+    empty_dirs: list[Path] = field(default_factory=list)
+
+
+def classify_name(path: Path) -> str | None:
+    """Reader for a file judged by its name alone (None: not recognised by name)."""
+    n = path.name
+    if re.fullmatch(r"expo-prof-events-.*\.jsonl", n):
+        return OVERLAY
+    if n == "trace_view.json":
+        return TRACE_VIEW
+    if re.fullmatch(r"kernel_details(_\d+)?\.csv", n):
+        return KERNEL_CSV
+    if re.fullmatch(r"ascend_pytorch_profiler(_\d+)?\.db", n):
+        return ASCEND_DB
+    if re.fullmatch(r"msprof(_slice)?_[\w.-]*\.json", n) and "mindstudio_profiler_output" in path.parts:
+        return MSPROF_JSON
+    if re.fullmatch(r"msprof(_\d+)?\.db|msprof_[\w.-]*\.db", n):
+        return MSPROF_DB
+    if re.fullmatch(r"op_summary(_[\w.-]+)?\.csv", n):
+        return MSPROF_OP_SUMMARY
+    if re.fullmatch(r"task_time(_[\w.-]+)?\.csv", n):
+        return MSPROF_TASK_TIME
+    if n.endswith(".pt.trace.json") or n.endswith(".pt.trace.json.gz"):
+        return KINETO
+    return None
+
+
+def not_a_trace_reason(path: Path) -> str | None:
+    for pat, why in _NOT_TRACES:
+        if pat.search(path.name):
+            return why
+    return None
+
+
+def sniff(path: Path) -> str | None:
+    """Reader for a generic ``*.json[.gz]`` / ``*.jsonl`` by its first bytes."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    if head[:2] == _GZIP_MAGIC:
+        import zlib
+
+        try:
+            head = zlib.decompressobj(wbits=31).decompress(head, 4096)
+        except zlib.error:
+            # Corrupt from the start: let the Kineto reader report it if the name says JSON.
+            return KINETO if ".json" in path.name else None
+    text = head.lstrip()
+    if text.startswith(b"{"):
+        if b'"type"' in text[:200] and b'"header"' in text[:400] and path.suffix == ".jsonl":
+            return OVERLAY
+        return KINETO
+    if text.startswith(b"["):
+        return TRACE_VIEW
+    return None
+
+
+def profile_dir(path: Path) -> Path | None:
+    """The profile directory a file of an Ascend/msprof output belongs to."""
+    for parent in path.parents:
+        if parent.name in ("ASCEND_PROFILER_OUTPUT", "mindstudio_profiler_output"):
+            return parent
+    return None
+
+
+def ascend_rank(path: Path) -> int | None:
+    """Rank of an Ascend output: profiler_info_N.json (``rank_id``), else ``rank_N`` / ``rankN_ascend_pt`` names."""
+    for parent in path.parents:
+        infos = sorted(parent.glob("profiler_info*.json")) if parent.name.endswith("_ascend_pt") or (
+            parent / "ASCEND_PROFILER_OUTPUT"
+        ).is_dir() else []
+        for info in infos:
+            try:
+                with open(info, "rb") as f:
+                    data = json.loads(f.read(1 << 20))
+                r = data.get("rank_id") if isinstance(data, dict) else None
+                if isinstance(r, int) and r >= 0:
+                    return r
+            except (OSError, ValueError):
+                pass
+            m = re.fullmatch(r"profiler_info_(\d+)\.json", info.name)
+            if m:
+                return int(m.group(1))
+        m = re.fullmatch(r"rank[_-]?(\d+)(_ascend_pt)?|.*_rank[_-]?(\d+)(_ascend_pt)?", parent.name)
+        if m:
+            return int(m.group(1) or m.group(3))
+        if parent.name.startswith("PROF_") or parent.name.endswith("_ascend_pt"):
+            break
+    for parent in path.parents:
+        m = re.fullmatch(r"device_(\d+)", parent.name)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def companions_of(path: Path) -> list[Path]:
+    """step_trace_time.csv / analysis.db next to an Ascend source."""
+    d = path.parent
+    out = []
+    for name in ("step_trace_time.csv", "analysis.db"):
+        p = d / name
+        if p.is_file():
+            out.append(p)
+    return out
+
+
+def plan(paths: list[Path]) -> Plan:
+    """Decide which files to read with which reader."""
+    result = Plan()
+    for p in paths:
+        if p.is_dir():
+            _plan_dir(p, result)
+        elif p.exists():
+            _plan_file(p, result, explicit=True)
+        else:
+            result.skipped.append((p, "no such file or directory"))
+    # A file named twice (directly and through its directory) is read once.
+    seen: set[Path] = set()
+    jobs = []
+    for job in result.jobs:
+        key = job.path.resolve()
+        if key not in seen:
+            seen.add(key)
+            jobs.append(job)
+    result.jobs = jobs
+    return result
+
+
+def _plan_file(p: Path, result: Plan, explicit: bool) -> bool:
+    reader = classify_name(p)
+    if reader is None:
+        why = not_a_trace_reason(p)
+        if why is not None:
+            if explicit:
+                result.skipped.append((p, why))
+            return False
+        if p.name.endswith((".json", ".json.gz", ".gz", ".jsonl")) or explicit:
+            reader = sniff(p)
+        if reader is None:
+            if explicit:
+                result.skipped.append((p, f"not a recognised trace (looked for {LOOKED_FOR})"))
+            return False
+    rank = ascend_rank(p) if reader not in (KINETO, OVERLAY) else None
+    comps = companions_of(p) if reader in (TRACE_VIEW, KERNEL_CSV, ASCEND_DB) else []
+    result.jobs.append(Job(p, reader, rank, comps))
+    return True
+
+
+def _plan_dir(d: Path, result: Plan) -> None:
+    found: list[Job] = []
+    sub = Plan()
+    for root, dirs, files in os.walk(d):
+        dirs.sort()
+        for f in sorted(files):
+            _plan_file(Path(root) / f, sub, explicit=False)
+    found = sub.jobs
+    if not found:
+        result.empty_dirs.append(d)
+        return
+    # One source per profile directory: the richest.
+    by_profile: dict[Path, list[Job]] = {}
+    for job in found:
+        pd = profile_dir(job.path) if job.reader in _RANK_IN_PROFILE else None
+        if pd is None:
+            result.jobs.append(job)
+        else:
+            by_profile.setdefault(pd, []).append(job)
+    for _pd, jobs in by_profile.items():
+        jobs.sort(key=lambda j: (_RANK_IN_PROFILE[j.reader], str(j.path)))
+        best = _RANK_IN_PROFILE[jobs[0].reader]
+        chosen = [j for j in jobs if _RANK_IN_PROFILE[j.reader] == best]
+        # Several msprof json slices of one output are all read (merged later).
+        if chosen[0].reader != MSPROF_JSON:
+            chosen = chosen[:1]
+        result.jobs.extend(chosen)
+        for j in jobs:
+            if j not in chosen:
+                result.skipped.append((j.path, f"same profile as {chosen[0].path.name} (read that instead)"))

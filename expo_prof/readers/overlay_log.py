@@ -1,0 +1,192 @@
+"""Reader for the overlay's own event log (``expo-prof-events-*.jsonl``, docs/event-log.md).
+
+Each ``step`` line becomes up to three events on the lanes ``overlay forward``,
+``overlay exponential`` and ``overlay wait`` (:attr:`LaneKind.OVERLAY`, events
+of :attr:`Kind.OVERLAY` named ``expo_prof::forward`` / ``expo_prof::exponential``
+/ ``expo_prof::wait``), at ``t0_ns + offset`` on the host monotonic clock, with
+the step id in :attr:`Timeline.step`. The per-step records and the header /
+summary lines go to ``meta["overlay"]``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from expo_prof.errors import BadInput
+from expo_prof.readers.builder import build_timeline
+from expo_prof.timeline import Interner, Kind, Lane, LaneKind, Timeline
+from overlay.contract import EVENT_LOG_SCHEMA, SPAN_EXPONENTIAL, SPAN_FORWARD, SPAN_WAIT
+
+_WINDOWS = (("fwd", SPAN_FORWARD, "overlay forward"), ("exp", SPAN_EXPONENTIAL, "overlay exponential"),
+            ("wait", SPAN_WAIT, "overlay wait"))
+_DEC = msgspec.json.Decoder()
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _window(v: Any) -> tuple[int, int] | None:
+    if isinstance(v, (list, tuple)) and len(v) == 2 and all(_int(x) is not None for x in v) and v[1] >= v[0]:
+        return int(v[0]), int(v[1])
+    return None
+
+
+def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
+    """Parse one overlay event log into a Timeline (see module docstring)."""
+    where = str(path)
+    lines = bytes(data).split(b"\n")
+    # A file written to the end terminates its last line; a killed process may leave a torn one.
+    torn_tail = lines[-1].strip() != b""
+    if not torn_tail:
+        lines.pop()
+    warnings: list[str] = []
+    header: dict[str, Any] | None = None
+    summary: dict[str, Any] | None = None
+    notices: list[dict[str, Any]] = []
+    steps: list[dict[str, Any]] = []
+    bad_lines = 0
+    n_lines = len(lines)
+    for i, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            obj = _DEC.decode(raw)
+        except msgspec.DecodeError:
+            if i == n_lines - 1 and (torn_tail or i > 0):
+                warnings.append(f"{where}: last line is incomplete (process killed while writing?); skipped it")
+            else:
+                bad_lines += 1
+            continue
+        if not isinstance(obj, dict):
+            bad_lines += 1
+            continue
+        typ = obj.get("type")
+        if typ == "header":
+            if header is not None:
+                warnings.append(f"{where}: second header line {i + 1} ignored")
+                continue
+            schema = obj.get("schema")
+            if schema != EVENT_LOG_SCHEMA:
+                raise BadInput(
+                    f"{where}: event log schema {schema!r} is not supported "
+                    f"(this expo-prof reads schema {EVENT_LOG_SCHEMA}; use a matching expo-prof version)"
+                )
+            header = obj
+        elif header is None:
+            raise BadInput(f"{where}: event log does not start with a header line (line {i + 1} is {typ!r})")
+        elif typ == "step":
+            steps.append(obj)
+        elif typ == "summary":
+            summary = obj
+        elif typ == "notice":
+            notices.append(obj)
+        # Unknown types are ignored (forward compatible within one schema).
+    if header is None:
+        raise BadInput(f"{where}: empty event log (no header line)")
+    if bad_lines:
+        warnings.append(f"{where}: {bad_lines} malformed line(s) skipped")
+
+    rank = _int(header.get("rank")) or 0
+    backend = header.get("backend") if header.get("backend") in ("cpu", "cuda", "npu") else "cpu"
+    lanes = [Lane(LaneKind.OVERLAY, backend, lane_name) for _k, _span, lane_name in _WINDOWS]
+    names = Interner()
+    name_ids = [names(span) for _k, span, _l in _WINDOWS]
+
+    n = len(steps)
+    cols: dict[str, Any] = {
+        "step": np.full(n, -1, dtype=np.int64),
+        "rows": np.zeros(n, dtype=np.int64),
+        "vocab": np.zeros(n, dtype=np.int64),
+        "launched": np.zeros(n, dtype=bool),
+        "used": np.zeros(n, dtype=bool),
+        "fallback": np.empty(n, dtype=object),
+        "dtype": np.empty(n, dtype=object),
+        "timing": np.empty(n, dtype=object),
+        "t0_ns": np.zeros(n, dtype=np.int64),
+    }
+    for key, _span, _lane in _WINDOWS:
+        cols[f"{key}_start_ns"] = np.full(n, -1, dtype=np.int64)
+        cols[f"{key}_ns"] = np.full(n, -1, dtype=np.int64)
+    ev_start: list[int] = []
+    ev_dur: list[int] = []
+    ev_lane: list[int] = []
+    ev_name: list[int] = []
+    ev_step: list[int] = []
+    missing_t0 = 0
+    for j, s in enumerate(steps):
+        sid = _int(s.get("step"))
+        cols["step"][j] = -1 if sid is None else sid
+        cols["rows"][j] = _int(s.get("rows")) or 0
+        cols["vocab"][j] = _int(s.get("vocab")) or 0
+        cols["launched"][j] = s.get("launched") is True
+        cols["used"][j] = s.get("used") is True
+        fb = s.get("fallback")
+        cols["fallback"][j] = fb if isinstance(fb, str) else None
+        cols["dtype"][j] = s.get("dtype") if isinstance(s.get("dtype"), str) else None
+        cols["timing"][j] = s.get("timing") if isinstance(s.get("timing"), str) else None
+        t0 = _int(s.get("t0_ns"))
+        if t0 is None:
+            missing_t0 += 1
+            continue
+        cols["t0_ns"][j] = t0
+        for lane_i, (key, _span, _lane) in enumerate(_WINDOWS):
+            w = _window(s.get(key))
+            if w is None:
+                continue
+            a, b = w
+            cols[f"{key}_start_ns"][j] = t0 + a
+            cols[f"{key}_ns"][j] = b - a
+            ev_start.append(t0 + a)
+            ev_dur.append(b - a)
+            ev_lane.append(lane_i)
+            ev_name.append(name_ids[lane_i])
+            ev_step.append(cols["step"][j])
+    if missing_t0:
+        warnings.append(f"{where}: {missing_t0} step line(s) without t0_ns skipped")
+
+    fallbacks: dict[str, int] = {}
+    for fb in cols["fallback"]:
+        if fb is not None:
+            fallbacks[fb] = fallbacks.get(fb, 0) + 1
+    recomputed = {
+        "steps": n,
+        "launched": int(cols["launched"].sum()),
+        "used": int(cols["used"].sum()),
+        "fallbacks": fallbacks,
+    }
+    if summary is None and n:
+        warnings.append(f"{where}: no summary line (process killed?); counts recomputed from {n} step line(s)")
+    mono, wall = _int(header.get("mono_ns")), _int(header.get("wall_ns"))
+    meta = {
+        "overlay": {
+            "header": header,
+            "summary": summary if summary is not None else recomputed,
+            "summary_from_file": summary is not None,
+            "recomputed": recomputed,
+            "steps": cols,
+            "notices": notices,
+            # Add to a host monotonic time to get epoch ns (the clock Kineto uses).
+            "wall_minus_mono_ns": (wall - mono) if mono is not None and wall is not None else None,
+        }
+    }
+    return build_timeline(
+        rank=rank,
+        source=where,
+        fmt="overlay-log",
+        backend=backend,
+        lanes=lanes,
+        names=names,
+        start=np.array(ev_start, dtype=np.int64),
+        dur=np.array(ev_dur, dtype=np.int64),
+        lane=np.array(ev_lane, dtype=np.int32),
+        name=np.array(ev_name, dtype=np.int32),
+        kind=np.full(len(ev_start), Kind.OVERLAY, dtype=np.int8),
+        step=np.array(ev_step, dtype=np.int64),
+        meta=meta,
+        warnings=warnings,
+    )

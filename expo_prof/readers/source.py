@@ -1,0 +1,288 @@
+"""Reading a trace file into memory: gzip, size cap, progress, JSON repair.
+
+Every reader gets its bytes from :func:`read_bytes`, which
+
+* decompresses gzip (detected by magic bytes, not by the file name) into one
+  preallocated buffer, so the peak stays at one copy of the decompressed
+  bytes;
+* refuses to go past ``max_bytes`` decompressed (a gzip bomb, or a trace too
+  large for this machine) with a one-line :class:`~expo_prof.errors.BadInput`;
+* keeps what a truncated gzip stream yielded and says so in a warning.
+
+:func:`decode_json` runs a msgspec decoder and, when the document is
+malformed, repairs what can be repaired (invalid UTF-8, raw control
+characters, a truncated tail) and reports how much was lost.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from expo_prof.errors import BadInput
+
+#: Default cap on the decompressed size of one trace file (bytes).
+DEFAULT_MAX_DECOMPRESSED = 4 << 30
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_CHUNK = 1 << 20
+
+Progress = Callable[[int], None]  # called with the number of new on-disk bytes consumed
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n < 10**9 else f"{n / 1e9:.2f} GB"
+
+
+@dataclass
+class Loaded:
+    """Bytes of one file plus what went wrong while reading them.
+
+    A reader that takes a Loaded may set ``data`` to None once it no longer
+    needs the bytes, so that they are freed before the columns are built.
+    """
+
+    data: bytes | bytearray | None
+    warnings: list[str] = field(default_factory=list)
+    compressed: bool = False
+
+
+def is_gzip(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == _GZIP_MAGIC
+
+
+def read_bytes(path: Path, *, max_bytes: int = DEFAULT_MAX_DECOMPRESSED, progress: Progress | None = None) -> Loaded:
+    """Read ``path`` (plain or gzip) fully, capped at ``max_bytes`` decompressed."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(2)
+            f.seek(0)
+            if head == _GZIP_MAGIC:
+                return _read_gzip(path, f, size, max_bytes, progress)
+            if size > max_bytes:
+                raise BadInput(
+                    f"{path}: {_mb(size)} is over the {_mb(max_bytes)} size cap (raise it with --max-bytes)"
+                )
+            # readinto a preallocated buffer: f.read() would briefly hold two copies.
+            data = bytearray(size)
+            got = f.readinto(data)
+            if got is not None and got < size:
+                del data[got:]
+            if progress:
+                progress(size)
+            return Loaded(data)
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _read_gzip(path: Path, f: Any, size: int, max_bytes: int, progress: Progress | None) -> Loaded:
+    # The gzip trailer holds the uncompressed size modulo 2**32: a good
+    # preallocation hint for the (usual) single-member file below 4 GiB.
+    hint = 0
+    if size >= 18:
+        f.seek(size - 4)
+        (hint,) = struct.unpack("<I", f.read(4))
+        f.seek(0)
+    # A truncated file has no trailer: trust the hint only when plausible.
+    buf = bytearray(hint if 0 < hint <= min(max_bytes, size * 100) else 0)
+    used = 0
+    warnings: list[str] = []
+    d = zlib.decompressobj(wbits=31)
+    truncated = False
+
+    def put(chunk: bytes) -> None:
+        nonlocal used
+        end = used + len(chunk)
+        if end > len(buf):
+            buf.extend(b"\0" * (end - len(buf)))
+        buf[used:end] = chunk
+        used = end
+
+    done = False
+    while not done:
+        comp = f.read(_CHUNK)
+        if progress and comp:
+            progress(len(comp))
+        if not comp:
+            if not d.eof:
+                put(d.flush())
+                truncated = True
+                if used > max_bytes:
+                    raise BadInput(f"{path}: decompresses to more than {_mb(max_bytes)} (size cap; raise it with --max-bytes)")
+            break
+        more = True
+        while comp or more:
+            if d.eof:
+                if not comp:
+                    break
+                # Concatenated gzip members are legal; anything else after the
+                # end of the stream (zero padding) is ignored.
+                if comp[:2] != _GZIP_MAGIC:
+                    done = True
+                    break
+                d = zlib.decompressobj(wbits=31)
+            try:
+                # Small output pieces: the only copy that grows is ``buf``.
+                limit = max(1, min(_CHUNK, max_bytes + 1 - used))
+                out = d.decompress(comp, limit)
+            except zlib.error as exc:
+                warnings.append(
+                    f"{path}: gzip data is corrupt ({exc}); kept the {_mb(used)} decompressed before it"
+                )
+                truncated = done = True
+                break
+            put(out)
+            if used > max_bytes:
+                raise BadInput(
+                    f"{path}: decompresses to more than {_mb(max_bytes)} (size cap: a gzip bomb or a "
+                    "trace too large; raise it with --max-bytes)"
+                )
+            comp = d.unused_data if d.eof else d.unconsumed_tail
+            # A full output piece may leave output pending inside zlib: ask again.
+            more = len(out) == limit and not d.eof
+    if used == 0 and truncated and not warnings:
+        raise BadInput(f"{path}: gzip stream is truncated before any data")
+    if truncated and not warnings:
+        warnings.append(f"{path}: gzip stream is truncated; read the first {_mb(used)} decompressed")
+    del buf[used:]
+    return Loaded(buf, warnings, compressed=True)
+
+
+# --------------------------------------------------------------------------- JSON repair
+
+_CTRL_TABLE = bytes(32 if b < 32 else b for b in range(256))
+_CTRL_STRICT = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+@dataclass
+class Decoded:
+    value: Any
+    warnings: list[str]
+
+
+def decode_json(
+    data: bytes | bytearray,
+    decoder: msgspec.json.Decoder,
+    where: str,
+    *,
+    container: str = "auto",
+) -> Decoded:
+    """Decode ``data`` with ``decoder``, repairing common damage.
+
+    Repairs, each reported in one warning line: invalid UTF-8 (replaced by
+    U+FFFD, count given), raw control characters inside strings (replaced by
+    spaces), a truncated document (cut back to the last complete element of
+    the event array and closed). ``container`` is ``"object"`` (a
+    ``{"traceEvents": [...]}`` document), ``"array"`` (a bare array) or
+    ``"auto"``. Raises :class:`BadInput` when nothing can be recovered.
+    """
+    warnings: list[str] = []
+    buf = data
+    for _attempt in range(4):
+        try:
+            return Decoded(decoder.decode(buf), warnings)
+        except msgspec.ValidationError:
+            raise
+        except msgspec.DecodeError as exc:
+            msg = str(exc)
+            fixed = repair(buf, msg)
+            if fixed is not None:
+                buf, what, count = fixed
+                warnings.append(f"{where}: {repair_message(what, count)}")
+                continue
+            pos = _error_pos(msg, len(buf))
+            salvaged = _salvage_prefix(buf, decoder, pos, container)
+            if salvaged is not None:
+                value, kept = salvaged
+                lost = len(buf) - kept
+                warnings.append(
+                    f"{where}: JSON is {'truncated' if 'truncated' in msg else 'malformed'} "
+                    f"({msg.removeprefix('JSON is malformed: ')}); kept the events before byte {kept:,}, "
+                    f"skipped the last {lost:,} bytes"
+                )
+                return Decoded(value, warnings)
+            raise BadInput(f"{where}: not valid JSON ({msg})") from None
+    raise BadInput(f"{where}: not valid JSON (repair failed)")
+
+
+def repair(buf: bytes | bytearray, msg: str) -> tuple[bytes, str, int] | None:
+    """Fix what a msgspec DecodeError ``msg`` complains about, if it is repairable.
+
+    Returns ``(fixed_bytes, what, count)`` with ``what`` "utf8" (invalid UTF-8
+    replaced by U+FFFD) or "ctrl" (raw control characters replaced by spaces),
+    or None when the damage is of another kind.
+    """
+    if "UTF-8" in msg or "utf-8" in msg:
+        raw = bytes(buf)
+        before = raw.count(_FFFD)
+        fixed = raw.decode("utf-8", errors="replace").encode("utf-8")
+        return fixed, "utf8", fixed.count(_FFFD) - before
+    if "invalid character" in msg:
+        n_ctrl = len(_CTRL_STRICT.findall(buf))
+        fixed = bytes(buf).translate(_CTRL_TABLE)
+        if fixed != buf:
+            # Outside strings, tabs/newlines become spaces: still whitespace, so harmless.
+            return fixed, "ctrl", n_ctrl
+    return None
+
+
+def repair_message(what: str, count: int) -> str:
+    if what == "utf8":
+        return f"{count} invalid UTF-8 byte sequence(s) in strings replaced by U+FFFD"
+    if count:
+        return f"{count} raw control character(s) inside strings replaced by spaces"
+    return "raw tabs/newlines inside strings replaced by spaces"
+
+
+_FFFD = "\ufffd".encode()
+_BYTE_RE = re.compile(r"\(byte (\d+)\)")
+
+
+def _error_pos(msg: str, n: int) -> int:
+    m = _BYTE_RE.search(msg)
+    return min(int(m.group(1)), n) if m else n
+
+
+def _salvage_prefix(
+    buf: bytes | bytearray, decoder: msgspec.json.Decoder, pos: int, container: str
+) -> tuple[Any, int] | None:
+    """Cut ``buf`` back to a complete array element before ``pos`` and close the document."""
+    view = bytes(buf[:pos])
+    stripped = view.lstrip()
+    if container == "auto":
+        container = "array" if stripped[:1] == b"[" else "object"
+    closer = b"]" if container == "array" else b"]}"
+    # Candidate cut points: the end of an element ("}" followed by ","), last first.
+    cut = len(view)
+    for _ in range(64):
+        cut = view.rfind(b"},", 0, cut)
+        if cut < 0:
+            break
+        try:
+            return decoder.decode(view[: cut + 1] + closer), cut + 1
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+    # Nothing complete: an empty event list still tells the caller "recognised but empty".
+    if container == "array" and stripped[:1] == b"[":
+        try:
+            return decoder.decode(b"[]"), 0
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+    return None
+
+
+def file_size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
