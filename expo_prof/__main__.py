@@ -1,0 +1,5 @@
+"""``python -m expo_prof`` = the ``expo-prof`` command."""
+
+from expo_prof.cli.main import main
+
+main()

@@ -1,0 +1,258 @@
+"""Roll per-instance results up into steps, ranks and the run (:mod:`expo_prof.analysis.model`)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from expo_prof import __version__
+from expo_prof.analysis.hidden import TimelineAnalysis, analyze_timeline
+from expo_prof.analysis.model import (
+    AnalysisResult,
+    Dist,
+    InstanceDists,
+    RankResult,
+    StepDists,
+    StepResult,
+    Summary,
+)
+from expo_prof.analysis.targets import LOOKED_FOR, similar_names
+from expo_prof.errors import NothingFound
+from expo_prof.timeline import Timeline
+
+#: When one rank was read from several exports of the same run (torch_npu writes
+#: trace_view.json, kernel_details.csv and a .db side by side), the first format
+#: here that found instances is used and the others are reported as ignored.
+FORMAT_PRIORITY = ("kineto", "ascend-db", "ascend-trace-view", "msprof", "ascend-kernel-csv", "overlay-log")
+
+
+def dist(values: Sequence[int] | np.ndarray) -> Dist:
+    """Mean, nearest-rank p50/p99 and max of ``values`` (ns); all 0 for none."""
+    x = np.sort(np.asarray(values, dtype=np.int64))
+    n = len(x)
+    if n == 0:
+        return Dist(n=0, mean=0.0, p50=0, p99=0, max=0)
+
+    def rank(p: float) -> int:
+        return int(x[max(0, math.ceil(p / 100.0 * n) - 1)])
+
+    return Dist(n=n, mean=float(x.mean()), p50=rank(50), p99=rank(99), max=int(x[-1]))
+
+
+def fraction(hidden: int, total: int) -> float | None:
+    return hidden / total if total > 0 else None
+
+
+def _fmt_rank(fmt: str) -> int:
+    return FORMAT_PRIORITY.index(fmt) if fmt in FORMAT_PRIORITY else len(FORMAT_PRIORITY)
+
+
+def _steps_of(a: TimelineAnalysis) -> list[StepResult]:
+    """One row per step that holds instances (and per step with only wait/forward when no instance has a step)."""
+    rows: list[StepResult] = []
+    if len(a) == 0:
+        return rows
+    ids = np.unique(a.step)
+    win = {int(i): (int(s), int(e)) for i, s, e in zip(a.steps.ids, a.steps.start, a.steps.end)}
+    for sid in ids:
+        sel = a.step == sid
+        tot, hid = int(a.total[sel].sum()), int(a.hidden[sel].sum())
+        s, e = win.get(int(sid), (int(a.inst.start[sel].min()), int(a.inst.end[sel].max())))
+        rows.append(
+            StepResult(
+                rank=a.tl.rank,
+                step=None if sid < 0 else int(sid),
+                source=a.tl.source,
+                start_ns=s,
+                end_ns=e,
+                instances=int(sel.sum()),
+                total_ns=tot,
+                hidden_ns=hid,
+                exposed_ns=tot - hid,
+                hidden_fraction=fraction(hid, tot),
+                forward_ns=int(a.forward_by_step.get(int(sid), 0)),
+                wait_ns=int(a.wait_by_step.get(int(sid), 0)),
+            )
+        )
+    return rows
+
+
+def _instance_dists(parts: list[TimelineAnalysis]) -> InstanceDists:
+    cat = lambda f: np.concatenate([f(a) for a in parts]) if parts else np.empty(0, np.int64)  # noqa: E731
+    return InstanceDists(
+        total_ns=dist(cat(lambda a: a.total)),
+        hidden_ns=dist(cat(lambda a: a.hidden)),
+        exposed_ns=dist(cat(lambda a: a.exposed)),
+    )
+
+
+def _step_dists(steps: list[StepResult]) -> StepDists:
+    return StepDists(
+        total_ns=dist([s.total_ns for s in steps]),
+        hidden_ns=dist([s.hidden_ns for s in steps]),
+        exposed_ns=dist([s.exposed_ns for s in steps]),
+        forward_ns=dist([s.forward_ns for s in steps]),
+        wait_ns=dist([s.wait_ns for s in steps]),
+    )
+
+
+def _names(parts: list[TimelineAnalysis]) -> dict[str, int]:
+    c: Counter[str] = Counter()
+    for a in parts:
+        for nid in a.inst.name:
+            c[a.tl.names[int(nid)]] += 1
+    return dict(c.most_common())
+
+
+def analyze(
+    timelines: Sequence[Timeline],
+    *,
+    op: str | None = None,
+    inputs: Sequence[str] = (),
+    warnings: Sequence[str] = (),
+    skipped: Sequence[tuple[str, str]] = (),
+    progress: Callable[[int, int], None] | None = None,
+) -> AnalysisResult:
+    """Analyse every Timeline and roll the results up per step, per rank and for the run.
+
+    Raises :class:`NothingFound` (exit 1) when no Timeline holds a target
+    instance, with the names looked for and similar names present.
+    """
+    pattern = None
+    if op is not None:
+        try:
+            pattern = re.compile(op)
+        except re.error as exc:
+            from expo_prof.errors import BadInput
+
+            raise BadInput(f"--op {op!r} is not a valid regular expression: {exc}") from None
+    warn = list(warnings)
+    analyses: list[TimelineAnalysis] = []
+    for i, tl in enumerate(timelines):
+        analyses.append(analyze_timeline(tl, pattern))
+        if progress is not None:
+            progress(i + 1, len(timelines))
+
+    # Per rank: keep the best format that found instances; the same run read
+    # through another export would count every draw twice.
+    by_rank: dict[int, list[TimelineAnalysis]] = defaultdict(list)
+    for a in analyses:
+        by_rank[a.tl.rank].append(a)
+    chosen: dict[int, list[TimelineAnalysis]] = {}
+    for rank, parts in sorted(by_rank.items()):
+        found = [a for a in parts if len(a)]
+        if not found:
+            continue
+        best = min(_fmt_rank(a.tl.fmt) for a in found)
+        keep = [a for a in found if _fmt_rank(a.tl.fmt) == best]
+        dropped = sorted({a.tl.fmt for a in found if _fmt_rank(a.tl.fmt) != best})
+        if dropped:
+            warn.append(
+                f"rank {rank}: used the {keep[0].tl.fmt} input(s); ignored {', '.join(dropped)} input(s) of the same rank "
+                "(another export of the same run would count each instance twice)"
+            )
+        chosen[rank] = keep
+        # The overlay log is the only source of the sampler's wait for traces without expo_prof spans.
+        if keep[0].tl.fmt != "overlay-log" and not any(a.wait_total for a in keep):
+            logs = [a for a in parts if a.tl.fmt == "overlay-log" and a.wait_total]
+            if logs:
+                warn.append(
+                    f"rank {rank}: sampler wait taken from the overlay event log ({sum(a.wait_total for a in logs)} ns in total); "
+                    "its steps are not mapped onto the trace's steps"
+                )
+
+    if not chosen:
+        raise NothingFound(_nothing_found_message(timelines, op, pattern))
+
+    ranks: list[RankResult] = []
+    all_steps: list[StepResult] = []
+    for rank, parts in chosen.items():
+        steps = [s for a in parts for s in _steps_of(a)]
+        steps.sort(key=lambda s: (s.start_ns, s.step if s.step is not None else -1))
+        tot = int(sum(int(a.total.sum()) for a in parts))
+        hid = int(sum(int(a.hidden.sum()) for a in parts))
+        wait = int(sum(a.wait_total for a in parts))
+        if wait == 0 and parts[0].tl.fmt != "overlay-log":
+            wait = int(sum(a.wait_total for a in by_rank[rank] if a.tl.fmt == "overlay-log"))
+        fwd = int(sum(sum(a.forward_by_step.values()) for a in parts))
+        wall = int(sum(a.wall for a in parts))
+        wall_hid = int(sum(a.wall_hidden for a in parts))
+        ranks.append(
+            RankResult(
+                rank=rank,
+                backend=parts[0].tl.backend,
+                fmt=parts[0].tl.fmt,
+                sources=[a.tl.source for a in parts],
+                rule=_rule(parts),
+                forward_source=parts[0].forward_source,
+                steps=sum(1 for s in steps if s.step is not None),
+                names=_names(parts),
+                instances=int(sum(len(a) for a in parts)),
+                total_ns=tot,
+                hidden_ns=hid,
+                exposed_ns=tot - hid,
+                hidden_fraction=fraction(hid, tot),
+                forward_ns=fwd,
+                wait_ns=wait,
+                wall_ns=wall,
+                wall_hidden_ns=wall_hid,
+                wall_hidden_fraction=fraction(wall_hid, wall),
+                per_instance=_instance_dists(parts),
+                per_step=_step_dists(steps),
+            )
+        )
+        all_steps.extend(steps)
+
+    used = [a for parts in chosen.values() for a in parts]
+    tot = sum(r.total_ns for r in ranks)
+    hid = sum(r.hidden_ns for r in ranks)
+    summary = Summary(
+        ranks=len(ranks),
+        steps=sum(r.steps for r in ranks),
+        instances=sum(r.instances for r in ranks),
+        total_ns=tot,
+        hidden_ns=hid,
+        exposed_ns=tot - hid,
+        hidden_fraction=fraction(hid, tot),
+        forward_ns=sum(r.forward_ns for r in ranks),
+        wait_ns=sum(r.wait_ns for r in ranks),
+        wall_ns=sum(r.wall_ns for r in ranks),
+        wall_hidden_ns=sum(r.wall_hidden_ns for r in ranks),
+        wall_hidden_fraction=fraction(sum(r.wall_hidden_ns for r in ranks), sum(r.wall_ns for r in ranks)),
+        per_instance=_instance_dists(used),
+        per_step=_step_dists(all_steps),
+    )
+    return AnalysisResult(
+        tool_version=__version__,
+        op=op,
+        inputs=list(inputs),
+        summary=summary,
+        ranks=ranks,
+        steps=all_steps,
+        warnings=warn,
+        skipped=[[str(p), str(r)] for p, r in skipped],
+    )
+
+
+def _rule(parts: list[TimelineAnalysis]) -> str:
+    rules = sorted({r for a in parts for r in a.inst.rules} or {parts[0].inst.rule})
+    return "+".join(rules)
+
+
+def _nothing_found_message(timelines: Sequence[Timeline], op: str | None, pattern: re.Pattern | None) -> str:
+    n_events = sum(len(t) for t in timelines)
+    looked = f"--op {op!r}" if op is not None else "; ".join(LOOKED_FOR)
+    similar = similar_names(list(timelines), pattern)
+    msg = f"no target instance found in {len(timelines)} timeline(s), {n_events} events; looked for: {looked}"
+    if similar:
+        shown = ", ".join(repr(s if len(s) <= 120 else s[:117] + "...") for s in similar)
+        msg += f"; similar names present: {shown} (try --op REGEX)"
+    elif op is None:
+        msg += "; no similar names (random/uniform/exponential/rand/gumbel/sampl) present"
+    else:
+        msg += "; no similar names present"
+    return msg

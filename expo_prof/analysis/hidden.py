@@ -1,0 +1,366 @@
+"""Hidden vs exposed time of each target instance, and its step (pure functions).
+
+*Hidden* is the part of an instance's own busy time during which another
+compute lane of the same device and rank was busy too; *exposed* is the rest.
+What counts as a compute lane depends on where the instance runs:
+
+* device stream → compute kernels (:attr:`Kind.KERNEL`) on the *other*
+  streams of the same device (for a profiler-derived lane such as Ascend's
+  HCCL communication ops: on every stream of the device). Communication and
+  memcpy/memset do not count as compute (so ``--op nccl`` measures comm
+  hidden under compute, like HTA).
+* host thread (CPU runs) → operators and annotations (``CPU_OP``,
+  ``ANNOTATION``) on the *other* threads of the rank: the forward pass runs on
+  the worker thread, the overlay draws ``q`` on a spare one. The overlay's own
+  exponential/wait spans are never busy time.
+* overlay event log → the forward windows of the same step.
+
+Target events themselves are never busy time: a draw overlapping another draw
+is not hidden under the forward pass. Nor is what a lane records *during* its
+own draw (the kernel inside an ``expo_prof::exponential`` span): a stream or
+thread does one thing at a time, so that is the draw itself.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from expo_prof.analysis import intervals as iv
+from expo_prof.analysis.targets import (
+    SPAN_EXPONENTIAL,
+    SPAN_FORWARD,
+    SPAN_WAIT,
+    Instances,
+    find_instances,
+    has_device_kernels,
+    is_overlay_forward,
+    is_overlay_wait,
+    lane_kind_mask,
+    name_mask,
+)
+from expo_prof.timeline import Kind, LaneKind, Timeline
+
+#: vLLM's per-step annotation (``execute_context_<n>(<tokens>)_generation_<n>(<tokens>)``, vLLM ≥ 0.11).
+VLLM_STEP_RE = re.compile(r"^execute_context_\d+\(")
+PROFILER_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+#: Forward-pass spans, best first.
+FORWARD_SPANS = (SPAN_FORWARD, "gpu_model_runner: forward", "execute_context")
+
+
+@dataclass
+class Steps:
+    """Step windows of one Timeline: ``[start[i], end[i])`` is step ``ids[i]``, sorted by start."""
+
+    ids: np.ndarray  # int64
+    start: np.ndarray
+    end: np.ndarray
+    source: str  # "step-column", "ProfilerStep", "vllm-annotation", "none"
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class TimelineAnalysis:
+    """Per-instance results of one Timeline, plus its steps."""
+
+    tl: Timeline
+    inst: Instances
+    total: np.ndarray  # int64 ns per instance
+    hidden: np.ndarray
+    exposed: np.ndarray
+    step: np.ndarray  # int64 step id per instance, -1 = outside any step
+    steps: Steps
+    forward_by_step: dict[int, int]  # step id -> forward ns
+    wait_by_step: dict[int, int]  # step id -> sampler wait ns
+    forward_source: str
+    wait_total: int
+    wall: int  # ns covered by the union of all instances
+    wall_hidden: int  # ns of that union covered by compute on the device
+
+    def __len__(self) -> int:
+        return len(self.inst)
+
+
+def _lane_device(tl: Timeline) -> np.ndarray:
+    """Device index per lane (interned device strings)."""
+    devs: dict[str, int] = {}
+    return np.array([devs.setdefault(ln.device, len(devs)) for ln in tl.lanes], dtype=np.int32)
+
+
+def busy_mask(tl: Timeline, lane_kind: LaneKind) -> np.ndarray:
+    """Events that count as compute busy time for instances on a lane of ``lane_kind``."""
+    if lane_kind in (LaneKind.STREAM, LaneKind.LOGICAL):
+        return (tl.kind == Kind.KERNEL) & lane_kind_mask(tl, (LaneKind.STREAM,))
+    if lane_kind == LaneKind.THREAD:
+        own = name_mask(tl, lambda n: n in (SPAN_EXPONENTIAL, SPAN_WAIT))
+        return np.isin(tl.kind, (Kind.CPU_OP, Kind.ANNOTATION)) & lane_kind_mask(tl, (LaneKind.THREAD,)) & ~own
+    return (tl.kind == Kind.OVERLAY) & lane_kind_mask(tl, (LaneKind.OVERLAY,)) & name_mask(tl, is_overlay_forward)
+
+
+def busy_lanes(tl: Timeline, inst: Instances, lane_kind: LaneKind) -> dict[int, iv.Union]:
+    """Busy time per lane for instances on lanes of ``lane_kind``: ``{lane: Union}``.
+
+    Target rows are never busy. On a lane that holds instances, the instances'
+    own time is removed too: a stream (or a thread) does one thing at a time,
+    so whatever it records during a draw — the kernel inside an
+    ``expo_prof::exponential`` span, the ops inside ``aten::exponential_`` —
+    is that draw, not compute that could hide another one.
+    """
+    is_target = np.zeros(len(tl), dtype=bool)
+    is_target[inst.matched] = True
+    rows = np.flatnonzero(busy_mask(tl, lane_kind) & ~is_target)
+    per = iv.lane_unions(tl.lane[rows], tl.start[rows], tl.start[rows] + tl.dur[rows])
+    member_lane = inst.lane[inst.member_inst]
+    for ln in np.unique(inst.lane):
+        if int(ln) in per:
+            sel = member_lane == ln
+            per[int(ln)] = iv.subtract(per[int(ln)], iv.union(inst.member_start[sel], inst.member_end[sel]))
+    return per
+
+
+def hidden_time(tl: Timeline, inst: Instances) -> np.ndarray:
+    """Hidden ns of each instance: its members covered by busy time on the other lanes of its device."""
+    hidden = np.zeros(len(inst), dtype=np.int64)
+    if len(inst) == 0:
+        return hidden
+    dev = _lane_device(tl)
+    member_lane = inst.lane[inst.member_inst]
+    cache: dict[int, dict[int, iv.Union]] = {}
+    for lane in np.unique(inst.lane):
+        lk = tl.lanes[int(lane)].kind
+        if int(lk) not in cache:
+            cache[int(lk)] = busy_lanes(tl, inst, lk)
+        others = [u for ln, u in cache[int(lk)].items() if ln != lane and dev[ln] == dev[lane]]
+        busy = iv.union_of(*others)
+        sel = member_lane == lane
+        cov = iv.coverage(busy, inst.member_start[sel], inst.member_end[sel])
+        np.add.at(hidden, inst.member_inst[sel], cov)
+    return hidden
+
+
+def wall_time(tl: Timeline, inst: Instances) -> tuple[int, int]:
+    """``(wall, wall_hidden)``: the union of all instances' members, and the part of it covered by compute.
+
+    Differs from the per-instance sums only when instances overlap each other
+    (e.g. NCCL kernels running concurrently on several streams): the union
+    counts such time once. Compute here is every busy lane of the device,
+    targets excluded — this is HolisticTraceAnalysis' comm/comp overlap when
+    the targets are the NCCL kernels.
+    """
+    if len(inst) == 0:
+        return 0, 0
+    dev = _lane_device(tl)
+    member_dev = dev[inst.lane[inst.member_inst]]
+    wall = hidden = 0
+    cache: dict[int, dict[int, iv.Union]] = {}
+    for d in np.unique(member_dev):
+        sel = member_dev == d
+        u = iv.union(inst.member_start[sel], inst.member_end[sel])
+        lk = tl.lanes[int(inst.lane[inst.member_inst[np.flatnonzero(sel)[0]]])].kind
+        if int(lk) not in cache:
+            cache[int(lk)] = busy_lanes(tl, inst, lk)
+        busy = iv.union_of(*[b for ln, b in cache[int(lk)].items() if dev[ln] == d])
+        wall += u.measure
+        hidden += iv.intersection(u, busy).measure
+    return wall, hidden
+
+
+def _dedupe_markers(ids: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One window per step id (min start, max end), sorted by start."""
+    if len(ids) == 0:
+        return ids, start, end
+    uid, inv = np.unique(ids, return_inverse=True)
+    s = np.full(len(uid), np.iinfo(np.int64).max, dtype=np.int64)
+    e = np.full(len(uid), np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(s, inv, start)
+    np.maximum.at(e, inv, end)
+    o = np.argsort(s, kind="stable")
+    return uid[o], s[o], e[o]
+
+
+def step_windows(tl: Timeline, prefer: LaneKind | None = None) -> Steps:
+    """Step windows of a Timeline.
+
+    In order: the reader's per-event step column (Ascend ``Step Id``, overlay
+    log ``step``); ``ProfilerStep#N`` markers; vLLM's ``execute_context_…``
+    step annotations (numbered in order). Markers on lanes of ``prefer``'s kind
+    win (device-side copies of the step markers place device work better).
+    Window ``i`` is ``[start_i, max(end_i, start_{i+1}))`` — the vLLM step
+    annotation covers ``execute_model`` only, the sampler runs just after it.
+    """
+    end = tl.start + tl.dur
+    if tl.step is not None and len(tl) and ((tl.step >= 0) & (tl.kind != Kind.STEP)).any():
+        # The reader knows each event's step (Ascend "Step Id", overlay log).
+        m = (tl.step >= 0) & (tl.kind != Kind.STEP)
+        ids, s, e = _dedupe_markers(tl.step[m].astype(np.int64), tl.start[m], end[m])
+        return Steps(ids, s, e, "step-column")
+    names_prof = np.full(len(tl.names), -1, dtype=np.int64)
+    names_vllm = np.zeros(len(tl.names), dtype=bool)
+    for i, nm in enumerate(tl.names):
+        mt = PROFILER_STEP_RE.match(nm)
+        if mt:
+            names_prof[i] = int(mt.group(1))
+        elif VLLM_STEP_RE.match(nm):
+            names_vllm[i] = True
+    marker_kind = np.isin(tl.kind, (Kind.STEP, Kind.ANNOTATION))
+    for source in ("ProfilerStep", "vllm-annotation"):
+        if source == "ProfilerStep":
+            m = marker_kind & (names_prof[tl.name] >= 0) if len(tl) else np.zeros(0, bool)
+        else:
+            m = marker_kind & names_vllm[tl.name] if len(tl) else np.zeros(0, bool)
+        if not m.any():
+            continue
+        if prefer is not None:
+            mp = m & lane_kind_mask(tl, (prefer,))
+            if mp.any():
+                m = mp
+        rows = np.flatnonzero(m)
+        if source == "ProfilerStep":
+            ids = names_prof[tl.name[rows]]
+            ids, s, e = _dedupe_markers(ids, tl.start[rows], end[rows])
+        else:
+            # Several lanes may carry the same annotation: keep one lane's (the busiest).
+            lanes, counts = np.unique(tl.lane[rows], return_counts=True)
+            rows = rows[tl.lane[rows] == lanes[np.argmax(counts)]]
+            o = np.argsort(tl.start[rows], kind="stable")
+            rows = rows[o]
+            ids = np.arange(len(rows), dtype=np.int64)
+            s, e = tl.start[rows], end[rows]
+        nxt = np.append(s[1:], np.iinfo(np.int64).max)
+        e = np.maximum(e, np.minimum(nxt, np.iinfo(np.int64).max))
+        # The last window ends where its marker ends or where the trace ends.
+        if len(e):
+            e[-1] = max(int(end.max()), int(s[-1]))
+        return Steps(ids, s, e, source)
+    z = np.empty(0, np.int64)
+    return Steps(z, z, z, "none")
+
+
+def launch_start(tl: Timeline) -> np.ndarray | None:
+    """Host launch time of each event (its own start for host events), or None without correlation ids.
+
+    Kineto links a device kernel to the runtime call that launched it
+    (``cudaLaunchKernel``…) by a correlation id; a kernel belongs to the step
+    in which it was *launched*, however late the device ran it (HTA assigns
+    iterations the same way).
+    """
+    corr = tl.meta.get("correlation")
+    if corr is None or len(corr) != len(tl) or len(tl) == 0:
+        return None
+    corr = np.asarray(corr, dtype=np.int64)
+    host = np.flatnonzero((tl.kind == Kind.RUNTIME) & lane_kind_mask(tl, (LaneKind.THREAD,)) & (corr >= 0))
+    dev = np.flatnonzero(lane_kind_mask(tl, (LaneKind.STREAM,)) & (corr >= 0))
+    if len(host) == 0 or len(dev) == 0:
+        return None
+    # First launch per correlation id (ids are unique per launch in practice).
+    order = np.lexsort((tl.start[host], corr[host]))
+    hc, hs = corr[host][order], tl.start[host][order]
+    first = np.concatenate(([True], hc[1:] != hc[:-1]))
+    hc, hs = hc[first], hs[first]
+    k = np.clip(np.searchsorted(hc, corr[dev]), 0, len(hc) - 1)
+    found = hc[k] == corr[dev]
+    out = tl.start.copy()
+    out[dev[found]] = hs[k[found]]
+    return out
+
+
+def assign_steps(steps: Steps, t: np.ndarray) -> np.ndarray:
+    """Step id of each time ``t``: the last window starting at or before it and ending after it; -1 otherwise."""
+    t = np.asarray(t, dtype=np.int64)
+    if len(steps) == 0:
+        return np.full(t.shape, -1, dtype=np.int64)
+    k = np.searchsorted(steps.start, t, side="right") - 1
+    kc = np.clip(k, 0, None)
+    ok = (k >= 0) & (t < steps.end[kc])
+    return np.where(ok, steps.ids[kc], -1)
+
+
+def _spans_by_step(tl: Timeline, steps: Steps, rows: np.ndarray, when: np.ndarray) -> dict[int, int]:
+    """Sum of the (unioned) spans ``rows`` per step (step of each row: its ``when`` time, or the step column)."""
+    out: dict[int, int] = {}
+    if len(rows) == 0:
+        return out
+    end = tl.start + tl.dur
+    sid = tl.step[rows].astype(np.int64) if steps.source == "step-column" else assign_steps(steps, when[rows])
+    for s in np.unique(sid):
+        sel = rows[sid == s]
+        out[int(s)] = iv.union(tl.start[sel], end[sel]).measure
+    return out
+
+
+def _pick_lane_kind(tl: Timeline, m: np.ndarray) -> np.ndarray:
+    """Keep matches of one lane kind only: device > overlay > host (avoid summing copies of a span)."""
+    for lk in (LaneKind.STREAM, LaneKind.OVERLAY, LaneKind.THREAD):
+        mm = m & lane_kind_mask(tl, (lk,))
+        if mm.any():
+            return mm
+    return m
+
+
+def analyze_timeline(tl: Timeline, op: re.Pattern | None = None) -> TimelineAnalysis:
+    """Find the target instances of ``tl`` and split their time into hidden and exposed, per step."""
+    inst = find_instances(tl, op)
+    total = inst.total
+    hidden = hidden_time(tl, inst)
+    exposed = total - hidden
+    wall, wall_hidden = wall_time(tl, inst)
+    inst_kind = tl.lanes[int(inst.lane[0])].kind if len(inst) else None
+    launch = launch_start(tl)
+    when = launch if launch is not None else tl.start
+    # Launch times are host times: then the host's step markers decide.
+    prefer = LaneKind.THREAD if launch is not None else inst_kind
+    steps = step_windows(tl, prefer)
+    first_member = inst.events[np.searchsorted(inst.member_inst, np.arange(len(inst)))] if len(inst) else inst.events
+    if steps.source == "step-column":
+        step = tl.step[first_member].astype(np.int64)
+    else:
+        step = assign_steps(steps, when[first_member])
+
+    # Sampler wait: overlay spans / overlay-log windows.
+    wait_m = _pick_lane_kind(tl, name_mask(tl, is_overlay_wait) & np.isin(tl.kind, (Kind.ANNOTATION, Kind.OVERLAY)))
+    wait_by_step = _spans_by_step(tl, steps, np.flatnonzero(wait_m), when)
+    wait_total = int(sum(wait_by_step.values()))
+
+    # Forward time: the best forward span present, else the compute busy time of the step.
+    forward_source = "compute-busy"
+    fwd_rows = np.empty(0, np.int64)
+    span_kinds = np.isin(tl.kind, (Kind.ANNOTATION, Kind.OVERLAY, Kind.STEP))
+    for name in FORWARD_SPANS:
+        if name == SPAN_FORWARD:
+            m = name_mask(tl, is_overlay_forward)
+        elif name == "execute_context":
+            m = name_mask(tl, lambda n: bool(VLLM_STEP_RE.match(n)))
+        else:
+            m = name_mask(tl, lambda n, name=name: n == name)
+        m = _pick_lane_kind(tl, m & span_kinds)
+        if m.any():
+            forward_source = name
+            fwd_rows = np.flatnonzero(m)
+            break
+    if forward_source == "compute-busy":
+        lk = inst_kind if inst_kind is not None else (LaneKind.STREAM if has_device_kernels(tl) else LaneKind.THREAD)
+        m = busy_mask(tl, lk)
+        if len(inst):
+            m[inst.matched] = False
+        fwd_rows = np.flatnonzero(m)
+    forward_by_step = _spans_by_step(tl, steps, fwd_rows, when)
+
+    return TimelineAnalysis(
+        tl=tl,
+        inst=inst,
+        total=total,
+        hidden=hidden,
+        exposed=exposed,
+        step=step,
+        steps=steps,
+        forward_by_step=forward_by_step,
+        wait_by_step=wait_by_step,
+        forward_source=forward_source,
+        wait_total=wait_total,
+        wall=wall,
+        wall_hidden=wall_hidden,
+    )

@@ -1,0 +1,111 @@
+"""The result data model of ``expo-prof analyze``: what every reporter renders.
+
+Plain :mod:`msgspec` Structs, so the JSON reporter encodes them directly and
+the schema in ``docs/json-output.md`` is this file. Bump :data:`SCHEMA` on any
+incompatible change (a removed or renamed key, a changed meaning or unit);
+adding keys is compatible.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+#: Version of the ``analyze --json`` schema (docs/json-output.md).
+SCHEMA = 1
+SCHEMA_NAME = "expo-prof.analyze"
+
+
+class Dist(msgspec.Struct, kw_only=True):
+    """Distribution of one quantity (ns) over ``n`` values: mean, nearest-rank p50/p99, max."""
+
+    n: int
+    mean: float
+    p50: int
+    p99: int
+    max: int
+
+
+class Totals(msgspec.Struct, kw_only=True):
+    """Sums over a set of instances (a step, a rank, the run)."""
+
+    instances: int
+    total_ns: int
+    hidden_ns: int
+    exposed_ns: int
+    #: hidden_ns / total_ns; null when total_ns == 0.
+    hidden_fraction: float | None
+    forward_ns: int
+    wait_ns: int
+
+
+class StepResult(Totals, kw_only=True):
+    rank: int
+    #: Step id (ProfilerStep#N → N, vLLM step annotations → their order, overlay → its counter); null = outside any step.
+    step: int | None
+    source: str
+    start_ns: int
+    end_ns: int
+
+
+class InstanceDists(msgspec.Struct, kw_only=True):
+    """Per-instance distributions."""
+
+    total_ns: Dist
+    hidden_ns: Dist
+    exposed_ns: Dist
+
+
+class StepDists(msgspec.Struct, kw_only=True):
+    """Per-step distributions (over the steps that hold at least one instance)."""
+
+    total_ns: Dist
+    hidden_ns: Dist
+    exposed_ns: Dist
+    forward_ns: Dist
+    wait_ns: Dist
+
+
+class WallTotals(Totals, kw_only=True):
+    """Adds the union view: time during which at least one instance ran, and how much of it was hidden."""
+
+    wall_ns: int
+    wall_hidden_ns: int
+    #: wall_hidden_ns / wall_ns; null when wall_ns == 0.
+    wall_hidden_fraction: float | None
+
+
+class RankResult(WallTotals, kw_only=True):
+    rank: int
+    backend: str
+    fmt: str
+    sources: list[str]
+    #: Which recognition rule found the instances (see docs/json-output.md).
+    rule: str
+    #: Where forward_ns comes from: a span name, or "compute-busy".
+    forward_source: str
+    steps: int
+    names: dict[str, int]
+    per_instance: InstanceDists
+    per_step: StepDists
+
+
+class Summary(WallTotals, kw_only=True):
+    ranks: int
+    steps: int
+    per_instance: InstanceDists
+    per_step: StepDists
+
+
+class AnalysisResult(msgspec.Struct, kw_only=True):
+    """Top level of ``analyze --json``."""
+
+    schema: int = SCHEMA
+    schema_name: str = SCHEMA_NAME
+    tool_version: str
+    op: str | None
+    inputs: list[str]
+    summary: Summary
+    ranks: list[RankResult]
+    steps: list[StepResult]
+    warnings: list[str]
+    skipped: list[list[str]]

@@ -1,0 +1,372 @@
+"""Recognise target instances (the exponential draw, or any ``--op``) in a Timeline.
+
+One *instance* is one draw: usually one event, but on Ascend the composite
+chain ``DSARandomUniform → Neg → Add → GreaterEqual → MaskedFill → Log → Mul``
+on one stream is grouped into one instance of seven member kernels.
+
+Rules, first one that matches anything wins (per Timeline):
+
+1. ``--op REGEX`` (when given): every event whose name matches (``re.search``),
+   step markers excluded. Device-lane matches win over overlay-log matches,
+   which win over host-thread matches, so ``--op nccl`` selects the NCCL
+   kernels on the streams and not the host ``nccl:all_reduce`` ops that
+   launched them. Profiler-derived lanes (Ascend HCCL communication ops)
+   come right after device work.
+2. The overlay's ``expo_prof::exponential`` span on a device stream (a
+   ``gpu_user_annotation``) or the overlay event log's exponential window.
+3. Device kernels: CUDA/ROCm ``exponential_kernel`` (inside
+   ``distribution_elementwise…`` kernel names), Ascend ``aclnnExponential`` /
+   ``aclnnSimThreadExponential`` / ``Exponential``, and the Ascend composite
+   chain.
+4. Only when the Timeline has no device kernels at all (a CPU run): the
+   ``expo_prof::exponential`` span on a host thread, else ``aten::exponential_``,
+   else vLLM CPU's fused Gumbel-max op ``_C::fused_gumbel_argmax`` (its default
+   sampler since 0.32: the noise is drawn inside the op, fused with the argmax,
+   so the instance is an upper bound of the noise time; rule ``cpu-fused-gumbel``).
+
+Host-side spans are not used when device kernels exist: on CUDA/NPU the host
+span measures the launch, not the draw.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from expo_prof.timeline import Kind, LaneKind, Timeline
+from overlay.contract import SPAN_EXPONENTIAL, SPAN_FORWARD, SPAN_WAIT  # the one shared contract
+
+__all__ = ["SPAN_EXPONENTIAL", "SPAN_FORWARD", "SPAN_WAIT", "Instances", "find_instances", "similar_names"]
+
+#: CUDA/ROCm: the kernel PyTorch launches for ``Tensor.exponential_``.
+CUDA_KERNEL_RE = re.compile(r"exponential_kernel")
+#: Ascend fused exponential kernels / ops.
+ASCEND_KERNEL_RE = re.compile(
+    r"aclnn(?:SimThread)?Exponential(?![A-Za-z])"  # aclnnExponential_<kernel>, aclnnSimThreadExponential
+    r"|(?<![A-Za-z])Exponential(?:V\d+)?(?![A-Za-z0-9])"  # the op type alone, not ExponentialGrad
+)
+#: CPU operator.
+CPU_OP_NAME = "aten::exponential_"
+#: vLLM CPU's default sampler (0.32+): Gumbel noise and argmax in one C++ op.
+CPU_FUSED_GUMBEL = "_C::fused_gumbel_argmax"
+#: Ascend composite chain (op tokens in launch order on one stream).
+ASCEND_CHAIN = ("DSARandomUniform", "Neg", "Add", "GreaterEqual", "MaskedFill", "Log", "Mul")
+
+#: Everything the default rules look for, for the "nothing found" message.
+LOOKED_FOR = (
+    f"{SPAN_EXPONENTIAL} (overlay span)",
+    "overlay event-log exponential windows",
+    "*exponential_kernel* (CUDA/ROCm distribution_elementwise kernel)",
+    "aclnnExponential / aclnnSimThreadExponential / Exponential (Ascend)",
+    "DSARandomUniform→Neg→Add→GreaterEqual→MaskedFill→Log→Mul on one stream (Ascend composite)",
+    f"{CPU_OP_NAME} (CPU)",
+    f"{CPU_FUSED_GUMBEL} (vLLM CPU fused Gumbel-max, noise + argmax)",
+)
+_SIMILAR_RE = re.compile(r"random|uniform|exponential|rand|gumbel|sampl", re.IGNORECASE)
+
+_DEVICE_KINDS = (Kind.KERNEL, Kind.COMM, Kind.MEMCPY, Kind.ANNOTATION)
+
+
+@dataclass
+class Instances:
+    """Target instances of one Timeline, column-wise.
+
+    Instance ``i`` has ``lane[i]``, ``name[i]`` (index into the Timeline's
+    names), ``start[i]``/``end[i]`` (ns, the span of its members) and members
+    ``member_start/member_end`` where ``member_inst == i`` (disjoint, sorted).
+    ``events`` holds the Timeline row of every member; ``matched`` every row
+    the rule matched (members plus nested duplicates), excluded from busy time.
+    """
+
+    rule: str  # which rule matched: "op", "overlay-span", "overlay-log", "device-kernel", "ascend-chain", "host-span", "cpu-op"
+    lane: np.ndarray
+    name: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    member_inst: np.ndarray
+    member_start: np.ndarray
+    member_end: np.ndarray
+    events: np.ndarray
+    rules: list[str] = field(default_factory=list)  # rule per instance when several apply (chain + kernel)
+    #: Every Timeline row the rule matched, nested duplicates included: never busy time.
+    matched: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+    def __len__(self) -> int:
+        return len(self.lane)
+
+    @property
+    def total(self) -> np.ndarray:
+        """Busy time of each instance: the sum of its (disjoint) members (ns)."""
+        out = np.zeros(len(self), dtype=np.int64)
+        np.add.at(out, self.member_inst, self.member_end - self.member_start)
+        return out
+
+
+def _empty(rule: str) -> Instances:
+    z = np.empty(0, np.int64)
+    return Instances(rule, z.astype(np.int32), z.astype(np.int32), z, z, z, z, z, z)
+
+
+def lane_kind_mask(tl: Timeline, kinds: tuple[LaneKind, ...]) -> np.ndarray:
+    """Rows whose lane is of one of ``kinds``."""
+    lk = np.array([int(ln.kind) for ln in tl.lanes], dtype=np.int8)
+    if len(tl) == 0 or len(lk) == 0:
+        return np.zeros(len(tl), dtype=bool)
+    return np.isin(lk[tl.lane], [int(k) for k in kinds])
+
+
+def name_mask(tl: Timeline, pred) -> np.ndarray:
+    """Rows whose (interned) name satisfies ``pred`` — evaluated once per distinct name."""
+    hit = np.fromiter((bool(pred(n)) for n in tl.names), dtype=bool, count=len(tl.names))
+    if len(tl) == 0 or len(hit) == 0:
+        return np.zeros(len(tl), dtype=bool)
+    return hit[tl.name]
+
+
+def _from_rows(tl: Timeline, rows: np.ndarray, rule: str) -> Instances:
+    """One instance per row, dropping rows nested inside another match on the same lane."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if len(rows) == 0:
+        return _empty(rule)
+    matched = rows.copy()
+    start = tl.start[rows]
+    end = start + tl.dur[rows]
+    lane = tl.lane[rows]
+    # Sort by lane, start, longest first: a row nested in an earlier one on the
+    # same lane (aten::exponential_ inside an expo_prof::exponential span of
+    # the same name set, a re-entrant op) is the same draw, counted once.
+    order = np.lexsort((-end, start, lane))
+    rows, start, end, lane = rows[order], start[order], end[order], lane[order]
+    keep = np.ones(len(rows), dtype=bool)
+    cuts = np.flatnonzero(lane[1:] != lane[:-1]) + 1
+    for seg in np.split(np.arange(len(rows)), cuts):  # one pass per lane (few lanes)
+        e = end[seg]
+        reach = np.maximum.accumulate(e)
+        keep[seg[1:]] = e[1:] > reach[:-1]
+    rows, start, end, lane = rows[keep], start[keep], end[keep], lane[keep]
+    # Partially overlapping matches on one lane: clip the later one's start so
+    # members stay disjoint (never counts the same nanosecond twice).
+    mstart = start.copy()
+    same = np.zeros(len(rows), dtype=bool)
+    same[1:] = lane[1:] == lane[:-1]
+    prev_end = np.concatenate(([np.iinfo(np.int64).min], end[:-1]))
+    mstart = np.where(same, np.maximum(mstart, prev_end), mstart)
+    mstart = np.minimum(mstart, end)
+    n = len(rows)
+    return Instances(
+        rule=rule,
+        lane=lane.astype(np.int32),
+        name=tl.name[rows].astype(np.int32),
+        start=start,
+        end=end,
+        member_inst=np.arange(n, dtype=np.int64),
+        member_start=mstart,
+        member_end=end,
+        events=rows,
+        rules=[rule] * n,
+        matched=matched,
+    )
+
+
+def _tokens(name: str) -> set[str]:
+    return set(t for t in re.split(r"[_/\s.:]+", name) if t)
+
+
+def _ascend_chains(tl: Timeline) -> list[list[int]]:
+    """Rows of each composite exponential chain found on a device stream."""
+    kern = np.flatnonzero((tl.kind == Kind.KERNEL) & lane_kind_mask(tl, (LaneKind.STREAM,)))
+    if len(kern) == 0:
+        return []
+    # Which chain step each distinct name can play (-1: none); checked once per name.
+    step_of_name = np.full(len(tl.names), -1, dtype=np.int8)
+    first_hits = False
+    for i, nm in enumerate(tl.names):
+        toks = _tokens(nm)
+        for j, op in enumerate(ASCEND_CHAIN):
+            if op in toks:
+                step_of_name[i] = j
+                first_hits |= j == 0
+                break
+    if not first_hits:
+        return []
+    chains: list[list[int]] = []
+    order = kern[np.lexsort((tl.start[kern], tl.lane[kern]))]
+    steps = step_of_name[tl.name[order]]
+    lanes = tl.lane[order]
+    L = len(ASCEND_CHAIN)
+    for i in np.flatnonzero(steps == 0):
+        if i + L > len(order):
+            continue
+        if lanes[i + L - 1] != lanes[i]:
+            continue
+        if np.array_equal(steps[i : i + L], np.arange(L, dtype=np.int8)):
+            chains.append([int(r) for r in order[i : i + L]])
+    return chains
+
+
+def _from_chains(tl: Timeline, chains: list[list[int]]) -> Instances:
+    n = len(chains)
+    rows = np.array([r for c in chains for r in c], dtype=np.int64)
+    member_inst = np.repeat(np.arange(n, dtype=np.int64), [len(c) for c in chains])
+    ms = tl.start[rows]
+    me = ms + tl.dur[rows]
+    # Members of one chain are sequential on one stream; clip jitter overlaps.
+    prev_end = np.concatenate(([np.iinfo(np.int64).min], me[:-1]))
+    same = np.concatenate(([False], member_inst[1:] == member_inst[:-1]))
+    ms = np.minimum(np.where(same, np.maximum(ms, prev_end), ms), me)
+    first = np.array([c[0] for c in chains], dtype=np.int64)
+    start = np.array([tl.start[c].min() for c in chains], dtype=np.int64)
+    end = np.array([(tl.start[c] + tl.dur[c]).max() for c in chains], dtype=np.int64)
+    return Instances(
+        rule="ascend-chain",
+        lane=tl.lane[first].astype(np.int32),
+        name=tl.name[first].astype(np.int32),
+        start=start,
+        end=end,
+        member_inst=member_inst,
+        member_start=ms,
+        member_end=me,
+        events=rows,
+        rules=["ascend-chain"] * n,
+        matched=rows.copy(),
+    )
+
+
+def _concat(a: Instances, b: Instances) -> Instances:
+    if len(a) == 0:
+        return b
+    if len(b) == 0:
+        return a
+    return Instances(
+        rule=f"{a.rule}+{b.rule}",
+        lane=np.concatenate((a.lane, b.lane)),
+        name=np.concatenate((a.name, b.name)),
+        start=np.concatenate((a.start, b.start)),
+        end=np.concatenate((a.end, b.end)),
+        member_inst=np.concatenate((a.member_inst, b.member_inst + len(a))),
+        member_start=np.concatenate((a.member_start, b.member_start)),
+        member_end=np.concatenate((a.member_end, b.member_end)),
+        events=np.concatenate((a.events, b.events)),
+        rules=a.rules + b.rules,
+        matched=np.concatenate((a.matched, b.matched)),
+    )
+
+
+def has_device_kernels(tl: Timeline) -> bool:
+    """Whether any compute kernel ran on a device stream in this Timeline."""
+    return bool(((tl.kind == Kind.KERNEL) & lane_kind_mask(tl, (LaneKind.STREAM,))).any())
+
+
+def find_instances(tl: Timeline, op: re.Pattern | None = None) -> Instances:
+    """Target instances of one Timeline (see the module docstring for the rules)."""
+    not_step = tl.kind != Kind.STEP
+    if op is not None:
+        hit = name_mask(tl, op.search) & not_step
+        work = np.isin(tl.kind, (Kind.KERNEL, Kind.COMM, Kind.MEMCPY))
+        # Device work first (not the gpu_user_annotation copies of host spans
+        # around it), then device annotations, the overlay log, host threads.
+        for lanes, extra in (
+            ((LaneKind.STREAM,), work),
+            ((LaneKind.LOGICAL,), None),  # Ascend HCCL op-level spans
+            ((LaneKind.STREAM,), None),
+            ((LaneKind.OVERLAY,), None),
+            ((LaneKind.THREAD,), None),
+        ):
+            m = hit & lane_kind_mask(tl, lanes)
+            if extra is not None:
+                m &= extra
+            rows = np.flatnonzero(m)
+            if len(rows):
+                return _from_rows(tl, rows, "op")
+        return _empty("op")
+
+    on_stream = lane_kind_mask(tl, (LaneKind.STREAM,))
+    # 2. overlay spans on a device stream, or the overlay log's windows.
+    span = name_mask(tl, lambda n: n == SPAN_EXPONENTIAL)
+    rows = np.flatnonzero(span & on_stream & (tl.kind == Kind.ANNOTATION))
+    if len(rows):
+        return _from_rows(tl, rows, "overlay-span")
+    on_overlay = lane_kind_mask(tl, (LaneKind.OVERLAY,))
+    rows = np.flatnonzero(on_overlay & (tl.kind == Kind.OVERLAY) & name_mask(tl, _is_overlay_exponential))
+    if len(rows):
+        return _from_rows(tl, rows, "overlay-log")
+    # 3. device kernels (any backend's names: the backend label may be a guess).
+    device = has_device_kernels(tl)
+    if device:
+        chains = _ascend_chains(tl)
+        chained = np.zeros(len(tl), dtype=bool)
+        if chains:
+            chained[[r for c in chains for r in c]] = True
+        kern = (tl.kind == Kind.KERNEL) & on_stream & ~chained
+        rows = np.flatnonzero(kern & name_mask(tl, lambda n: bool(CUDA_KERNEL_RE.search(n) or ASCEND_KERNEL_RE.search(n))))
+        inst = _from_rows(tl, rows, "device-kernel")
+        if chains:
+            inst = _concat(inst, _from_chains(tl, chains))
+        if len(inst):
+            return inst
+        return _empty("device-kernel")
+    # 4. CPU runs.
+    on_thread = lane_kind_mask(tl, (LaneKind.THREAD,))
+    rows = np.flatnonzero(span & on_thread & not_step)
+    if len(rows):
+        return _from_rows(tl, rows, "host-span")
+    rows = np.flatnonzero(on_thread & (tl.kind == Kind.CPU_OP) & name_mask(tl, lambda n: n == CPU_OP_NAME))
+    if len(rows):
+        return _from_rows(tl, rows, "cpu-op")
+    rows = np.flatnonzero(on_thread & (tl.kind == Kind.CPU_OP) & name_mask(tl, lambda n: n == CPU_FUSED_GUMBEL))
+    return _from_rows(tl, rows, "cpu-fused-gumbel")
+
+
+def _is_overlay_exponential(name: str) -> bool:
+    return name == SPAN_EXPONENTIAL or name in ("exponential", "exp", "overlay exponential")
+
+
+def is_overlay_forward(name: str) -> bool:
+    """Names of forward windows (overlay span, overlay log)."""
+    return name == SPAN_FORWARD or name in ("forward", "fwd", "overlay forward")
+
+
+def is_overlay_wait(name: str) -> bool:
+    """Names of the sampler's wait windows (overlay span, overlay log)."""
+    return name == SPAN_WAIT or name in ("wait", "overlay wait")
+
+
+def similar_names(timelines: list[Timeline], op: re.Pattern | None = None, limit: int = 12) -> list[str]:
+    """Names present in the traces that resemble what was looked for, most frequent first.
+
+    Without ``--op``: names mentioning random / uniform / exponential / rand /
+    gumbel / sampl. With ``--op``: names the pattern matches ignoring case,
+    names containing the pattern's text, and close spellings (difflib).
+    """
+    counts: dict[str, int] = {}
+    for tl in timelines:
+        if len(tl) == 0 or len(tl.names) == 0:
+            continue
+        present = np.bincount(tl.name, minlength=len(tl.names))
+        for i, nm in enumerate(tl.names):
+            if present[i]:
+                counts[nm] = counts.get(nm, 0) + int(present[i])
+    if op is None:
+        pool = [nm for nm in counts if _SIMILAR_RE.search(nm)]
+        score = {nm: 0 for nm in pool}
+    else:
+        try:
+            loose = re.compile(op.pattern, op.flags | re.IGNORECASE)
+        except re.error:  # pragma: no cover - the pattern compiled once already
+            loose = op
+        # The pattern's literal words ("uniform_kernel" -> uniform, kernel): names sharing more words rank first.
+        words = [w.lower() for w in re.findall(r"[A-Za-z0-9]{4,}", op.pattern)]
+        score = {}
+        for nm in counts:
+            low = nm.lower()
+            hits = sum(w in low for w in words) + (2 if loose.search(nm) else 0)
+            if hits:
+                score[nm] = hits
+        for nm in difflib.get_close_matches(op.pattern, list(counts), n=limit, cutoff=0.6):
+            score.setdefault(nm, 1)
+        pool = list(score)
+    ranked = sorted(pool, key=lambda n: (-score[n], -counts[n], n))
+    return ranked[:limit]

@@ -1,0 +1,115 @@
+"""Rich tables: summary, distributions, per rank, worst steps. Names from traces are escaped.
+
+Laid out to stay readable at 80 columns (a pipe, a CI log): one quantity per
+row where a table would otherwise get wide.
+"""
+
+from __future__ import annotations
+
+from typing import IO
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from expo_prof.analysis.model import AnalysisResult, Dist
+from expo_prof.report.base import fmt_frac, fmt_ns
+
+
+def _table(title: str, *cols: tuple[str, str]) -> Table:
+    t = Table(title=title, title_justify="left", title_style="bold", pad_edge=False, box=None, header_style="bold")
+    for name, just in cols:
+        t.add_column(name, justify=just, no_wrap=True)  # type: ignore[arg-type]
+    return t
+
+
+def _d(d: Dist) -> tuple[str, str, str]:
+    if d.n == 0:
+        return ("-", "-", "-")
+    return (fmt_ns(d.mean), fmt_ns(d.p50), fmt_ns(d.p99))
+
+
+def _short(name: str, width: int = 48) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+class TableReporter:
+    """Human-readable report on a rich console."""
+
+    def __init__(self, console: Console | None = None, top: int = 10) -> None:
+        self.console = console
+        self.top = top
+
+    def render(self, result: AnalysisResult, file: IO[str] | None = None) -> None:
+        con = self.console
+        if file is not None:
+            con = Console(file=file, highlight=False, soft_wrap=False)
+        elif con is None:
+            from expo_prof.console import console as con
+        s = result.summary
+        what = f"--op {escape(result.op)}" if result.op else "exponential draw"
+
+        t = _table(f"Hidden vs exposed time — {what}", ("", "left"), ("", "right"), ("", "left"))
+        t.show_header = False
+        t.add_row("instances", str(s.instances), f"{s.ranks} rank(s), {s.steps} step(s)")
+        t.add_row("total", fmt_ns(s.total_ns), "")
+        t.add_row("hidden", fmt_ns(s.hidden_ns), f"{fmt_frac(s.hidden_fraction)} under other lanes' compute")
+        t.add_row("exposed", fmt_ns(s.exposed_ns), "extends the step")
+        if s.wall_ns != s.total_ns:
+            t.add_row("wall (union)", fmt_ns(s.wall_ns), f"{fmt_frac(s.wall_hidden_fraction)} hidden; instances overlap")
+        t.add_row("forward", fmt_ns(s.forward_ns), "")
+        t.add_row("sampler wait", fmt_ns(s.wait_ns), "")
+        con.print(t)
+        con.print()
+
+        d = _table(
+            "Distributions",
+            ("", "left"), ("inst mean", "right"), ("inst p50", "right"), ("inst p99", "right"),
+            ("step mean", "right"), ("step p50", "right"), ("step p99", "right"),
+        )
+        pi, ps = s.per_instance, s.per_step
+        d.add_row("total", *_d(pi.total_ns), *_d(ps.total_ns))
+        d.add_row("hidden", *_d(pi.hidden_ns), *_d(ps.hidden_ns))
+        d.add_row("exposed", *_d(pi.exposed_ns), *_d(ps.exposed_ns))
+        d.add_row("forward", "", "", "", *_d(ps.forward_ns))
+        d.add_row("wait", "", "", "", *_d(ps.wait_ns))
+        con.print(d)
+        con.print()
+
+        r = _table(
+            "Per rank",
+            ("rank", "right"), ("n", "right"), ("total", "right"), ("hidden", "right"), ("exposed", "right"),
+            ("hidden %", "right"), ("exp/step p99", "right"), ("wait", "right"),
+        )
+        for rk in result.ranks:
+            r.add_row(
+                str(rk.rank), str(rk.instances), fmt_ns(rk.total_ns), fmt_ns(rk.hidden_ns), fmt_ns(rk.exposed_ns),
+                fmt_frac(rk.hidden_fraction), fmt_ns(rk.per_step.exposed_ns.p99), fmt_ns(rk.wait_ns),
+            )
+        con.print(r)
+        con.print()
+        src = _table("Found", ("rank", "right"), ("format", "left"), ("rule", "left"), ("names", "left"))
+        for rk in result.ranks:
+            items = list(rk.names.items())
+            names = ", ".join(f"{escape(_short(n))} ×{c}" for n, c in items[:2])
+            if len(items) > 2:
+                names += f", +{len(items) - 2} more"
+            src.add_row(str(rk.rank), escape(rk.fmt), escape(rk.rule), names)
+        src.columns[3].no_wrap = False
+        con.print(src)
+
+        worst = sorted(result.steps, key=lambda x: (-x.exposed_ns, x.rank, x.start_ns))[: self.top]
+        if worst:
+            con.print()
+            w = _table(
+                f"Worst steps by exposed time (top {len(worst)})",
+                ("rank", "right"), ("step", "right"), ("n", "right"), ("total", "right"), ("hidden", "right"),
+                ("exposed", "right"), ("hidden %", "right"), ("forward", "right"), ("wait", "right"),
+            )
+            for st in worst:
+                w.add_row(
+                    str(st.rank), "-" if st.step is None else str(st.step), str(st.instances), fmt_ns(st.total_ns),
+                    fmt_ns(st.hidden_ns), fmt_ns(st.exposed_ns), fmt_frac(st.hidden_fraction),
+                    fmt_ns(st.forward_ns), fmt_ns(st.wait_ns),
+                )
+            con.print(w)

@@ -1,0 +1,159 @@
+"""Recognising target instances per backend.
+
+GIVEN hand-built Timelines holding the names each backend writes, WHEN the
+default rules (or ``--op``) run, THEN exactly the draws are found, grouped as
+documented, and a miss explains what was looked for.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from expo_prof.analysis import analyze
+from expo_prof.analysis.targets import find_instances
+from expo_prof.errors import EXIT_NOT_FOUND, NothingFound
+from expo_prof.timeline import Kind
+
+from analysis_helpers import EXP_KERNEL, LOGICAL, STREAM, THREAD  # type: ignore[import-not-found]
+
+CUDA_LANES = [(THREAD, "cpu", "thread 1"), (STREAM, "cuda:0", "stream 7"), (STREAM, "cuda:0", "stream 20")]
+
+
+def test_cuda_exponential_kernel_is_the_instance_not_the_host_op(make_tl):
+    # GIVEN a CUDA trace: the host op aten::exponential_ launches the RNG kernel on a side stream
+    tl = make_tl(
+        CUDA_LANES,
+        [
+            (0, 0, 50, "aten::exponential_", Kind.CPU_OP),
+            (2, 100, 40, EXP_KERNEL, Kind.KERNEL),
+            (1, 90, 100, "gemm", Kind.KERNEL),
+            (2, 300, 10, "void at::native::distribution_elementwise_grid_stride_kernel<uniform_kernel>", Kind.KERNEL),
+        ],
+    )
+    # WHEN instances are found
+    inst = find_instances(tl)
+    # THEN only the exponential kernel counts (not the host launch, not the uniform RNG kernel)
+    assert inst.rule == "device-kernel"
+    assert [tl.names[i] for i in inst.name] == [EXP_KERNEL]
+    assert inst.total.tolist() == [40]
+
+
+def test_cpu_op_is_used_only_without_device_kernels(make_tl):
+    # GIVEN a CPU-only trace with two exponential ops, one re-entrant (nested inside the other)
+    tl = make_tl(
+        [(THREAD, "cpu", "thread 1")],
+        [
+            (0, 0, 100, "aten::exponential_", Kind.CPU_OP),
+            (0, 10, 20, "aten::exponential_", Kind.CPU_OP),
+            (0, 200, 30, "aten::exponential_", Kind.CPU_OP),
+        ],
+        backend="cpu",
+    )
+    inst = find_instances(tl)
+    # THEN both outer draws are instances; the nested call is the same draw
+    assert inst.rule == "cpu-op"
+    assert inst.start.tolist() == [0, 200] and inst.total.tolist() == [100, 30]
+
+
+def test_overlay_span_on_a_stream_wins_over_the_kernel_inside(make_tl):
+    # GIVEN the overlay's gpu_user_annotation around the draw's kernels on the side stream
+    tl = make_tl(
+        CUDA_LANES,
+        [
+            (2, 100, 60, "expo_prof::exponential", Kind.ANNOTATION),
+            (2, 105, 40, EXP_KERNEL, Kind.KERNEL),
+            (0, 0, 10, "expo_prof::exponential", Kind.ANNOTATION),  # host copy: launch time, not the draw
+        ],
+    )
+    inst = find_instances(tl)
+    assert inst.rule == "overlay-span"
+    assert inst.lane.tolist() == [2] and inst.total.tolist() == [60]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["aclnnExponential_DSARandomUniform_DSARandomUniform", "aclnnSimThreadExponential", "Exponential"],
+)
+def test_ascend_fused_kernel_names(make_tl, name):
+    tl = make_tl(
+        [(STREAM, "npu:0", "Stream 2"), (STREAM, "npu:0", "Stream 3")],
+        [(1, 0, 30, name, Kind.KERNEL), (0, 0, 100, "MatMulV2", Kind.KERNEL), (0, 200, 5, "ExponentialGrad", Kind.KERNEL)],
+        fmt="ascend-kernel-csv",
+        backend="npu",
+    )
+    inst = find_instances(tl)
+    assert [tl.names[i] for i in inst.name] == [name]
+
+
+CHAIN = ["DSARandomUniform", "Neg", "Add", "GreaterEqual", "MaskedFill", "Log", "Mul"]
+
+
+def test_ascend_composite_chain_is_one_draw(make_tl):
+    # GIVEN the seven kernels of the composite exponential, twice, on side stream 3,
+    # and the same op names on the compute stream without the DSARandomUniform head
+    ev = []
+    for base in (0, 1000):
+        ev += [(1, base + 10 * i, 8, n, Kind.KERNEL) for i, n in enumerate(CHAIN)]
+    ev += [(0, 5 + 10 * i, 8, n, Kind.KERNEL) for i, n in enumerate(CHAIN[1:])]
+    tl = make_tl([(STREAM, "npu:0", "Stream 2"), (STREAM, "npu:0", "Stream 3")], ev, fmt="ascend-trace-view", backend="npu")
+    inst = find_instances(tl)
+    # THEN each chain is ONE instance of seven members, its time the sum of the members
+    assert inst.rule == "ascend-chain" and len(inst) == 2
+    assert inst.total.tolist() == [7 * 8, 7 * 8]
+    assert (inst.start.tolist(), inst.end.tolist()) == ([0, 1000], [68, 1068])
+    assert len(inst.events) == 14
+
+
+def test_broken_ascend_chain_is_not_a_draw(make_tl):
+    # GIVEN a uniform draw followed by something else than the chain (a dropout mask, say)
+    ev = [(0, 10 * i, 8, n, Kind.KERNEL) for i, n in enumerate(["DSARandomUniform", "Neg", "Add", "Cast", "MaskedFill", "Log", "Mul"])]
+    tl = make_tl([(STREAM, "npu:0", "Stream 2")], ev, backend="npu")
+    with pytest.raises(NothingFound) as ei:
+        analyze([tl])
+    # THEN nothing is found, and the message names the uniform kernel as a similar name
+    assert ei.value.exit_code == EXIT_NOT_FOUND
+    assert "DSARandomUniform" in str(ei.value) and "looked for" in str(ei.value)
+
+
+def test_op_prefers_device_work_then_hccl_ops_then_host(make_tl):
+    # GIVEN nccl names on a host thread, as a gpu_user_annotation and as a kernel
+    tl = make_tl(
+        CUDA_LANES,
+        [
+            (0, 0, 10, "nccl:all_reduce", Kind.CPU_OP),
+            (2, 100, 50, "nccl:all_reduce", Kind.ANNOTATION),
+            (2, 101, 48, "ncclKernel_AllReduce_RING_LL_Sum_float", Kind.COMM),
+        ],
+    )
+    inst = find_instances(tl, re.compile("nccl"))
+    # THEN the kernel is the instance (the annotation around it is not work)
+    assert [tl.names[i] for i in inst.name] == ["ncclKernel_AllReduce_RING_LL_Sum_float"]
+    # AND on Ascend the HCCL op spans (a profiler-derived lane) are found when no stream task matches
+    tl2 = make_tl(
+        [(STREAM, "npu:0", "Stream 2"), (LOGICAL, "npu:0", "HCCL communication"), (THREAD, "cpu", "CANN")],
+        [(1, 0, 500, "hcom_allReduce__1_0_1", Kind.COMM), (2, 0, 5, "AscendCL@hcom_allReduce_", Kind.RUNTIME)],
+        backend="npu",
+    )
+    inst2 = find_instances(tl2, re.compile("hcom_"))
+    assert [tl2.names[i] for i in inst2.name] == ["hcom_allReduce__1_0_1"]
+
+
+def test_nothing_found_lists_looked_for_and_similar_names(make_tl):
+    # GIVEN a trace with a uniform RNG but no exponential
+    tl = make_tl(
+        CUDA_LANES,
+        [(0, 0, 5, "aten::uniform_", Kind.CPU_OP), (1, 10, 5, "distribution_elementwise_grid_stride_kernel<uniform>", Kind.KERNEL)],
+    )
+    with pytest.raises(NothingFound) as ei:
+        analyze([tl])
+    msg = str(ei.value)
+    # THEN the message says what was looked for and which similar names exist, on one line
+    assert "exponential_kernel" in msg and "aclnnExponential" in msg and "aten::exponential_" in msg
+    assert "aten::uniform_" in msg and "--op" in msg
+    assert "\n" not in msg
+    # AND with --op, similar means similar to the pattern
+    with pytest.raises(NothingFound) as ei2:
+        analyze([tl], op="uniform_kernel")
+    assert "distribution_elementwise_grid_stride_kernel<uniform>" in str(ei2.value)
