@@ -1,0 +1,103 @@
+"""``expo-prof record [OPTIONS] -- CMD…``: capture a vLLM serving run into a run directory."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import click
+
+from expo_prof.errors import BadInput
+
+OVERLAY_MODES = ("on", "off", "both")
+
+
+def workload_options(f):
+    """The built-in load generator's options (shared with ``ab``)."""
+    opts = [
+        click.option("--num-prompts", type=int, default=48, show_default=True, help="Measured requests."),
+        click.option("--input-len", type=int, default=1536, show_default=True, help="Prompt tokens (clamped to the model's context)."),
+        click.option("--output-len", type=int, default=2048, show_default=True, help="Generated tokens per request (ignore_eos)."),
+        click.option("--range-ratio", type=float, default=0.0, show_default=True, help="Lengths vary by ± this fraction."),
+        click.option("--max-concurrency", type=int, default=None, help="At most this many requests in flight."),
+        click.option("--request-rate", type=float, default=math.inf, help="Requests per second (default: all at once)."),
+        click.option("--temperature", type=float, default=1.0, show_default=True),
+        click.option("--top-p", type=float, default=None),
+        click.option("--top-k", type=int, default=None),
+        click.option("--seeded/--no-seeded", default=False, help="Give each request its own sampling seed."),
+        click.option("--warmup", type=int, default=1, show_default=True, help="Warm-up requests before measuring."),
+        click.option("--no-load", is_flag=True, help="Send no load: record until Ctrl-C or --duration."),
+        click.option("--duration", type=float, default=None, help="With --no-load: stop after this many seconds."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def build_spec(kw: dict):
+    """WorkloadSpec from the workload options (None with --no-load)."""
+    from expo_prof.workload import WorkloadSpec
+
+    if kw["no_load"]:
+        return None
+    for name in ("num_prompts", "input_len", "output_len", "warmup"):
+        if kw[name] is not None and kw[name] < (0 if name == "warmup" else 1):
+            raise BadInput(f"--{name.replace('_', '-')} must be at least {0 if name == 'warmup' else 1}")
+    if kw["request_rate"] is not None and kw["request_rate"] <= 0:
+        raise BadInput("--request-rate must be positive")
+    return WorkloadSpec(
+        num_prompts=kw["num_prompts"],
+        input_len=kw["input_len"],
+        output_len=kw["output_len"],
+        range_ratio=kw["range_ratio"],
+        max_concurrency=kw["max_concurrency"],
+        request_rate=kw["request_rate"],
+        temperature=kw["temperature"],
+        top_p=kw["top_p"],
+        top_k=kw["top_k"],
+        per_request_seed=kw["seeded"],
+        warmup=kw["warmup"],
+    )
+
+
+@click.command("record", context_settings={"ignore_unknown_options": False})
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Run directory (default: traces/<UTC stamp>-<name>).")
+@click.option("--traces-dir", type=click.Path(path_type=Path), default=Path("traces"), show_default=True, help="Where new run directories go.")
+@click.option("--overlay", "overlay_mode", type=click.Choice(OVERLAY_MODES), default="on", show_default=True, help="Overlay switch; 'both' alternates off/on runs.")
+@click.option("--repeat", type=int, default=1, show_default=True, help="Runs per overlay mode.")
+@click.option("--profiler", type=click.Choice(["torch", "msprof", "none"]), default="torch", show_default=True)
+@click.option("--profile-requests", type=int, default=None, help="Close the profiler window after this many finished requests.")
+@click.option("--profile-seconds", type=float, default=None, help="Close the profiler window after this many seconds.")
+@click.option("--ready-timeout", type=float, default=600.0, show_default=True, help="Seconds to wait for /health.")
+@click.option("--no-analyze", is_flag=True, help="Skip the analysis summary at the end.")
+@workload_options
+@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_obj
+def command(settings, out, traces_dir, overlay_mode, repeat, profiler, profile_requests, profile_seconds, ready_timeout, no_analyze, cmd, **wl) -> int:
+    """Run CMD (e.g. `vllm serve MODEL …`) with the overlay and a profiler, drive a load, and keep everything.
+
+    \b
+    expo-prof record -- vllm serve Qwen/Qwen3-32B --port 8000
+    expo-prof record --overlay both --repeat 3 -- python -m vllm.entrypoints.openai.api_server --model M
+    """
+    from expo_prof.record.session import record_session
+    from expo_prof.record.runner import RecordOptions
+
+    if repeat < 1:
+        raise BadInput("--repeat must be at least 1")
+    spec = build_spec(wl)
+    if wl["duration"] is not None and not wl["no_load"]:
+        raise BadInput("--duration only applies with --no-load")
+    opts = RecordOptions(
+        profiler=profiler,
+        workload=spec,
+        duration_s=wl["duration"],
+        ready_timeout_s=ready_timeout,
+        profile_requests=profile_requests,
+        profile_seconds=profile_seconds,
+    )
+    modes = {"on": [True], "off": [False], "both": [False, True]}[overlay_mode]
+    return record_session(
+        list(cmd), opts, modes=modes, repeat=repeat, out=out, traces_dir=traces_dir,
+        quiet=settings.quiet, analyze_after=not no_analyze,
+    )

@@ -1,0 +1,111 @@
+"""Run directories and their ``manifest.json``.
+
+A run directory is self-describing: every later command (analyze, timeline,
+compare) reads it without being told how it was made. Layout::
+
+    traces/<UTC timestamp>-<name>/
+        manifest.json      how the run was made and how it ended (schema below)
+        server.log         the command's stdout+stderr
+        overlay/           overlay event logs (expo-prof-events-*.jsonl)
+        profiler/          torch / torch_npu profiler traces of every rank
+        msprof/            msprof output (with --profiler msprof)
+        workload.json      per-request results and metrics of the built-in load
+        analysis.json      `expo-prof analyze --json` of the run
+
+With ``--repeat`` / ``--overlay both`` a *session* directory holds one run
+directory per run (``01-off``, ``02-on`` …) and a ``session.json`` listing
+them in order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import socket
+from datetime import datetime, timezone
+from pathlib import Path
+
+from expo_prof.errors import BadInput
+
+MANIFEST = "manifest.json"
+SESSION = "session.json"
+MANIFEST_SCHEMA = 1
+
+
+def utc_stamp() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def short_name(argv: list[str]) -> str:
+    """A file-name-safe hint of what ran: the model's last path part, else the program."""
+    name = None
+    for flag in ("--model", "--served-model-name"):
+        for i, a in enumerate(argv):
+            if a == flag and i + 1 < len(argv):
+                name = argv[i + 1]
+            elif a.startswith(flag + "="):
+                name = a.split("=", 1)[1]
+        if name:
+            break
+    if name is None and len(argv) > 2 and os.path.basename(argv[0]) == "vllm" and argv[1] == "serve":
+        name = argv[2]
+    if name is None:
+        name = os.path.basename(argv[0]) if argv else "run"
+    name = os.path.basename(name.rstrip("/")) or "run"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name)[:40].strip("-") or "run"
+
+
+def new_dir(parent: Path, name: str) -> Path:
+    """Create ``parent/<stamp>-<name>`` (or ``-2``, ``-3`` …): never reuses an existing one."""
+    parent.mkdir(parents=True, exist_ok=True)
+    stamp = utc_stamp()
+    for i in range(1, 1000):
+        cand = parent / (f"{stamp}-{name}" if i == 1 else f"{stamp}-{name}-{i}")
+        try:
+            cand.mkdir()
+            return cand
+        except FileExistsError:
+            continue
+    raise BadInput(f"cannot create a new run directory under {parent}")
+
+
+def claim_out_dir(path: Path) -> Path:
+    """``--out`` given: it must not exist yet or be empty (a second record never overwrites a first)."""
+    if path.exists():
+        if not path.is_dir():
+            raise BadInput(f"--out {path} exists and is not a directory")
+        if any(path.iterdir()):
+            raise BadInput(f"--out {path} already holds a recording; choose a new directory")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def host_info() -> dict:
+    """Where the run happened."""
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write atomically (temp file + rename), so an interrupted write never leaves half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def read_manifest(run_dir: Path) -> dict:
+    """The manifest of a run directory (BadInput when missing or unreadable)."""
+    p = run_dir / MANIFEST
+    try:
+        return json.loads(p.read_text())
+    except FileNotFoundError:
+        raise BadInput(f"{run_dir} is not a run directory (no {MANIFEST})") from None
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"{p}: unreadable manifest ({exc})") from None

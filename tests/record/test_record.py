@@ -1,0 +1,233 @@
+"""``expo-prof record`` against a real vLLM CPU server: complete run directories, and every fault ends cleanly.
+
+Each test runs the real CLI in a subprocess (as a user would) on the tiny
+model, with the server lock held so servers never overlap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from expo_prof.server import free_port
+
+pytestmark = pytest.mark.server
+
+CLI = [sys.executable, "-m", "expo_prof"]
+#: What the test servers need on a 2-core box with no internet (record itself adds none of it).
+ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "PYTHONUNBUFFERED": "1",
+}
+SMALL_LOAD = ["--num-prompts", "6", "--input-len", "64", "--output-len", "24", "--temperature", "1.0"]
+
+
+def server_cmd(model: Path, port: int, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+        "--dtype", "float32", "--max-model-len", "256", "--port", str(port), "--enforce-eager", *extra,
+    ]
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live (non-zombie) processes whose command line mentions ``marker``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmd and state not in ("Z", "X") and "pytest" not in cmd:
+            found.append(int(pid))
+    return found
+
+
+def record(args: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        CLI + ["record", *args], cwd=cwd, env={**os.environ, **ENV}, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def manifest(run: Path) -> dict:
+    return json.loads((run / "manifest.json").read_text())
+
+
+def wait_for_status(run: Path, wanted: str, proc: subprocess.Popen, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"record ended early: {proc.returncode}"
+        try:
+            if manifest(run)["status"] == wanted:
+                return
+        except (FileNotFoundError, ValueError, KeyError):
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"status {wanted!r} never reached")
+
+
+@pytest.mark.parametrize("mode", ["on", "off"])
+def test_record_produces_a_complete_run_that_analyses(mode, tiny_model, vllm_available, vllm_lock, tmp_path):
+    # GIVEN the tiny model served by a real vLLM CPU server under `record`
+    port = free_port()
+    run = tmp_path / "run"
+    with vllm_lock():
+        # WHEN a short built-in workload is recorded with the overlay on / off
+        proc = record(["--out", str(run), "--overlay", mode, *SMALL_LOAD, "--", *server_cmd(tiny_model, port)], tmp_path)
+    # THEN it succeeds and the run directory describes itself completely
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = manifest(run)
+    assert m["status"] == "ok" and m["overlay"] == mode and m["exit"]["leftover_pids"] == []
+    assert m["versions"]["vllm"] and m["versions"]["torch"] and m["device"] == "cpu"
+    assert m["env_changed"]["EXPO_PROF_ASYNC_EXPONENTIAL"] == ("1" if mode == "on" else "0")
+    assert "--profiler-config" in m["launched_argv"]
+    assert (run / "server.log").stat().st_size > 0
+    metrics = json.loads((run / "workload.json").read_text())["metrics"]
+    assert metrics["completed"] == 6 and metrics["total_output_tokens"] == 6 * 24
+    traces = list((run / "profiler").glob("rank*.pt.trace.json.gz"))
+    assert traces, list((run / "profiler").iterdir())
+    logs = list((run / "overlay").glob("expo-prof-events-*.jsonl"))
+    if mode == "on":
+        assert logs and sum(1 for line in logs[0].read_text().splitlines() if '"type":"step"' in line) >= 24
+    else:
+        assert not logs  # overlay off: nothing installed, nothing written
+    # AND analyze finds the exponential instances with hidden/exposed time in it
+    out = subprocess.run(CLI + ["analyze", str(run), "--json", "-"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)["summary"]
+    assert summary["instances"] >= 24
+    assert summary["hidden_ns"] + summary["exposed_ns"] == summary["total_ns"] > 0
+    assert not processes_with(f"--port {port}")
+
+
+def test_command_not_found_is_one_clear_line(tmp_path):
+    # GIVEN a command that does not exist WHEN recorded
+    proc = record(["--out", str(tmp_path / "r"), "--", "no-such-vllm-binary", "serve", "x"], tmp_path, timeout=60)
+    # THEN one clear line, exit 2, no traceback, nothing created
+    assert proc.returncode == 2
+    assert "command not found: no-such-vllm-binary" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_port_already_in_use(tiny_model, tmp_path):
+    # GIVEN something already listening on the command's port
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        run = tmp_path / "run"
+        # WHEN recording a server that wants that port
+        proc = record(["--out", str(run), *SMALL_LOAD, "--", *server_cmd(tiny_model, port)], tmp_path, timeout=120)
+    # THEN it refuses clearly before launching, and the run directory says so
+    assert proc.returncode == 3, proc.stderr
+    assert f"port {port} is already in use" in proc.stderr and "Traceback" not in proc.stderr
+    assert manifest(run)["status"] == "failed"
+    assert not processes_with(f"--port {port}")
+
+
+def test_server_crash_at_start(vllm_available, vllm_lock, tmp_path):
+    # GIVEN a server command that dies while starting (no such model directory)
+    port = free_port()
+    run = tmp_path / "run"
+    with vllm_lock():
+        proc = record(
+            ["--out", str(run), *SMALL_LOAD, "--", *server_cmd(tmp_path / "missing-model", port)], tmp_path, timeout=300
+        )
+    # THEN a clear message with the log's last lines, exit 3, run directory kept with the log
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert "exited with code" in proc.stderr and "before it was ready" in proc.stderr
+    assert "Traceback (most recent call last)" not in proc.stderr.splitlines()[0]
+    m = manifest(run)
+    assert m["status"] in ("failed", "crashed") and m["exit"]["leftover_pids"] == []
+    assert (run / "server.log").stat().st_size > 0
+    assert not processes_with(f"--port {port}")
+
+
+def test_readiness_timeout(tiny_model, vllm_available, vllm_lock, tmp_path):
+    # GIVEN a real server and a readiness timeout far shorter than its start-up
+    port = free_port()
+    run = tmp_path / "run"
+    with vllm_lock():
+        proc = record(
+            ["--out", str(run), "--ready-timeout", "3", *SMALL_LOAD, "--", *server_cmd(tiny_model, port)],
+            tmp_path, timeout=300,
+        )
+    # THEN it stops the server, says it was not ready in time, exit 3, no orphan
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert "not ready after 3 s" in proc.stderr
+    assert manifest(run)["status"] == "failed"
+    assert not processes_with(f"--port {port}")
+
+
+def _long_record(tiny_model, port: int, run: Path, tmp_path: Path) -> subprocess.Popen:
+    args = [
+        "--out", str(run), "--num-prompts", "400", "--input-len", "32", "--output-len", "200",
+        "--max-concurrency", "4", "--", *server_cmd(tiny_model, port),
+    ]
+    return subprocess.Popen(
+        CLI + ["record", *args], cwd=tmp_path, env={**os.environ, **ENV},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def test_server_crash_mid_run(tiny_model, vllm_available, vllm_lock, tmp_path):
+    # GIVEN a recording in its profiled workload
+    port = free_port()
+    run = tmp_path / "run"
+    with vllm_lock():
+        proc = _long_record(tiny_model, port, run, tmp_path)
+        try:
+            wait_for_status(run, "profiling", proc)
+            time.sleep(2)
+            # WHEN the server dies under it
+            os.kill(manifest(run)["server_pid"], signal.SIGKILL)
+            out, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    # THEN record says the server crashed, exits 3, keeps the run, leaves no orphan
+    assert proc.returncode == 3, err[-2000:]
+    assert "server exited with code" in err or "every request failed" in err, err[-2000:]
+    m = manifest(run)
+    assert m["status"] in ("crashed", "failed") and m["exit"]["leftover_pids"] == []
+    assert not processes_with(f"--port {port}")
+
+
+def test_ctrl_c_mid_profile_keeps_everything(tiny_model, vllm_available, vllm_lock, tmp_path):
+    # GIVEN a recording with the profiler window open
+    port = free_port()
+    run = tmp_path / "run"
+    with vllm_lock():
+        proc = _long_record(tiny_model, port, run, tmp_path)
+        try:
+            wait_for_status(run, "profiling", proc)
+            time.sleep(3)
+            # WHEN the user presses Ctrl-C (SIGINT to expo-prof only)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    # THEN a clean stop: exit 130, run marked interrupted, captured data kept, no orphan
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err and "Traceback" not in err
+    m = manifest(run)
+    assert m["status"] == "interrupted" and m["ended"] and m["exit"]["leftover_pids"] == []
+    assert list((run / "overlay").glob("expo-prof-events-*.jsonl"))
+    assert list((run / "profiler").glob("rank*.pt.trace.json.gz")), "profiler trace of the open window was lost"
+    requests = json.loads((run / "workload.json").read_text())["requests"]
+    assert any(r["ok"] for r in requests)
+    assert not processes_with(f"--port {port}")
