@@ -31,3 +31,25 @@ SPAN_WAIT = "expo_prof::wait"
 
 TRUE_WORDS = ("1", "true", "on", "yes")
 FALSE_WORDS = ("0", "false", "off", "no", "")
+
+#: Every ``fallback`` value a ``step`` line may carry (docs/event-log.md).
+FALLBACK_REASONS = (
+    "all_greedy",
+    "all_seeded",
+    "rows_mismatch",
+    "vocab_mismatch",
+    "dtype_mismatch",
+    "device_mismatch",
+    "not_consumed",
+    "no_pending",
+    "error",
+)
+#: ``notice`` codes written by the overlay.
+NOTICE_NOT_APPLICABLE = "not_applicable"
+NOTICE_DISABLED = "disabled"
+NOTICE_LANE_ERROR = "lane_error"
+#: CPUs for the CPU lane's worker thread: ``auto`` (default: the CPUs not
+#: used by the forward's pinned threads), ``inherit`` (no placement), or a
+#: list such as ``1`` / ``2-3,6``.
+ENV_LANE_CPUS = "EXPO_PROF_LANE_CPUS"
+NOTICE_LANE_PLACEMENT = "lane_placement"

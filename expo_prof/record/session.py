@@ -29,6 +29,7 @@ def record_session(
     traces_dir: Path,
     quiet: bool = False,
     analyze_after: bool = True,
+    name: str | None = None,
 ) -> int:
     """Record every planned run; returns the exit code of the session.
 
@@ -39,7 +40,7 @@ def record_session(
 
     parse_target(argv)  # bad command: fail before creating anything
     runs = plan_runs(modes, repeat)
-    name = short_name(argv)
+    name = name or short_name(argv)
     top = claim_out_dir(out) if out is not None else new_dir(traces_dir, name)
     single = len(runs) == 1
     session = {"schema": 1, "command": argv, "started": utc_stamp(), "runs": [], "status": "running"}

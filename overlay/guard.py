@@ -1,0 +1,49 @@
+"""Where an exception inside the overlay goes: one handler, set by the plugin.
+
+Patched vLLM code calls :func:`failed` when the overlay's own code raises; the
+plugin's handler switches the overlay off (one warning, patches removed) and
+the caller continues on vLLM's original path. Kept apart from
+:mod:`overlay.plugin` so the patches need not import it (no import cycle).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+logger = logging.getLogger("vllm.expo_prof")
+
+_on_error: Callable[[BaseException], None] | None = None
+_on_not_applicable: Callable[[str, str], None] | None = None
+
+
+def set_handlers(
+    on_error: Callable[[BaseException], None] | None,
+    on_not_applicable: Callable[[str, str], None] | None,
+) -> None:
+    """Install the plugin's handlers (None restores the defaults)."""
+    global _on_error, _on_not_applicable
+    _on_error, _on_not_applicable = on_error, on_not_applicable
+
+
+def failed(exc: BaseException) -> None:
+    """Report an internal overlay error; never raises."""
+    try:
+        if _on_error is not None:
+            _on_error(exc)
+        else:
+            # No plugin handler: the overlay is already off (it warned then).
+            logger.debug("expo-prof overlay error while off: %r", exc)
+    except Exception:  # noqa: BLE001 - the guard itself must not break vLLM
+        pass
+
+
+def not_applicable(message: str, backend: str) -> None:
+    """Report that the installed vLLM samples in a way the overlay cannot hook."""
+    try:
+        if _on_not_applicable is not None:
+            _on_not_applicable(message, backend)
+        else:
+            logger.debug("expo-prof overlay does not apply (already off): %s", message)
+    except Exception:  # noqa: BLE001
+        pass

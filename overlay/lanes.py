@@ -1,0 +1,353 @@
+"""Where ``q ~ Exp(1)`` is drawn while the forward pass runs.
+
+Two lanes with one interface (``launch`` / ``wait`` / ``stamp`` / ``resolve``):
+
+* :class:`CpuThreadLane` — one persistent daemon thread filling a preallocated
+  buffer. Torch ops release the GIL, so the draw runs on a spare core while the
+  model thread runs the forward. Host-clock timing (exact).
+* :class:`DeviceStreamLane` — CUDA / Ascend NPU (any backend whose
+  ``torch.get_device_module`` has streams and events): the draw is enqueued on
+  a dedicated side stream that first waits for the current stream, and the
+  consumer waits on the draw's event on the device (no host sync). Device
+  timing through events, read later without synchronising.
+
+torch is imported lazily (inside the lanes) so that importing this module stays
+cheap; nothing here imports vLLM.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from overlay.contract import SPAN_EXPONENTIAL
+
+
+_profiler: Any = None
+
+
+class LaneError(RuntimeError):
+    """The side lane failed to produce ``q``; the caller draws inline."""
+
+
+def span(name: str):
+    """A profiler annotation when a torch profiler is recording, else nothing.
+
+    ``record_function`` costs a few microseconds even with no profiler; the
+    flag check keeps the overlay's own cost out of unprofiled runs.
+    """
+    global _profiler
+    if _profiler is None:
+        from torch.autograd import profiler as _loaded
+
+        _profiler = _loaded
+    if _profiler._is_profiler_enabled:
+        return _profiler.record_function(name)
+    return nullcontext()
+
+
+@dataclass
+class Draw:
+    """One launched ``q``: its shape, the tensor, and the lane's timing marks."""
+
+    rows: int
+    vocab: int
+    dtype: Any
+    device: Any
+    q: Any = None
+    exp: list[Any] = field(default_factory=lambda: [None, None])
+    done: Any = None
+    error: BaseException | None = None
+
+
+def thread_masks() -> list[frozenset[int]]:
+    """The CPU masks of this process's threads (Linux ``/proc/self/task``)."""
+    masks = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            masks.append(frozenset(os.sched_getaffinity(int(tid))))
+        except OSError:  # the thread ended meanwhile
+            continue
+    return masks
+
+
+def _place_this_thread(request: Any, masks: list[frozenset[int]]) -> tuple[set[int], str]:
+    """Pin the calling thread; returns its CPUs and a one-line description.
+
+    ``"auto"``: vLLM CPU binds the forward's (OpenMP) threads to the CPUs of
+    its rank and leaves the others to other work; threads started later
+    inherit that narrow mask. The CPUs this process may use are found by
+    asking for all of them (the kernel clips the request to the cpuset); the
+    forward's CPUs are those of the threads pinned narrower than that; the
+    lane takes the rest.
+    """
+    inherited = os.sched_getaffinity(0)
+    if request == "auto":
+        try:
+            os.sched_setaffinity(0, range(os.cpu_count() or 1))
+        except OSError:
+            pass
+        available = os.sched_getaffinity(0)
+        model = set().union(*(m for m in masks if m < available))
+        spare = available - model
+        if model and spare:
+            target, why = spare, f"beside the forward's pinned CPUs {sorted(model)}"
+        elif model:
+            target, why = inherited, "no CPU is free of the forward's pinned threads, so it shares them"
+        else:
+            target, why = inherited, "no thread of the forward is pinned"
+    else:
+        target, why = set(request), "as EXPO_PROF_LANE_CPUS asks"
+    os.sched_setaffinity(0, target)
+    cpus = os.sched_getaffinity(0)
+    return cpus, f"CPU lane thread on CPUs {sorted(cpus)} ({why})"
+
+
+class CpuThreadLane:
+    """A persistent worker thread that draws ``q`` into a reused buffer.
+
+    ``cpus``: where the worker runs — ``"auto"`` (the CPUs not used by the
+    forward's pinned threads, i.e. the core vLLM CPU leaves free; threads
+    inherit their creator's mask, so without this the lane would time-slice
+    with the forward on the model's core), ``"inherit"``, or a set of CPU ids.
+    """
+
+    kind = "thread"
+    timing = "host"
+
+    def __init__(self, seed: int | None = None, cpus: Any = "inherit") -> None:
+        import torch
+
+        self._torch = torch
+        # A dedicated generator, not the default one: the default CPU generator
+        # is shared with the model thread, and two threads drawing from it
+        # interleave in an order that changes run to run — every other random
+        # draw in the process would stop being repeatable. Seeding it once from
+        # the default generator (after vLLM's set_random_seed) keeps runs with
+        # a fixed --seed repeatable.
+        if seed is None:
+            seed = int(torch.randint(0, 2**62, (1,)).item())
+        self.generator = torch.Generator(device="cpu")
+        self.generator.manual_seed(seed)
+        self._buffers: dict[Any, Any] = {}
+        self._last: Draw | None = None
+        self._jobs: queue.SimpleQueue[Draw | None] = queue.SimpleQueue()
+        self.cpus: set[int] | None = None
+        self.placement: str | None = None
+        self._placed = threading.Event()
+        masks: list[frozenset[int]] = []
+        if cpus == "inherit":
+            cpus = "none"  # no placement, nothing to report
+        else:
+            try:
+                # Read in the model thread, before the worker exists.
+                masks = thread_masks()
+            except (OSError, AttributeError):  # not Linux: no placement
+                cpus = "none"
+        self._thread = threading.Thread(
+            target=self._run, args=(cpus, masks), name="expo-prof-exponential", daemon=True
+        )
+        self._thread.start()
+        self._placed.wait()
+
+    # -- worker --------------------------------------------------------------------
+
+    def _run(self, cpus: Any, masks: list[frozenset[int]]) -> None:
+        try:
+            if cpus != "none":
+                self.cpus, self.placement = _place_this_thread(cpus, masks)
+            elif hasattr(os, "sched_getaffinity"):
+                self.cpus = os.sched_getaffinity(0)
+        except (OSError, ValueError, AttributeError) as exc:
+            self.placement = f"CPU lane thread not placed ({exc!r}); it keeps its inherited CPUs"
+        finally:
+            self._placed.set()
+        while True:
+            draw = self._jobs.get()
+            if draw is None:
+                return
+            try:
+                # vLLM allocates under torch.inference_mode(), which is
+                # thread-local: the buffer may be an inference tensor, and
+                # only inside inference mode may it be updated in place.
+                with self._torch.inference_mode(), span(SPAN_EXPONENTIAL):
+                    draw.exp[0] = time.monotonic_ns()
+                    draw.q.exponential_(generator=self.generator)
+                    draw.exp[1] = time.monotonic_ns()
+            except BaseException as exc:  # noqa: BLE001 - reported to the consumer
+                draw.error = exc
+            finally:
+                draw.done.set()
+
+    # -- model thread ----------------------------------------------------------------
+
+    def stamp(self) -> int:
+        """A host timestamp (ns)."""
+        return time.monotonic_ns()
+
+    def anchor(self) -> None:
+        """Host timing needs no anchor: offsets are taken from ``t0_ns``."""
+        return None
+
+    def _buffer(self, dtype: Any, numel: int) -> Any:
+        buf = self._buffers.get(dtype)
+        if buf is None or buf.numel() < numel:
+            # Grow geometrically so a slowly rising batch size reallocates
+            # O(log n) times, not every step.
+            size = max(numel, 2 * buf.numel() if buf is not None else numel)
+            buf = self._torch.empty(size, dtype=dtype)
+            self._buffers[dtype] = buf
+        return buf
+
+    def launch(self, rows: int, vocab: int, dtype: Any, device: Any) -> Draw:
+        """Hand a ``[rows, vocab]`` draw to the worker; returns at once."""
+        if self._torch.device(device).type != "cpu":
+            raise LaneError(f"CpuThreadLane cannot draw on {device}")
+        if self._last is not None:
+            # The buffer is reused: a previous draw nobody consumed may still
+            # be in flight.
+            self._last.done.wait()
+        flat = self._buffer(dtype, rows * vocab)
+        draw = Draw(rows, vocab, dtype, self._torch.device("cpu"))
+        draw.q = flat[: rows * vocab].view(rows, vocab)
+        draw.done = threading.Event()
+        self._last = draw
+        self._jobs.put(draw)
+        return draw
+
+    def wait(self, draw: Draw) -> tuple[Any, int, int]:
+        """Block until ``q`` is drawn; returns ``(q, wait_start, wait_end)``."""
+        start = time.monotonic_ns()
+        draw.done.wait()
+        end = time.monotonic_ns()
+        if draw.error is not None:
+            raise LaneError(f"exponential draw failed: {draw.error!r}") from draw.error
+        return draw.q, start, end
+
+    def ready(self, draw: Draw | None) -> bool:
+        return draw is None or draw.done.is_set()
+
+    def resolve(self, t0_ns: int, anchor: Any, windows: dict[str, Any]) -> dict | None:
+        """Offsets from ``t0_ns`` for each complete window (host clock)."""
+        out: dict[str, list[int] | None] = {}
+        for name, marks in windows.items():
+            if marks is None or marks[0] is None or marks[1] is None:
+                out[name] = None
+            else:
+                out[name] = [int(marks[0]) - t0_ns, int(marks[1]) - t0_ns]
+        return out
+
+    def close(self) -> None:
+        self._jobs.put(None)
+
+
+class DeviceStreamLane:
+    """Draw ``q`` on a side stream of a CUDA / NPU device.
+
+    ``device_module`` defaults to ``torch.get_device_module(device)``; tests on
+    a CPU-only machine pass a fake with the same Stream/Event API.
+    ``record_stream`` defaults to ``Tensor.record_stream``: it tells the caching
+    allocator that the consumer stream uses ``q``, so its memory is not handed
+    out again while the sampler still reads it — without it the original
+    feature sampled out-of-vocabulary tokens on Qwen3-30B.
+    """
+
+    kind = "stream"
+    timing = "device"
+
+    def __init__(
+        self,
+        device: Any,
+        *,
+        device_module: Any = None,
+        instrument: bool = True,
+        record_stream: Callable[[Any, Any], None] | None = None,
+    ) -> None:
+        import torch
+
+        self._torch = torch
+        self.device = torch.device(device)
+        self.mod = device_module or torch.get_device_module(self.device)
+        self.instrument = instrument
+        self._record_stream = record_stream or (lambda t, s: t.record_stream(s))
+        self.side = self.mod.Stream(device=self.device)
+
+    def _current(self) -> Any:
+        return self.mod.current_stream(self.device)
+
+    def _event(self, timing: bool) -> Any:
+        return self.mod.Event(enable_timing=timing)
+
+    def stamp(self) -> Any:
+        """An event recorded on the current stream (None without instrumentation)."""
+        if not self.instrument:
+            return None
+        event = self._event(True)
+        event.record(self._current())
+        return event
+
+    def anchor(self) -> Any:
+        """The reference event all of a step's device offsets are measured from."""
+        return self.stamp()
+
+    def launch(self, rows: int, vocab: int, dtype: Any, device: Any) -> Draw:
+        """Enqueue the draw on the side stream after the current stream's work."""
+        current = self._current()
+        # Input preparation (and the previous sampler, which may still read the
+        # last q) is queued on the current stream: the side stream starts after.
+        self.side.wait_stream(current)
+        draw = Draw(rows, vocab, dtype, self.device)
+        with self.mod.stream(self.side):
+            if self.instrument:
+                draw.exp[0] = self._event(True)
+                draw.exp[0].record(self.side)
+            with span(SPAN_EXPONENTIAL):
+                q = self._torch.empty((rows, vocab), dtype=dtype, device=self.device)
+                q.exponential_()
+            draw.done = self._event(self.instrument)
+            draw.done.record(self.side)
+        if self.instrument:
+            draw.exp[1] = draw.done
+        draw.q = q
+        return draw
+
+    def wait(self, draw: Draw) -> tuple[Any, Any, Any]:
+        """Make the current stream wait for ``q`` on the device; no host sync."""
+        current = self._current()
+        start = self.stamp()
+        current.wait_event(draw.done)
+        end = self.stamp()
+        self._record_stream(draw.q, current)
+        return draw.q, start, end
+
+    def ready(self, draw: Draw | None) -> bool:
+        return True
+
+    def resolve(self, t0_ns: int, anchor: Any, windows: dict[str, Any]) -> dict | None:
+        """Device offsets (ns) from ``anchor``; None while any event is pending.
+
+        Never synchronises: ``Event.query()`` only asks whether it completed.
+        """
+        out: dict[str, list[int] | None] = {}
+        events = [m for marks in windows.values() if marks for m in marks if m is not None]
+        if anchor is None:
+            return {name: None for name in windows}
+        if not anchor.query() or not all(e.query() for e in events):
+            return None
+        for name, marks in windows.items():
+            if marks is None or marks[0] is None or marks[1] is None:
+                out[name] = None
+            else:
+                out[name] = [
+                    round(anchor.elapsed_time(marks[0]) * 1e6),
+                    round(anchor.elapsed_time(marks[1]) * 1e6),
+                ]
+        return out
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,143 @@
+"""Wrappers shared by the model-runner patches (vLLM V1 and vllm-ascend).
+
+* ``execute_model``: marks the scope in which a forward pass is a real step
+  (vLLM's dummy / graph-capture runs call the model outside it).
+* ``_dummy_run`` / ``_dummy_sampler_run``: warm-up scope — sampler calls in it
+  draw inline and are only counted (``unattributed`` in the summary).
+* ``_model_forward``: opens a step right before the forward (launching ``q``)
+  and closes its window after; emits the ``expo_prof::forward`` span.
+
+Every wrapper calls the original exactly once, outside any ``try`` of ours:
+vLLM's own exceptions pass through untouched, ours switch the overlay off.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from overlay import guard
+from overlay.contract import SPAN_FORWARD
+from overlay.lanes import span
+from overlay.sampler import Overlay, Step, active
+
+WARMUP_METHODS = ("_dummy_run", "_dummy_sampler_run")
+
+
+def scope(original: Callable[..., Any], counter: str) -> Callable[..., Any]:
+    """Wrap ``original`` so ``Overlay.<counter>`` is raised while it runs."""
+
+    @functools.wraps(original)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        ov = active()
+        if ov is None:
+            return original(self, *args, **kwargs)
+        setattr(ov, counter, getattr(ov, counter) + 1)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            setattr(ov, counter, getattr(ov, counter) - 1)
+
+    return wrapper
+
+
+def _capturing(device: Any) -> bool:
+    """Whether a device graph is being captured (never launch into a graph)."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cpu":
+        return False
+    check = getattr(torch.get_device_module(dev), "is_current_stream_capturing", None)
+    return bool(check()) if check is not None else False
+
+
+def _last_pp_rank() -> bool:
+    try:
+        from vllm.distributed.parallel_state import get_pp_group
+
+        return bool(get_pp_group().is_last_rank)
+    except Exception:  # noqa: BLE001 - not initialised: single process
+        return True
+
+
+def begin_for_runner(ov: Overlay, runner: Any) -> Step | None:
+    """Open a step for ``runner``'s next forward, sized from its input batch.
+
+    Rows are ``input_batch.num_reqs``: vLLM's sampler draws noise for every
+    request row of a non-greedy batch (greedy rows are overwritten after).
+    """
+    import torch
+
+    if getattr(runner, "is_pooling_model", False) or not _last_pp_rank():
+        return None
+    device = runner.device
+    if _capturing(device):
+        return None
+    try:
+        batch = runner.input_batch
+        rows = int(batch.num_reqs)
+        metadata = batch.sampling_metadata
+        all_greedy = bool(metadata.all_greedy)
+        seeded_rows = len(metadata.generators)
+        vocab = int(runner.model_config.get_vocab_size())
+        fp64 = bool(getattr(runner.sampler, "use_fp64_gumbel", False))
+    except AttributeError:
+        # A runner shape this overlay does not know: record the forward, launch
+        # nothing; the sampler then falls back with `no_pending`.
+        return ov.begin_unsized_step(device)
+    return ov.begin_step(
+        rows=rows,
+        vocab=vocab,
+        dtype=torch.float64 if fp64 else torch.float32,
+        device=device,
+        all_greedy=all_greedy,
+        seeded_rows=seeded_rows,
+    )
+
+
+def model_forward(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a runner's ``_model_forward`` (any signature)."""
+
+    @functools.wraps(original)
+    def _model_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        ov = active()
+        if ov is None:
+            return original(self, *args, **kwargs)
+        outermost = ov.forward_depth == 0
+        step = None
+        if outermost and ov.execute_depth > 0:
+            try:
+                step = begin_for_runner(ov, self)
+            except Exception as exc:  # noqa: BLE001
+                guard.failed(exc)
+                step = None
+        ov.forward_depth += 1
+        try:
+            with span(SPAN_FORWARD):
+                out = original(self, *args, **kwargs)
+        finally:
+            ov.forward_depth -= 1
+        if step is not None:
+            try:
+                ov.end_forward(step)
+            except Exception as exc:  # noqa: BLE001
+                guard.failed(exc)
+        return out
+
+    return _model_forward
+
+
+def patch_runner_class(patcher: Any, cls: type) -> None:
+    """Apply the runner wrappers to the methods ``cls`` defines itself.
+
+    Inherited methods are left alone: the base class's patch covers them, and
+    patching them here too would double-count.
+    """
+    if patcher.owns(cls, "execute_model"):
+        patcher.set(cls, "execute_model", scope(cls.execute_model, "execute_depth"))
+    if patcher.owns(cls, "_model_forward"):
+        patcher.set(cls, "_model_forward", model_forward(cls._model_forward))
+    for name in WARMUP_METHODS:
+        if patcher.owns(cls, name):
+            patcher.set(cls, name, scope(getattr(cls, name), "warmup_depth"))

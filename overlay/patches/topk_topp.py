@@ -1,0 +1,114 @@
+"""Patch: vLLM V1 sampling — consume the side-lane ``q`` in ``random_sample``.
+
+Target: ``vllm.v1.sample.ops.topk_topp_sampler`` — the module-level
+``random_sample`` (``TopKTopPSampler.forward_native`` calls it by its global
+name), ``TopKTopPSampler.forward_cpu`` and ``TopKTopPSampler.__init__``.
+
+Why:
+* ``random_sample`` is where vLLM draws ``q.exponential_()`` inline; the
+  replacement takes the ``q`` launched before the forward instead
+  (:func:`overlay.sampler.overlay_random_sample`), same semantics otherwise.
+* ``forward_cpu`` (vLLM's CPU default) samples with a fused C++ Gumbel op that
+  draws its own noise, so nothing could be overlapped. With the overlay on it
+  takes vLLM's native path instead (apply_top_k_top_p → softmax →
+  random_sample) — the path vLLM itself uses on POWER / RISC-V and for fp64
+  gumbel. Seeded rows then use their generator the way ``random_sample`` does,
+  so a seeded request repeats exactly with the overlay on.
+* ``__init__`` picks the sampling kernel per instance (FlashInfer on CUDA, a
+  fused XPU kernel, ROCm aiter). Those never call ``random_sample``: the
+  overlay says so once, naming the flag that selects the native path, and
+  steps aside (all patches removed).
+
+How: module attributes and class methods replaced through a
+:class:`~overlay.patches._util.Patcher`; every replacement checks at call time
+whether the overlay is still active and otherwise calls the original (samplers
+built while patched keep working after :func:`remove`).
+
+Remove when: the vLLM in use has no V1 ``random_sample`` any more (Model
+Runner V2 only).
+"""
+
+from __future__ import annotations
+
+import functools
+from types import ModuleType
+from typing import Any
+
+from overlay import guard
+from overlay.patches._util import Patcher
+from overlay.sampler import active, overlay_random_sample, sample_with_noise
+
+TARGETS = ("vllm.v1.sample.ops.topk_topp_sampler",)
+
+#: Sampler variants that bypass ``random_sample``: what they are, and the flag
+#: that makes vLLM take ``forward_native`` instead.
+BYPASSING_FORWARDS = {
+    "forward_cuda": ("FlashInfer top-k/top-p sampling", "VLLM_USE_FLASHINFER_SAMPLER=0", "cuda"),
+    "forward_xpu": ("the fused XPU sampling kernel", "VLLM_XPU_USE_SAMPLER_KERNEL=0", "xpu"),
+    "forward_hip": ("the ROCm aiter sampler", "VLLM_ROCM_USE_AITER=0", "cuda"),
+}
+
+_patcher = Patcher()
+
+
+def make_random_sample(original: Any, finish: Any) -> Any:
+    """The replacement for vLLM's ``random_sample(probs, generators, use_fp64_gumbel)``."""
+
+    @functools.wraps(original)
+    def random_sample(probs: Any, generators: dict, use_fp64_gumbel: bool = False) -> Any:
+        return overlay_random_sample(
+            probs, generators, use_fp64_gumbel, inline=original, finish=finish
+        )
+
+    return random_sample
+
+
+def check_sampler_kind(sampler: Any) -> None:
+    """Step aside (once) when ``sampler`` was built with a bypassing kernel."""
+    name = getattr(getattr(sampler, "forward", None), "__name__", "")
+    if name in BYPASSING_FORWARDS:
+        what, flag, backend = BYPASSING_FORWARDS[name]
+        guard.not_applicable(
+            f"this vLLM samples with {what}, which draws its own noise and never "
+            f"calls random_sample; set {flag} to let the overlay apply",
+            backend,
+        )
+
+
+def apply(module: ModuleType) -> None:
+    """Replace ``random_sample`` and wrap ``TopKTopPSampler`` in ``module``."""
+    if _patcher.applied:
+        return
+    cls = module.TopKTopPSampler
+    original_random_sample = module.random_sample
+    finish = getattr(module, "sample_with_exponential_noise", sample_with_noise)
+    _patcher.set(module, "random_sample", make_random_sample(original_random_sample, finish))
+
+    original_init = cls.__init__
+
+    @functools.wraps(original_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        if active() is not None:
+            try:
+                check_sampler_kind(self)
+            except Exception as exc:  # noqa: BLE001
+                guard.failed(exc)
+
+    _patcher.set(cls, "__init__", __init__)
+
+    if hasattr(cls, "forward_cpu"):
+        original_forward_cpu = cls.forward_cpu
+
+        @functools.wraps(original_forward_cpu)
+        def forward_cpu(self: Any, logits: Any, generators: dict, k: Any, p: Any) -> Any:
+            if active() is None:
+                return original_forward_cpu(self, logits, generators, k, p)
+            return self.forward_native(logits, generators, k, p)
+
+        _patcher.set(cls, "forward_cpu", forward_cpu)
+
+
+def remove() -> None:
+    """Restore ``random_sample`` and the ``TopKTopPSampler`` methods."""
+    _patcher.undo()

@@ -1,0 +1,404 @@
+"""The pending-draw registry and the overlay's ``random_sample``.
+
+One :class:`Overlay` per process. The model-runner hook calls
+:meth:`Overlay.begin_step` right before the forward pass (which launches ``q``
+on the lane) and :meth:`Overlay.end_forward` after it; vLLM's sampler reaches
+:func:`overlay_random_sample`, which takes that ``q`` when it fits and falls
+back to vLLM's own inline draw otherwise, counting why
+(docs/event-log.md, "Fallback reasons").
+
+Step life cycle: a step opens at ``begin_step``; the first sampler call after it
+is attributed to it; it completes when the sampler consumed (or refused) its
+``q``, right after the forward when nothing was launched, or at the next
+``begin_step`` / process exit otherwise. Completed steps are written once
+their timing is known (device events are read a step later, never synced).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from overlay import guard
+from overlay.contract import NOTICE_LANE_ERROR, NOTICE_LANE_PLACEMENT, SPAN_WAIT
+from overlay.events import EventLog
+from overlay.lanes import CpuThreadLane, DeviceStreamLane, Draw, LaneError, span
+
+logger = logging.getLogger("vllm.expo_prof")
+
+#: Completed steps whose device events are still pending, beyond which the
+#: oldest is written without timing rather than growing without bound.
+MAX_PENDING = 64
+
+
+def default_lane(device: Any, instrument: bool, cpus: Any = "auto") -> Any:
+    """The lane for ``device``: a worker thread on CPU, a side stream elsewhere.
+
+    ``cpus`` places the CPU lane's thread (see :class:`CpuThreadLane`).
+    """
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cpu":
+        return CpuThreadLane(cpus=cpus)
+    return DeviceStreamLane(dev, instrument=instrument)
+
+
+@dataclass
+class Step:
+    """What the overlay knows about one forward pass."""
+
+    index: int
+    rows: int
+    vocab: int
+    dtype: Any
+    t0_ns: int
+    anchor: Any = None
+    launched: bool = False
+    used: bool = False
+    fallback: str | None = None
+    draw: Draw | None = None
+    fwd: list[Any] = field(default_factory=lambda: [None, None])
+    wait: list[Any] | None = None
+    attributed: bool = False
+    complete: bool = False
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+class Overlay:
+    """Launches ``q`` before each forward pass and hands it to the sampler."""
+
+    def __init__(
+        self,
+        log: EventLog,
+        *,
+        instrument: bool = True,
+        lane_factory: Callable[[Any, bool], Any] = default_lane,
+    ) -> None:
+        self.log = log
+        self.instrument = instrument
+        self._lane_factory = lane_factory
+        self.lane: Any = None
+        self.backend: str | None = None
+        self._current: Step | None = None
+        self._pending: list[Step] = []
+        self._next_index = 0
+        self._lane_errors = 0
+        self._pid = os.getpid()
+        #: Nesting depth of vLLM's execute_model (only forwards inside it are
+        #: steps) and of its warm-up runs (sampler calls there are not steps).
+        self.execute_depth = 0
+        self.warmup_depth = 0
+        #: Nesting of hooked ``_model_forward`` calls (a subclass's override
+        #: may call the hooked base): only the outermost opens a step.
+        self.forward_depth = 0
+        atexit.register(self.shutdown)
+
+    # -- lane ------------------------------------------------------------------------
+
+    def _check_fork(self) -> None:
+        # A forked child inherits this object but not the worker thread.
+        if os.getpid() != self._pid:
+            self._pid = os.getpid()
+            self.lane = None
+            self._current = None
+            self._pending = []
+
+    def lane_for(self, device: Any) -> Any:
+        """The lane for ``device`` (created on first use; fixes the log header)."""
+        if self.lane is None:
+            import torch
+
+            self.lane = self._lane_factory(device, self.instrument)
+            self.backend = torch.device(device).type
+            self.log.configure(backend=self.backend, lane=self.lane.kind)
+            placement = getattr(self.lane, "placement", None)
+            if placement:
+                logger.info("expo-prof overlay: %s", placement)
+                self.log.notice("info", NOTICE_LANE_PLACEMENT, placement)
+        return self.lane
+
+    def _lane_error(self, exc: BaseException) -> None:
+        self._lane_errors += 1
+        if self._lane_errors == 1:
+            message = f"side lane failed, drawing inline for that step: {exc!r}"
+            logger.warning("expo-prof overlay: %s", message)
+            self.log.notice("warning", NOTICE_LANE_ERROR, message + " (later lane errors are only counted)")
+
+    # -- model-runner side ---------------------------------------------------------
+
+    def begin_step(
+        self,
+        *,
+        rows: int,
+        vocab: int,
+        dtype: Any,
+        device: Any,
+        all_greedy: bool,
+        seeded_rows: int,
+    ) -> Step | None:
+        """Open a step right before the forward pass and launch ``q`` if needed.
+
+        Nothing is launched for an all-greedy batch (vLLM samples no noise) or
+        when every row has its own generator (vLLM draws no batch noise then).
+        Returns None when the batch has no rows to sample.
+        """
+        self._check_fork()
+        self._close_current()
+        self.flush()
+        if rows <= 0:
+            return None
+        lane = self.lane_for(device)
+        step = Step(self._next_index, rows, vocab, dtype, time.monotonic_ns())
+        self._next_index += 1
+        if self.instrument:
+            step.anchor = lane.anchor()
+        if all_greedy:
+            step.fallback = "all_greedy"
+        elif seeded_rows >= rows:
+            step.fallback = "all_seeded"
+        else:
+            try:
+                step.draw = lane.launch(rows, vocab, dtype, device)
+                step.launched = True
+            except Exception as exc:  # noqa: BLE001 - a lane failure is a fallback
+                step.fallback = "error"
+                self._lane_error(exc)
+        if self.instrument:
+            step.fwd[0] = lane.stamp()
+        self._current = step
+        return step
+
+    def begin_unsized_step(self, device: Any) -> Step:
+        """A forward whose batch the hook could not read: nothing launched."""
+        self._check_fork()
+        self._close_current()
+        self.flush()
+        lane = self.lane_for(device)
+        step = Step(self._next_index, 0, 0, None, time.monotonic_ns())
+        self._next_index += 1
+        if self.instrument:
+            step.anchor = lane.anchor()
+            step.fwd[0] = lane.stamp()
+        self._current = step
+        return step
+
+    def end_forward(self, step: Step) -> None:
+        """Close the forward window; a step with nothing launched is complete."""
+        if self.instrument and self.lane is not None:
+            step.fwd[1] = self.lane.stamp()
+        if not step.launched and step.fallback is not None:
+            self._complete(step)
+
+    # -- sampler side ----------------------------------------------------------------
+
+    def take(self, probs: Any, generators: dict, use_fp64_gumbel: bool) -> Any:
+        """The launched ``q`` for this sampler call, or None (draw inline).
+
+        Checks that the launched draw matches what vLLM's inline draw would
+        produce (rows, vocabulary, dtype incl. fp64 gumbel, device) and records
+        the reason when it does not.
+        """
+        import torch
+
+        self._check_fork()
+        if self.warmup_depth > 0:
+            self.log.unattributed += 1
+            return None
+        step = self._current
+        if step is not None and step.attributed:
+            self.log.unattributed += 1
+            return None
+        if step is None:
+            self._sampler_only_step(probs, use_fp64_gumbel)
+            return None
+        step.attributed = True
+        if not step.launched:
+            if step.fallback is None:
+                step.fallback = "no_pending"
+                self._complete(step)
+            return None
+        draw = step.draw
+        assert draw is not None
+        want_dtype = torch.float64 if use_fp64_gumbel else probs.dtype
+        reason = None
+        if probs.dim() != 2 or probs.shape[0] != draw.rows:
+            reason = "rows_mismatch"
+        elif probs.shape[1] != draw.vocab:
+            reason = "vocab_mismatch"
+        elif want_dtype != draw.dtype:
+            reason = "dtype_mismatch"
+        elif probs.device != draw.device:
+            reason = "device_mismatch"
+        if reason is not None:
+            step.fallback = reason
+            self._complete(step)
+            return None
+        try:
+            with span(SPAN_WAIT):
+                q, start, end = self.lane.wait(draw)
+        except LaneError as exc:
+            step.fallback = "error"
+            self._lane_error(exc)
+            self._complete(step)
+            return None
+        step.used = True
+        step.wait = [start, end] if self.instrument else None
+        self._complete(step)
+        return q
+
+    def _sampler_only_step(self, probs: Any, use_fp64_gumbel: bool) -> None:
+        # The sampler ran and no forward step precedes it: the runner hook did
+        # not fire (an unhooked vLLM variant). Visible as its own step line.
+        import torch
+
+        self.lane_for(probs.device)
+        dtype = torch.float64 if use_fp64_gumbel else probs.dtype
+        step = Step(self._next_index, 0, 0, dtype, time.monotonic_ns())
+        self._next_index += 1
+        step.attributed = True
+        step.fallback = "no_pending"
+        self._complete(step)
+
+    # -- completion and writing ----------------------------------------------------
+
+    def _complete(self, step: Step) -> None:
+        if step.complete:
+            return
+        step.complete = True
+        self._pending.append(step)
+        if not (self.instrument and getattr(self.lane, "timing", "host") == "device"):
+            # Host timing is final now. Device events are only queried when the
+            # next step launches (by then they have usually completed).
+            self.flush()
+
+    def _close_current(self) -> None:
+        step, self._current = self._current, None
+        if step is None or step.complete:
+            return
+        if step.launched and not step.attributed:
+            step.fallback = "not_consumed"
+        self._complete(step)
+
+    def _record(self, step: Step, windows: dict | None) -> dict:
+        windows = windows or {}
+        launched = step.launched
+        return {
+            "step": step.index,
+            "rank": self.log.rank,
+            "rows": step.rows if launched else 0,
+            "vocab": step.vocab if launched else 0,
+            "dtype": _dtype_name(step.dtype) if step.dtype is not None else "float32",
+            "launched": launched,
+            "used": step.used,
+            "fallback": None if step.used else step.fallback,
+            "t0_ns": step.t0_ns,
+            "fwd": windows.get("fwd"),
+            "exp": windows.get("exp"),
+            "wait": windows.get("wait"),
+            "timing": getattr(self.lane, "timing", "host"),
+        }
+
+    def _windows(self, step: Step) -> dict | None:
+        if not self.instrument:
+            return {}
+        lane = self.lane
+        if not lane.ready(step.draw):
+            return None
+        windows = {
+            "fwd": step.fwd if step.fwd[0] is not None else None,
+            "exp": step.draw.exp if step.draw is not None else None,
+            "wait": step.wait,
+        }
+        return lane.resolve(step.t0_ns, step.anchor, windows)
+
+    def flush(self, final: bool = False) -> None:
+        """Write completed steps, in order, whose timing can be read now.
+
+        ``final`` (process exit) writes the rest too, without the windows that
+        are still unknown, so every step is accounted for.
+        """
+        while self._pending:
+            step = self._pending[0]
+            windows = self._windows(step)
+            if windows is None and not (final or len(self._pending) > MAX_PENDING):
+                return
+            self._pending.pop(0)
+            self.log.step(self._record(step, windows))
+
+    def shutdown(self) -> None:
+        """Write what is left and the summary (runs at exit; idempotent)."""
+        if os.getpid() != self._pid:
+            return
+        try:
+            self._close_current()
+            self.flush(final=True)
+        finally:
+            if self.lane is not None:
+                self.lane.close()
+            self.log.close()
+
+
+# -- the process-wide registry -------------------------------------------------------
+
+_active: Overlay | None = None
+
+
+def active() -> Overlay | None:
+    """The overlay of this process when it is switched on and healthy."""
+    return _active
+
+
+def set_active(overlay: Overlay | None) -> None:
+    """Install (or, with None, remove) the process-wide overlay."""
+    global _active
+    _active = overlay
+
+
+def sample_with_noise(probs: Any, q: Any) -> Any:
+    """``argmax(probs / q)`` exactly as vLLM 0.32's ``sample_with_exponential_noise``."""
+    if q.dtype == probs.dtype:
+        scores = probs.div_(q)
+    else:
+        scores = q.reciprocal_()
+        scores.mul_(probs)
+    return scores.argmax(dim=-1).view(-1)
+
+
+def overlay_random_sample(
+    probs: Any,
+    generators: dict,
+    use_fp64_gumbel: bool = False,
+    *,
+    inline: Callable[..., Any],
+    finish: Callable[[Any, Any], Any] = sample_with_noise,
+    overlay: Overlay | None = None,
+) -> Any:
+    """vLLM's ``random_sample`` with the batch noise taken from the side lane.
+
+    Same semantics as vLLM 0.32: rows with their own generator are redrawn
+    with it (``q[i].exponential_(generator=g)``, in the same order), fp64
+    gumbel noise when asked, then ``argmax(probs / q)``. When the lane has no
+    fitting ``q`` the call is exactly ``inline(probs, generators, ...)``.
+    """
+    ov = overlay if overlay is not None else _active
+    q = None
+    if ov is not None:
+        try:
+            q = ov.take(probs, generators, use_fp64_gumbel)
+        except Exception as exc:  # noqa: BLE001 - the overlay's fault: switch it off
+            guard.failed(exc)
+            q = None
+    if q is None:
+        return inline(probs, generators, use_fp64_gumbel)
+    if generators:
+        for i, generator in generators.items():
+            q[i].exponential_(generator=generator)
+    return finish(probs, q)

@@ -1,0 +1,71 @@
+"""Fixtures for the in-engine overlay's unit tests (real vLLM CPU modules)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def overlay_clean():
+    """Every test starts and ends with the overlay fully off and vLLM unpatched."""
+    from overlay import plugin
+
+    plugin.unregister()
+    yield
+    plugin.unregister()
+
+
+@pytest.fixture(scope="session")
+def topk_module(vllm_available):
+    """vLLM's real ``vllm.v1.sample.ops.topk_topp_sampler`` module."""
+    import vllm.v1.sample.ops.topk_topp_sampler as module
+
+    return module
+
+
+@pytest.fixture(scope="session")
+def vllm_random_sample(topk_module):
+    """vLLM 0.32's own ``random_sample`` (taken before any patch)."""
+    from overlay import plugin
+
+    plugin.unregister()
+    fn = topk_module.random_sample
+    assert not hasattr(fn, "__wrapped__"), "random_sample is already patched"
+    return fn
+
+
+@pytest.fixture
+def warnings_of_overlay():
+    """Records of the ``vllm.expo_prof`` logger (vLLM's logger may not propagate)."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Keep(level=logging.DEBUG)
+    logger = logging.getLogger("vllm.expo_prof")
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+
+
+@pytest.fixture(scope="session")
+def tiny_config_dir(tmp_path_factory) -> Path:
+    """A directory holding only a tiny Llama ``config.json`` (enough for ModelConfig)."""
+    path = tmp_path_factory.mktemp("tiny-config")
+    config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+        "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 1,
+        "num_key_value_heads": 1, "head_dim": 64, "vocab_size": 96,
+        "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "torch_dtype": "float32",
+    }
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+

@@ -1,0 +1,115 @@
+"""FakeDeviceModule: a FAKE of ``torch.cuda`` / ``torch.npu`` for CPU-only tests.
+
+No CUDA or Ascend device exists on the test machines, so the device-stream
+lane is exercised against this stand-in with the same API surface the lane
+uses (``Stream``, ``Event``, ``current_stream``, ``stream``). Tensors are real
+CPU tensors and ops run synchronously; what the fake adds is a *device
+timeline*: events stay incomplete (``query()`` False) until the test calls
+:meth:`FakeDeviceModule.run_device`, which is how "read one step late, never
+synchronise" becomes observable. Every stream operation is logged in
+``calls`` so the tests can check their order.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Any
+
+
+class FakeStream:
+    """FAKE device stream: records ``wait_stream`` / ``wait_event`` calls."""
+
+    def __init__(self, module: FakeDeviceModule, name: str) -> None:
+        self.module = module
+        self.name = name
+
+    def wait_stream(self, other: FakeStream) -> None:
+        self.module.calls.append(("wait_stream", self.name, other.name))
+
+    def wait_event(self, event: FakeEvent) -> None:
+        self.module.calls.append(("wait_event", self.name, event))
+
+    def __repr__(self) -> str:
+        return f"FakeStream({self.name})"
+
+
+class FakeEvent:
+    """FAKE device event: complete only after ``run_device``; ns timestamps."""
+
+    def __init__(self, module: FakeDeviceModule, enable_timing: bool) -> None:
+        self.module = module
+        self.enable_timing = enable_timing
+        self.stream: FakeStream | None = None
+        self.recorded_ns: int | None = None
+        self.completed = False
+
+    def record(self, stream: FakeStream | None = None) -> None:
+        self.stream = stream or self.module.current_stream()
+        self.recorded_ns = time.monotonic_ns()
+        self.completed = False
+        self.module.calls.append(("record", self.stream.name, self))
+        self.module.in_flight.append(self)
+
+    def query(self) -> bool:
+        self.module.queries += 1
+        return self.completed
+
+    def synchronize(self) -> None:
+        self.module.synchronize_calls += 1
+        self.completed = True
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        if not (self.enable_timing and end.enable_timing):
+            raise RuntimeError("both events need enable_timing=True")
+        if not (self.completed and end.completed):
+            raise RuntimeError("elapsed_time on an incomplete event")
+        return (end.recorded_ns - self.recorded_ns) / 1e6
+
+
+class FakeDeviceModule:
+    """FAKE device module (torch.cuda / torch.npu API subset) with a fake timeline."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.in_flight: list[FakeEvent] = []
+        self.queries = 0
+        self.synchronize_calls = 0
+        self.record_stream_calls: list[tuple[Any, FakeStream]] = []
+        self._streams = 0
+        self.default = FakeStream(self, "current")
+        self._current = self.default
+
+    def Stream(self, device: Any = None) -> FakeStream:  # noqa: N802 - torch API name
+        self._streams += 1
+        return FakeStream(self, f"side{self._streams}")
+
+    def Event(self, enable_timing: bool = False) -> FakeEvent:  # noqa: N802
+        return FakeEvent(self, enable_timing)
+
+    def current_stream(self, device: Any = None) -> FakeStream:
+        return self._current
+
+    @contextmanager
+    def stream(self, stream: FakeStream):
+        previous, self._current = self._current, stream
+        self.calls.append(("enter_stream", stream.name))
+        try:
+            yield
+        finally:
+            self._current = previous
+            self.calls.append(("exit_stream", stream.name))
+
+    def synchronize(self, device: Any = None) -> None:
+        self.synchronize_calls += 1
+
+    def record_stream(self, tensor: Any, stream: FakeStream) -> None:
+        """Stands in for ``Tensor.record_stream`` (CPU tensors have none)."""
+        self.record_stream_calls.append((tensor, stream))
+        self.calls.append(("record_stream", stream.name, tensor))
+
+    def run_device(self) -> None:
+        """Let the fake device finish everything enqueued so far."""
+        for event in self.in_flight:
+            event.completed = True
+        self.in_flight.clear()
