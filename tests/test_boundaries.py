@@ -26,7 +26,7 @@ _BLOCKER = textwrap.dedent(
     sys.meta_path.insert(0, Block())
     import pkgutil, importlib
     pkg = importlib.import_module({pkg!r})
-    names = [pkg.__name__] + [m.name for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.')]
+    names = [pkg.__name__] + [m.name for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.') if not m.name.endswith('__main__')]
     for n in names:
         importlib.import_module(n)
     {{extra}}
