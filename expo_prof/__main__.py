@@ -2,4 +2,5 @@
 
 from expo_prof.cli.main import main
 
-main()
+if __name__ == "__main__":
+    main()

@@ -71,7 +71,8 @@ def record_session(
     session["status"] = "ok"
     if not single:
         write_json(top / SESSION, session)
-        console.print(f"[bold]session:[/] {top} ({len(runs)} runs)")
+        if not quiet:
+            console.print(f"[bold]session:[/] {top} ({len(runs)} runs)")
     return code
 
 
@@ -100,6 +101,11 @@ def summarize(run_dir: Path, *, quiet: bool = False) -> None:
     from expo_prof.analysis import analyze
     from expo_prof.report import JsonReporter, TableReporter
 
+    if not any(p.is_file() for sub in ("overlay", "profiler", "msprof") for p in (run_dir / sub).rglob("*")):
+        # Overlay off and no profiler: nothing was traced, so there is nothing to analyse.
+        if not quiet:
+            console.print("  analysis      none: this run has no overlay log and no profiler trace")
+        return
     try:
         loaded = readers.load([run_dir])
         result = analyze(loaded.timelines, warnings=loaded.warnings)

@@ -1,0 +1,321 @@
+"""Load the two sides of a comparison from whatever the user has.
+
+Accepted for each side (several paths make a set):
+
+* a run directory (``manifest.json``; metrics from ``workload.json``, the
+  mechanism from ``analysis.json``);
+* a directory of run directories or of result files (a *set*);
+* a ``vllm bench serve --save-result`` JSON file, or JSON lines of them
+  (``--append-result``);
+* a CSV file or a JSON list of objects: one row per run, a column per metric.
+
+A single argument may hold both sides: a session directory of ``expo-prof
+ab`` / ``record --overlay both`` (its off and on runs, *paired* in run
+order), or a table with a ``side`` / ``overlay`` column.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from expo_prof.abtest import tables
+from expo_prof.abtest.metrics import METRICS
+from expo_prof.abtest.runs import Loaded, Run, Side
+from expo_prof.errors import BadInput
+
+MANIFEST = "manifest.json"
+SESSION = "session.json"
+#: Workload keys of a run directory's spec compared between runs.
+_SPEC_KEYS = (
+    "num_prompts", "input_len", "output_len", "range_ratio", "max_concurrency", "request_rate", "burstiness",
+    "temperature", "top_p", "top_k", "ignore_eos", "per_request_seed",
+)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise BadInput(f"{path}: not readable JSON ({exc})") from None
+
+
+def _spec_workload(spec: dict | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k in _SPEC_KEYS:
+        if spec and spec.get(k) is not None:
+            v = spec[k]
+            out[k] = math.inf if v == "inf" else v
+    return out
+
+
+def _model_name(manifest: dict) -> str | None:
+    model = manifest.get("model")
+    argv = manifest.get("command") or []
+    if not model:
+        for flag in ("--served-model-name", "--model"):
+            if flag in argv and argv.index(flag) + 1 < len(argv):
+                model = argv[argv.index(flag) + 1]
+                break
+    return Path(str(model).rstrip("/")).name if model else None
+
+
+def mechanism_values(analysis: dict) -> tuple[dict[str, float], dict[str, Any]]:
+    """Per-step mechanism metrics (µs) from an ``analyze --json`` result, and facts about them."""
+    summary = analysis.get("summary") or {}
+    per_step = summary.get("per_step") or {}
+    values: dict[str, float] = {}
+    if not summary.get("steps"):
+        return values, {}
+    for key, name in (
+        ("exposed_ns", "exposed_exp_us_per_step"),
+        ("hidden_ns", "hidden_exp_us_per_step"),
+        ("total_ns", "exp_us_per_step"),
+        ("forward_ns", "forward_us_per_step"),
+        ("wait_ns", "wait_us_per_step"),
+    ):
+        d = per_step.get(key) or {}
+        if d.get("n"):
+            if key in ("forward_ns", "wait_ns") and not d.get("mean"):
+                continue  # no forward / wait spans in this run: unknown, not zero
+            values[name] = float(d["mean"]) / 1e3
+    ranks = analysis.get("ranks") or []
+    info = {
+        "steps": summary.get("steps"),
+        "rule": ranks[0].get("rule") if ranks else None,
+        "forward_source": ranks[0].get("forward_source") if ranks else None,
+        "backend": ranks[0].get("backend") if ranks else None,
+    }
+    return values, info
+
+
+def load_run_dir(path: Path, warnings: list[str]) -> Run | None:
+    """One run directory; None (with a warning) when the run did not end ok."""
+    manifest = _read_json(path / MANIFEST)
+    if not isinstance(manifest, dict):
+        raise BadInput(f"{path / MANIFEST}: not a run manifest")
+    status = manifest.get("status")
+    if status != "ok":
+        warnings.append(f"{path}: run status {status!r}; left out")
+        return None
+    workload_file = path / "workload.json"
+    wl = _read_json(workload_file) if workload_file.is_file() else {}
+    metrics = (wl.get("metrics") if isinstance(wl, dict) else None) or manifest.get("metrics") or {}
+    values = {k: float(v) for k, v in metrics.items() if k in METRICS and tables.number(v) is not None}
+    spec = (wl.get("spec") if isinstance(wl, dict) else None) or manifest.get("workload")
+    workload = _spec_workload(spec)
+    model = _model_name(manifest)
+    if model:
+        workload["model"] = model
+    info: dict[str, Any] = {"overlay": manifest.get("overlay"), "device": manifest.get("device")}
+    analysis_file = path / "analysis.json"
+    if analysis_file.is_file():
+        mech, facts = mechanism_values(_read_json(analysis_file))
+        values.update(mech)
+        info.update(facts)
+    if not values:
+        warnings.append(f"{path}: no workload metrics and no analysis (recorded with --no-load?); left out")
+        return None
+    return Run(label=path.name, source=str(path), values=values, workload=workload,
+               started=manifest.get("started"), info=info)
+
+
+def _bench_run(data: dict, source: str, label: str) -> Run:
+    values = {k: float(tables.number(data[k])) for k in tables.known_metric_keys(data)}
+    workload: dict[str, Any] = {}
+    derived: set[str] = set()
+    if data.get("model_id"):
+        workload["model"] = Path(str(data["model_id"]).rstrip("/")).name
+    for k in ("num_prompts", "max_concurrency", "burstiness"):
+        if data.get(k) is not None:
+            workload[k] = data[k]
+    if data.get("request_rate") is not None:
+        workload["request_rate"] = math.inf if data["request_rate"] == "inf" else data["request_rate"]
+    done = tables.number(data.get("completed"))
+    if done:
+        for total, key in (("total_input_tokens", "input_len"), ("total_output_tokens", "output_len")):
+            t = tables.number(data.get(total))
+            if t is not None:
+                workload[key] = t / done
+                derived.add(key)
+    return Run(label=str(data.get("label") or label), source=source, values=values, workload=workload,
+               derived=derived, started=data.get("date"))
+
+
+def load_file(path: Path, warnings: list[str]) -> list[Run]:
+    """Runs of a result / table file (CSV, JSON object, JSON list, JSON lines)."""
+    suffix = path.suffix.lower()
+    if suffix == ".csv" or suffix == ".tsv":
+        return tables.rows_to_runs(tables.read_csv(path), str(path), warnings)
+    if suffix not in (".json", ".jsonl"):
+        raise BadInput(f"{path}: unknown input (expected a run directory, a .csv table or a .json / .jsonl result)")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path}: cannot read ({exc})") from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        try:  # JSON lines (vllm bench serve --append-result)
+            data = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except ValueError as exc:
+            raise BadInput(f"{path}: not JSON or JSON lines ({exc})") from None
+    if isinstance(data, dict):
+        if data.get("schema_name") == "expo-prof.analyze":
+            raise BadInput(f"{path}: an analyze result, not a run; pass its run directory")
+        if not tables.known_metric_keys(data):
+            raise BadInput(f"{path}: no known metric (expected a vllm bench serve result with output_throughput …)")
+        return [_bench_run(data, str(path), path.stem)]
+    if isinstance(data, list) and data and all(isinstance(r, dict) for r in data):
+        if all(tables.known_metric_keys(r) and ("completed" in r or "model_id" in r) for r in data):
+            return [_bench_run(r, f"{path}#{i}", f"{path.stem}#{i}") for i, r in enumerate(data, 1)]
+        return tables.rows_to_runs(data, str(path), warnings)
+    raise BadInput(f"{path}: expected an object or a non-empty list of objects")
+
+
+def _sort_key(run: Run) -> tuple:
+    return (run.started or "", run.label)
+
+
+def load_path(path: Path, warnings: list[str]) -> list[Run]:
+    """Runs of one path of one side, in run order."""
+    if not path.exists():
+        raise BadInput(f"{path}: no such file or directory")
+    if path.is_file():
+        return load_file(path, warnings)
+    if (path / SESSION).is_file():
+        raise BadInput(f"{path}: a session directory holds both sides; pass it as the only input")
+    if (path / MANIFEST).is_file():
+        run = load_run_dir(path, warnings)
+        return [run] if run else []
+    runs: list[Run] = []
+    children = sorted(path.iterdir())
+    for child in children:
+        if child.is_dir() and (child / MANIFEST).is_file():
+            run = load_run_dir(child, warnings)
+            if run:
+                runs.append(run)
+        elif child.is_file() and child.suffix.lower() in (".json", ".jsonl", ".csv"):
+            runs.extend(load_file(child, warnings))
+    if not runs and not any(c.is_dir() and (c / MANIFEST).is_file() for c in children):
+        raise BadInput(f"{path}: no run directories or result files in it")
+    return sorted(runs, key=_sort_key) if all(r.started for r in runs) else runs
+
+
+def _side(name: str, paths: list[Path], warnings: list[str]) -> Side:
+    side = Side(name=name, sources=[str(p) for p in paths])
+    for p in paths:
+        side.runs.extend(load_path(p, warnings))
+    return side
+
+
+def load_session(path: Path, warnings: list[str]) -> Loaded:
+    """A session directory: off runs vs on runs, paired in the order they ran (off, on, off, on …)."""
+    session = _read_json(path / SESSION)
+    entries = session.get("runs") if isinstance(session, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise BadInput(f"{path / SESSION}: lists no runs")
+    a, b = Side("off", sources=[str(path)]), Side("on", sources=[str(path)])
+    order: list[tuple[bool, int | None]] = []  # per entry: (overlay, index into its side or None)
+    for e in entries:
+        overlay = bool(e.get("overlay"))
+        side = b if overlay else a
+        run = None
+        if e.get("status") == "ok":
+            run = load_run_dir(path / str(e.get("dir")), warnings)
+        else:
+            warnings.append(f"{path / str(e.get('dir'))}: run status {e.get('status')!r}; left out")
+        if run:
+            side.runs.append(run)
+        order.append((overlay, len(side.runs) - 1 if run else None))
+    if session.get("status") not in (None, "ok"):
+        warnings.append(f"{path}: session status {session.get('status')!r} (it stopped early)")
+    if not a.runs or not b.runs:
+        missing = "off" if not a.runs else "on"
+        raise BadInput(f"{path}: the session has no usable overlay-{missing} run; nothing to compare")
+    pairs: list[tuple[int, int]] = []
+    for i in range(0, len(order) - 1, 2):
+        (ov1, i1), (ov2, i2) = order[i], order[i + 1]
+        if ov1 != ov2 and i1 is not None and i2 is not None:
+            pairs.append((i1, i2) if not ov1 else (i2, i1))
+    if len(pairs) >= 2:
+        dropped = min(len(a.runs), len(b.runs)) - len(pairs)
+        reason = "interleaved session: off/on runs alternated, paired in run order"
+        if dropped > 0 or len(a.runs) != len(b.runs):
+            reason += f" ({len(pairs)} complete pairs)"
+        return Loaded(a, b, pairs, reason, warnings)
+    return Loaded(a, b, None, "session with fewer than 2 complete off/on pairs: analysed unpaired", warnings)
+
+
+def load(a_paths: list[Path], b_paths: list[Path], *, paired: bool | None = None,
+         labels: tuple[str, str] = ("off", "on")) -> Loaded:
+    """Both sides from the command line's paths.
+
+    ``paired``: True pairs runs by position (``--paired``; equal counts
+    needed), False forces the unpaired analysis (``--unpaired``), None
+    decides from the inputs (a session directory is paired).
+    """
+    warnings: list[str] = []
+    if not b_paths and len(a_paths) == 1:
+        loaded = _load_single(a_paths[0], warnings, labels)
+    else:
+        if not a_paths or not b_paths:
+            raise BadInput("give both sides: `compare A B`, `-a A… -b B…`, or one session directory / table with a side column")
+        loaded = Loaded(_side(labels[0], a_paths, warnings), _side(labels[1], b_paths, warnings), None,
+                        "separate inputs: runs not known to be interleaved, analysed unpaired", warnings)
+    loaded.a.name, loaded.b.name = labels
+    for side in (loaded.a, loaded.b):
+        _unique_labels(side)
+    for side in (loaded.a, loaded.b):
+        if not side.runs:
+            raise BadInput(f"side {side.name!r} ({', '.join(side.sources)}) has no usable run")
+    if paired is True:
+        na, nb = len(loaded.a.runs), len(loaded.b.runs)
+        if na != nb:
+            raise BadInput(f"--paired needs as many runs on each side ({loaded.a.name}: {na}, {loaded.b.name}: {nb})")
+        if loaded.pairs is None:
+            loaded.pairs = [(i, i) for i in range(na)]
+            loaded.design_reason = "declared paired (--paired): runs paired by position"
+    elif paired is False and loaded.pairs is not None:
+        loaded.pairs = None
+        loaded.design_reason = "forced unpaired (--unpaired)"
+    return loaded
+
+
+def _unique_labels(side: Side) -> None:
+    """Run labels are how flags and tables name runs: make them unique within the side."""
+    seen: dict[str, int] = {}
+    for r in side.runs:
+        seen[r.label] = seen.get(r.label, 0) + 1
+    if any(c > 1 for c in seen.values()):
+        for r in side.runs:
+            if seen[r.label] > 1:
+                path, _, row = r.source.partition("#")
+                r.label = f"{Path(path).name}#{row}" if row else f"{Path(path).parent.name}/{r.label}"
+
+
+def _load_single(path: Path, warnings: list[str], labels: tuple[str, str]) -> Loaded:
+    if path.is_dir() and (path / SESSION).is_file():
+        return load_session(path, warnings)
+    if path.is_file() and path.suffix.lower() in (".csv", ".json", ".jsonl"):
+        if path.suffix.lower() == ".csv":
+            rows = tables.read_csv(path)
+        else:
+            data = _read_json(path)
+            rows = data if isinstance(data, list) and all(isinstance(r, dict) for r in data) else []
+        split = tables.split_by_side(rows, str(path)) if rows else None
+        if split:
+            a_rows, b_rows, col = split
+            if not a_rows or not b_rows:
+                raise BadInput(f"{path}: column {col!r} names only one side")
+            a = Side(labels[0], tables.rows_to_runs(a_rows, f"{path}[{labels[0]}]", warnings), [str(path)])
+            b = Side(labels[1], tables.rows_to_runs(b_rows, f"{path}[{labels[1]}]", warnings), [str(path)])
+            return Loaded(a, b, None, f"one table split by its {col!r} column, analysed unpaired", warnings)
+    raise BadInput(
+        f"{path}: one input must be a session directory (expo-prof ab / record --overlay both) or a table "
+        "with a side column; otherwise give both sides: compare A B"
+    )

@@ -1,0 +1,90 @@
+"""Why the overlay helps or hurts: exponential time it hides vs forward-pass slowdown under overlap.
+
+Per step, the overlay removes the exponential draw from the critical path
+(its *exposed* time falls) but the draw now runs *beside* the forward pass,
+on a side stream or a spare core, and can slow the forward kernels down
+(contention for SMs / AI cores / memory bandwidth / CPU cores). The net per
+step is ``exposed(off) − exposed(on) − (forward(on) − forward(off))``; an MoE
+model with expert parallelism, whose forward is communication- and
+bandwidth-bound, can lose more to contention than it gains.
+
+The numbers are the per-run means over steps from each run's
+``analysis.json`` (``summary.per_step``), averaged over the runs of a side.
+"""
+
+from __future__ import annotations
+
+from expo_prof.abtest.model import Mechanism, MetricResult
+from expo_prof.abtest.runs import Loaded
+
+
+def _us(x: float) -> str:
+    return f"{x:,.1f} µs"
+
+
+def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
+    """The mechanism summary from the per-metric results (mechanism metrics) of both sides."""
+    exp = results.get("exposed_exp_us_per_step")
+    hid = results.get("hidden_exp_us_per_step")
+    fwd = results.get("forward_us_per_step")
+    tpot = results.get("mean_tpot_ms")
+    notes: list[str] = []
+    removed = basis = None
+    if exp and exp.a.mean is not None and exp.b.mean is not None:
+        removed = exp.a.mean - exp.b.mean
+        basis = "measured: exposed exponential per step, off − on"
+    elif hid and hid.b.mean is not None:
+        removed = hid.b.mean
+        basis = "estimated: exponential time hidden per step in the on runs (the off runs have no exponential timing)"
+    f_off = fwd.a.mean if fwd else None
+    f_on = fwd.b.mean if fwd else None
+    slow = slow_pct = sig = None
+    if f_off is not None and f_on is not None:
+        slow = f_on - f_off
+        slow_pct = 100.0 * slow / f_off if f_off else None
+        sig = fwd.significant
+    elif f_on is not None:
+        notes.append("forward-pass slowdown not measured: the off runs have no forward timing "
+                     "(record them with a profiler, e.g. `ab --profiler torch`)")
+    tpot_us = (tpot.b.mean - tpot.a.mean) * 1e3 if tpot and tpot.a.mean is not None and tpot.b.mean is not None else None
+    net = removed - slow if removed is not None and slow is not None else None
+    if removed is None and slow is None:
+        statement = ("mechanism unknown: no per-step timing in these inputs (compare run directories with "
+                     "analysis.json: the overlay log or a profiler trace)")
+        return Mechanism(available=False, exp_removed_us=None, removed_basis=None, forward_off_us=f_off,
+                         forward_on_us=f_on, forward_slowdown_us=None, forward_slowdown_pct=None,
+                         forward_slowdown_significant=None, net_us=None, tpot_change_us=tpot_us,
+                         statement=statement, notes=notes)
+    parts = []
+    if removed is not None:
+        parts.append(f"the overlay takes {_us(removed)} of exponential off the critical path per step"
+                     + (" (estimated)" if basis and basis.startswith("estimated") else ""))
+    if slow is not None:
+        pct = f" ({slow_pct:+.1f}%)" if slow_pct is not None else ""
+        qual = "" if sig is None else (", significant" if sig else ", not significant")
+        parts.append(f"the forward pass takes {_us(abs(slow))} {'more' if slow >= 0 else 'less'} per step under "
+                     f"overlap{pct}{qual}")
+    statement = "; ".join(parts)
+    if net is not None:
+        statement += f" → net {net:+,.1f} µs per step"
+        if net < 0 and slow is not None and slow > 0:
+            statement += (": contention with the side lane outweighs the hidden exponential — the expected "
+                          "mechanism of a regression (as with MoE + expert parallel)")
+        elif net > 0:
+            statement += ": the hidden exponential outweighs the contention"
+    if tpot_us is not None:
+        statement += f". Measured TPOT change: {tpot_us:+,.1f} µs per token"
+        if slow is None and removed is not None and tpot_us > 0:
+            statement += (f" — the steps got slower although {_us(removed)} of exponential left the critical path: "
+                          "the overlap costs more than it hides (contention with the side lane)")
+    steps = [r.info.get("steps") for r in loaded.a.runs + loaded.b.runs if r.info.get("steps")]
+    if steps:
+        notes.append(f"per-step means over {min(steps)}–{max(steps)} steps per run")
+    sources = {r.info.get("forward_source") for r in loaded.a.runs + loaded.b.runs if r.info.get("forward_source")}
+    if len(sources) > 1:
+        notes.append("forward time comes from different sources on the two sides ("
+                     + ", ".join(sorted(sources)) + "): compare with care")
+    return Mechanism(available=True, exp_removed_us=removed, removed_basis=basis, forward_off_us=f_off,
+                     forward_on_us=f_on, forward_slowdown_us=slow, forward_slowdown_pct=slow_pct,
+                     forward_slowdown_significant=sig, net_us=net, tpot_change_us=tpot_us,
+                     statement=statement[0].upper() + statement[1:], notes=notes)

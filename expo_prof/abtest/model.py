@@ -1,0 +1,177 @@
+"""The result model of ``expo-prof compare`` / ``ab``: what every reporter renders.
+
+msgspec Structs, encoded as-is by ``--json``; ``docs/ab.md`` documents this
+schema. Bump :data:`SCHEMA` on any incompatible change (a key removed or
+renamed, a meaning or unit changed); adding keys is compatible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+SCHEMA = 1
+SCHEMA_NAME = "expo-prof.compare"
+
+#: Verdict decisions.
+ENABLE = "enable"
+KEEP_OFF = "keep off"
+NO_DIFFERENCE = "no significant difference"
+
+#: Per-metric outcomes.
+BETTER = "better"
+WORSE = "worse"
+SAME = "no significant difference"
+UNTESTABLE = "not testable"
+MISSING = "missing"
+
+
+class Test(msgspec.Struct, kw_only=True):
+    """One significance test of the mean difference B − A."""
+
+    name: str
+    statistic: float | None
+    df: float | None = None
+    p: float | None
+    exact: bool | None = None
+    arrangements: int | None = None
+    #: Smallest p the test can give with these run counts (permutation tests).
+    min_p: float | None = None
+
+
+class SideStats(msgspec.Struct, kw_only=True):
+    """One side of one metric: each run's value (null where the run lacks it) and their summary."""
+
+    runs: list[str]
+    values: list[float | None]
+    #: Per run: "" or "warm-up" / "outlier" / "excluded" (left out by --drop-warmup / --drop-outliers).
+    flags: list[str]
+    n: int
+    mean: float | None
+    sd: float | None
+
+
+class MetricResult(msgspec.Struct, kw_only=True):
+    """The comparison of one metric."""
+
+    name: str
+    label: str
+    unit: str
+    better: str  # "higher" | "lower"
+    mechanism: bool
+    a: SideStats
+    b: SideStats
+    #: mean(B) − mean(A), both means over the runs that have the metric.
+    diff: float | None
+    #: 100 · diff / mean(A).
+    change_pct: float | None
+    ci_diff: list[float] | None
+    #: The CI of diff divided by mean(A) (mean(A) taken as exact: see docs/ab.md).
+    ci_pct: list[float] | None
+    paired: bool
+    pairs: int
+    t_test: Test | None
+    permutation: Test | None
+    significant: bool | None
+    outcome: str
+    #: Runs per side (pairs) that would give 80% power at alpha for the observed effect; null when settled / unknown.
+    runs_needed: int | None
+    notes: list[str]
+
+
+class Flag(msgspec.Struct, kw_only=True):
+    """A run that stands out: the warm-up (first run far below the rest on both sides) or an outlier."""
+
+    kind: str  # "warm-up" | "outlier"
+    side: str
+    run: str
+    metric: str
+    value: float
+    #: Median of the side's other runs.
+    reference: float
+    #: Iglewicz–Hoaglin modified z-score against the reference runs.
+    robust_z: float
+
+
+class Sensitivity(msgspec.Struct, kw_only=True):
+    """The primary metric re-judged with some runs left out (or put back)."""
+
+    what: str  # e.g. "without warm-up runs"
+    runs: list[str]
+    metric: str
+    change_pct: float | None
+    ci_pct: list[float] | None
+    p: float | None
+    decision: str
+    changes_verdict: bool
+    statement: str
+
+
+class Verdict(msgspec.Struct, kw_only=True):
+    decision: str  # ENABLE | KEEP_OFF | NO_DIFFERENCE
+    metric: str | None
+    change_pct: float | None
+    ci_pct: list[float] | None
+    p: float | None
+    test: str | None
+    runs_per_side: list[int]
+    runs_needed: int | None
+    statement: str
+    caveats: list[str]
+
+
+class Mechanism(msgspec.Struct, kw_only=True):
+    """Why: exponential time the overlay hides per step vs how much the forward pass slowed under overlap."""
+
+    available: bool
+    #: Exposed exponential time per step removed by the overlay (µs).
+    exp_removed_us: float | None
+    #: "measured (off − on exposed)" or "estimated (on runs' hidden time)".
+    removed_basis: str | None
+    forward_off_us: float | None
+    forward_on_us: float | None
+    #: forward_on − forward_off (µs per step; positive = slower under overlap).
+    forward_slowdown_us: float | None
+    forward_slowdown_pct: float | None
+    forward_slowdown_significant: bool | None
+    #: exp_removed − forward_slowdown (µs per step; positive = the overlay should gain).
+    net_us: float | None
+    #: Change of the mean time per output token (µs), for comparison with net_us.
+    tpot_change_us: float | None
+    statement: str
+    notes: list[str]
+
+
+class Design(msgspec.Struct, kw_only=True):
+    paired: bool
+    reason: str
+    pairs: int
+    alpha: float
+    confidence: float
+    excluded: list[str]
+
+
+class SideInfo(msgspec.Struct, kw_only=True):
+    name: str
+    sources: list[str]
+    runs: list[str]
+
+
+class ComparisonResult(msgspec.Struct, kw_only=True):
+    """Top level of ``compare --json``."""
+
+    schema: int = SCHEMA
+    schema_name: str = SCHEMA_NAME
+    tool_version: str
+    a: SideInfo
+    b: SideInfo
+    design: Design
+    workload: dict[str, Any]
+    primary_metric: str | None
+    verdict: Verdict
+    metrics: list[MetricResult]
+    flags: list[Flag]
+    sensitivity: list[Sensitivity]
+    mechanism: Mechanism
+    warnings: list[str]

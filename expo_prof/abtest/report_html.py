@@ -1,0 +1,155 @@
+"""The A/B section of the HTML report: figures of the runs and of the mechanism, the verdict, the table.
+
+:func:`section_html` returns an HTML fragment (the report page embeds it and
+loads plotly.js once); :func:`write_page` writes a self-contained page for
+``compare --html``.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from expo_prof.abtest.metrics import METRICS
+from expo_prof.abtest.model import BETTER, ENABLE, KEEP_OFF, WORSE, ComparisonResult
+from expo_prof.abtest.report_table import num, pct
+
+_COLORS = {"a": "#7f7f7f", "b": "#1f77b4"}
+
+
+def runs_figure(result: ComparisonResult):
+    """Each run's value of every main metric, side by side, with the mean of each side."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    shown = [r for r in result.metrics if METRICS[r.name].main and not r.mechanism and r.a.n and r.b.n]
+    if not shown:
+        return None
+    fig = make_subplots(rows=1, cols=len(shown), subplot_titles=[f"{r.label} ({r.unit})" for r in shown])
+    for col, r in enumerate(shown, 1):
+        for key, st, name in (("a", r.a, result.a.name), ("b", r.b, result.b.name)):
+            xs = [name] * len(st.values)
+            text = [f"{run}{' (' + f + ')' if f else ''}" for run, f in zip(st.runs, st.flags, strict=True)]
+            symbols = ["x" if f else "circle" for f in st.flags]
+            fig.add_trace(go.Scatter(x=xs, y=st.values, mode="markers", text=text, name=name,
+                                     marker=dict(color=_COLORS[key], size=9, symbol=symbols),
+                                     showlegend=col == 1, hovertemplate="%{text}: %{y}<extra></extra>"), 1, col)
+            if st.mean is not None:
+                fig.add_trace(go.Scatter(x=[name], y=[st.mean], mode="markers", name=f"{name} mean",
+                                         marker=dict(color=_COLORS[key], size=22, symbol="line-ew-open",
+                                                     line=dict(width=3)),
+                                         showlegend=False, hovertemplate=f"mean %{{y}}<extra>{name}</extra>"), 1, col)
+    fig.update_layout(height=360, margin=dict(l=40, r=20, t=50, b=30), title="runs of each side (× = flagged)")
+    return fig
+
+
+def mechanism_figure(result: ComparisonResult):
+    """Per step: forward pass + exposed exponential of each side (the critical path the overlay changes)."""
+    import plotly.graph_objects as go
+
+    by = {r.name: r for r in result.metrics}
+    fwd, exp = by.get("forward_us_per_step"), by.get("exposed_exp_us_per_step")
+    if not fwd and not exp:
+        return None
+    sides = [result.a.name, result.b.name]
+    fig = go.Figure()
+    # Critical path (forward + exposed exponential) stacked; hidden exponential beside it (it overlaps the forward).
+    if fwd:
+        fig.add_bar(x=sides, y=[fwd.a.mean, fwd.b.mean], name="forward pass", marker_color="#2ca02c",
+                    offsetgroup="path", hovertemplate="%{y:.1f} µs<extra>forward</extra>")
+    if exp:
+        fig.add_bar(x=sides, y=[exp.a.mean, exp.b.mean], name="exposed exponential", marker_color="#d62728",
+                    offsetgroup="path", base=[fwd.a.mean or 0, fwd.b.mean or 0] if fwd else None,
+                    hovertemplate="%{y:.1f} µs<extra>exposed exponential</extra>")
+    hid = by.get("hidden_exp_us_per_step")
+    if hid:
+        fig.add_bar(x=sides, y=[hid.a.mean, hid.b.mean], name="hidden exponential (beside the forward)",
+                    marker_color="#ff9896", offsetgroup="beside", hovertemplate="%{y:.1f} µs<extra>hidden</extra>")
+    for r in (fwd, exp):
+        if r is not None and (r.a.mean is None or r.b.mean is None):
+            missing = result.a.name if r.a.mean is None else result.b.name
+            fig.add_annotation(x=missing, y=0, yanchor="bottom", showarrow=False,
+                               text=f"no {r.label} timing<br>for the {missing} runs")
+            break
+    fig.update_layout(barmode="group", height=360, margin=dict(l=40, r=20, t=50, b=30),
+                      title="why: time per step (µs): critical path, and exponential hidden beside it",
+                      yaxis_title="µs per step")
+    return fig
+
+
+def tradeoff_figure(result: ComparisonResult):
+    """The trade-off per step: exponential taken off the critical path vs forward-pass slowdown, and the net."""
+    import plotly.graph_objects as go
+
+    m = result.mechanism
+    if m.exp_removed_us is None or m.forward_slowdown_us is None:
+        return None
+    names = ["exponential removed", "forward slowdown", "net gain"]
+    vals = [m.exp_removed_us, -m.forward_slowdown_us, m.net_us]
+    colors = ["#1a7f37" if v >= 0 else "#c62828" for v in vals]
+    fig = go.Figure(go.Bar(x=names, y=vals, marker_color=colors, text=[f"{v:+,.1f} µs" for v in vals],
+                           hovertemplate="%{x}: %{y:.1f} µs<extra></extra>"))
+    if m.tpot_change_us is not None:
+        fig.add_hline(y=-m.tpot_change_us, line_dash="dot",
+                      annotation_text=f"measured TPOT change, as a gain: {-m.tpot_change_us:+,.1f} µs")
+    fig.update_layout(height=320, margin=dict(l=40, r=20, t=50, b=30), yaxis_title="µs per step",
+                      title="why: what the overlay removes vs what the overlap costs, per step")
+    return fig
+
+
+def _table_html(result: ComparisonResult) -> str:
+    a, b = html.escape(result.a.name), html.escape(result.b.name)
+    rows = []
+    for r in result.metrics:
+        if not METRICS[r.name].main and r.name != result.primary_metric:
+            continue
+        ci = "–" if r.ci_pct is None else f"{r.ci_pct[0]:+.2f} … {r.ci_pct[1]:+.2f}%"
+        p = "–" if r.t_test is None else f"{r.t_test.p:.3g}"
+        cls = "good" if r.outcome == BETTER else "bad" if r.outcome == WORSE else ""
+        runs_a = " ".join(num(v) for v in r.a.values)
+        runs_b = " ".join(num(v) for v in r.b.values)
+        rows.append(
+            f"<tr><td>{html.escape(r.label)} ({html.escape(r.unit)})</td><td>{runs_a}</td><td>{runs_b}</td>"
+            f"<td>{num(r.a.mean)}</td><td>{num(r.b.mean)}</td><td>{pct(r.change_pct)}</td><td>{ci}</td>"
+            f"<td>{p}</td><td class='{cls}'>{html.escape(r.outcome)}</td></tr>"
+        )
+    head = (f"<tr><th>metric</th><th>{a} runs</th><th>{b} runs</th><th>{a} mean</th><th>{b} mean</th>"
+            "<th>change</th><th>95% CI</th><th>p</th><th>outcome</th></tr>")
+    return f"<table class='ab'>{head}{''.join(rows)}</table>"
+
+
+def section_html(result: ComparisonResult, *, include_plotlyjs: bool | str = False) -> str:
+    """The A/B section as an HTML fragment (plotly.js not included unless asked)."""
+    v = result.verdict
+    cls = "good" if v.decision == ENABLE else "bad" if v.decision == KEEP_OFF else "unsure"
+    parts = [
+        "<section class='ab-section'><h2>A/B: should the overlay be on?</h2>",
+        f"<p class='verdict {cls}'><b>verdict: {html.escape(v.decision)}</b> — {html.escape(v.statement)}</p>",
+    ]
+    if v.caveats:
+        parts.append("<ul>" + "".join(f"<li>{html.escape(c)}</li>" for c in v.caveats) + "</ul>")
+    d = result.design
+    parts.append(f"<p>{'paired' if d.paired else 'unpaired'} analysis: {html.escape(d.reason)}</p>")
+    parts.append(_table_html(result))
+    parts.append(f"<p><b>why:</b> {html.escape(result.mechanism.statement)}</p>")
+    for s in result.sensitivity:
+        parts.append(f"<p class='note'>{html.escape(s.statement)}</p>")
+    first = True
+    for fig in (runs_figure(result), mechanism_figure(result), tradeoff_figure(result)):
+        if fig is not None:
+            parts.append(fig.to_html(full_html=False, include_plotlyjs=include_plotlyjs if first else False))
+            first = False
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+_STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}
+table.ab{border-collapse:collapse;font-size:14px}table.ab td,table.ab th{border:1px solid #ccc;padding:4px 8px}
+.good{color:#1a7f37}.bad{color:#c62828}.unsure{color:#9a6700}.note{color:#555}"""
+
+
+def write_page(result: ComparisonResult, path: Path) -> None:
+    """A self-contained page (plotly.js inlined: works offline)."""
+    body = section_html(result, include_plotlyjs=True)
+    path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>expo-prof A/B</title>"
+                    f"<style>{_STYLE}</style></head><body>{body}</body></html>\n", encoding="utf-8")

@@ -1,0 +1,145 @@
+"""Rich tables of a comparison: per-metric runs, means, change, CI, tests; flags; why; the verdict."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from expo_prof.abtest.metrics import METRICS
+from expo_prof.abtest.model import (
+    BETTER,
+    ENABLE,
+    KEEP_OFF,
+    MISSING,
+    SAME,
+    UNTESTABLE,
+    WORSE,
+    ComparisonResult,
+    MetricResult,
+)
+
+_MARK = {"warm-up": "ʷ", "outlier": "°"}
+_SHORT = {SAME: "n.s.", UNTESTABLE: "untestable"}
+_OUTCOME_STYLE = {BETTER: "green", WORSE: "red", UNTESTABLE: "yellow", MISSING: "dim"}
+_DECISION_STYLE = {ENABLE: "bold green", KEEP_OFF: "bold red"}
+
+
+def num(v: float | None) -> str:
+    """A value as the tables print it: 2 decimals from 1 up (the digits benchmark tools publish), else 4 significant."""
+    if v is None:
+        return "–"
+    return f"{v:.2f}" if abs(v) >= 1 or v == 0 else f"{v:.4g}"
+
+
+def _ci(v: float) -> str:
+    return f"{v:+.0f}" if abs(v) >= 100 else f"{v:+.1f}" if abs(v) >= 10 else f"{v:+.2f}"
+
+
+def pct(v: float | None) -> str:
+    return "–" if v is None else f"{v:+.2f}%"
+
+
+def _p_cell(r: MetricResult) -> str:
+    if r.t_test is None:
+        return "–"
+    s = f"{r.t_test.p:.3g}"
+    if r.permutation is not None and r.permutation.p is not None:
+        s += f"/{r.permutation.p:.2g}"
+    return s
+
+
+def _shown(result: ComparisonResult, all_metrics: bool) -> list[MetricResult]:
+    return [r for r in result.metrics
+            if all_metrics or METRICS[r.name].main or r.name == result.primary_metric]
+
+
+def _name(result: ComparisonResult, r: MetricResult) -> str:
+    name = f"{escape(r.label)} [dim]({escape(r.unit)} {'↑' if r.better == 'higher' else '↓'})[/]"
+    return f"[bold]{name}[/]" if r.name == result.primary_metric else name
+
+
+def runs_table(result: ComparisonResult, *, all_metrics: bool = False) -> Table:
+    """Each run's value: a row per metric and side, a column per run (pairs share a column when paired)."""
+    shown = _shown(result, all_metrics)
+    n = max([len(r.a.values) for r in shown] + [len(r.b.values) for r in shown] + [0])
+    t = Table(title="each run" + (" (column k = pair k)" if result.design.paired else ""), title_justify="left",
+              box=box.SIMPLE_HEAD)
+    t.add_column("metric")
+    t.add_column("side")
+    for i in range(n):
+        t.add_column(str(i + 1), justify="right", no_wrap=True)
+    for r in shown:
+        for k, (st, side) in enumerate(((r.a, result.a.name), (r.b, result.b.name))):
+            cells = []
+            for v, f in zip(st.values, st.flags, strict=True):
+                cells.append(escape(num(v)) + (f"[yellow]{_MARK[f]}[/]" if f in _MARK else ""))
+            cells += [""] * (n - len(cells))
+            t.add_row(_name(result, r) if k == 0 else "", escape(side), *cells, end_section=k == 1)
+    return t
+
+
+def metric_table(result: ComparisonResult, *, all_metrics: bool = False) -> Table:
+    """One row per metric: means of the runs, change, CI, test, outcome."""
+    a, b = result.a.name, result.b.name
+    test = "paired t" if result.design.paired else "Welch t"
+    t = Table(title=f"{escape(b)} vs {escape(a)}: change of the means", title_justify="left",
+              caption="n.s.: no significant difference (~N: runs that would settle it)", caption_justify="left",
+              box=box.SIMPLE_HEAD)
+    t.add_column("metric", min_width=14)
+    t.add_column(escape(a), justify="right", no_wrap=True)
+    t.add_column(escape(b), justify="right", no_wrap=True)
+    t.add_column("change", justify="right", no_wrap=True)
+    t.add_column("95% CI", justify="right", no_wrap=True)
+    t.add_column("outcome", min_width=14)
+    t.add_column(f"p {test}/perm", justify="right")
+    for r in _shown(result, all_metrics):
+        ci = "–" if r.ci_pct is None else f"{_ci(r.ci_pct[0])}…{_ci(r.ci_pct[1])}%"
+        style = _OUTCOME_STYLE.get(r.outcome, "")
+        outcome = _SHORT.get(r.outcome, r.outcome)
+        if r.runs_needed:
+            outcome += f" [dim](~{r.runs_needed}{' pairs' if r.paired else '/side'})[/]"
+        t.add_row(escape(r.label), num(r.a.mean), num(r.b.mean), pct(r.change_pct), ci,
+                  f"[{style}]{outcome}[/]" if style else outcome, _p_cell(r))
+    return t
+
+
+def render(result: ComparisonResult, console: Console, *, all_metrics: bool = False) -> None:
+    """Everything: design, metric table, flags, sensitivity, mechanism, verdict, warnings."""
+    d = result.design
+    keys = ("model", "num_prompts", "input_len", "output_len", "max_concurrency", "request_rate", "temperature")
+    wl = ", ".join(f"{k} {'inf' if v is None and k == 'request_rate' else v}" for k, v in result.workload.items()
+                   if k in keys) or "not described by the inputs"
+    console.print(
+        f"[bold]A/B[/] {escape(result.a.name)} ({len(result.a.runs)} runs) vs {escape(result.b.name)} "
+        f"({len(result.b.runs)} runs) — {'paired' if d.paired else 'unpaired'}: {escape(d.reason)}"
+    )
+    console.print(f"[dim]workload: {escape(wl)}[/]")
+    if d.excluded:
+        console.print(f"[dim]left out of the main analysis: {escape(', '.join(d.excluded))}[/]")
+    console.print(runs_table(result, all_metrics=all_metrics))
+    console.print(metric_table(result, all_metrics=all_metrics))
+    if result.flags:
+        console.print("[bold]flagged runs[/] ([yellow]ʷ[/] warm-up, [yellow]°[/] outlier):")
+        for f in result.flags:
+            console.print(
+                f"  {f.kind}: {escape(f.side)} {escape(f.run)} {escape(f.metric)} = {num(f.value)} "
+                f"(median of the others {num(f.reference)}, robust z {f.robust_z:+.1f})"
+            )
+    for s in result.sensitivity:
+        mark = "[yellow]changes the verdict[/]: " if s.changes_verdict else ""
+        console.print(f"  {mark}{escape(s.statement)}")
+    m = result.mechanism
+    console.print(f"[bold]why[/]: {escape(m.statement)}")
+    for n in m.notes:
+        console.print(f"  [dim]{escape(n)}[/]")
+    v = result.verdict
+    body = escape(v.statement)
+    for c in v.caveats:
+        body += f"\n[dim]• {escape(c)}[/]"
+    console.print(Panel(body, title=f"[{_DECISION_STYLE.get(v.decision, 'bold yellow')}]verdict: {v.decision}[/]",
+                        title_align="left", expand=False))
+    for w in result.warnings:
+        console.print(f"[yellow]warning:[/] {escape(w)}")

@@ -1,0 +1,80 @@
+"""``expo-prof ab -- CMD…``: run CMD with the overlay off and on, alternating, then compare (docs/ab.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from expo_prof.cli.compare import check_out, comparison_options, run_comparison
+from expo_prof.cli.record import build_spec, workload_options
+from expo_prof.errors import BadInput
+
+
+@click.command("ab", context_settings={"ignore_unknown_options": False})
+@click.option("--repeat", type=int, default=3, show_default=True, help="Runs per side (off, on, off, on … = 2×N runs).")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Session directory (default: traces/<UTC stamp>-<name>).")
+@click.option("--traces-dir", type=click.Path(path_type=Path), default=Path("traces"), show_default=True,
+              help="Where new session directories go.")
+@click.option("--profiler", type=click.Choice(["none", "torch", "msprof"]), default="none", show_default=True,
+              help="Profile every run: gives the off runs' forward time (the 'why'), but slows both sides.")
+@click.option("--profile-requests", type=int, default=None, help="Close the profiler window after this many finished requests.")
+@click.option("--ready-timeout", type=float, default=600.0, show_default=True, help="Seconds to wait for /health.")
+@workload_options
+@comparison_options
+@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_obj
+def command(settings, repeat, out, traces_dir, profiler, profile_requests, ready_timeout, cmd, **kw) -> int:
+    """Should the overlay be on for this model on this machine? Measure it: off, on, off, on … then compare.
+
+    Every run is recorded as by `record` (same built-in workload, a fresh
+    server each time) into one session directory; the runs are paired in
+    the order they ran, so drift of the machine hits both sides alike.
+
+    \b
+    expo-prof ab --repeat 3 -- vllm serve Qwen/Qwen3-32B --port 8000
+    expo-prof ab --repeat 2 --num-prompts 8 --input-len 64 --output-len 32 -- \\
+        python -m vllm.entrypoints.openai.api_server --model ./tiny
+    """
+    from expo_prof.abtest import inputs
+    from expo_prof.record.command import parse_target
+    from expo_prof.record.rundir import new_dir, short_name
+    from expo_prof.record.runner import RecordOptions
+    from expo_prof.record.session import record_session
+
+    if repeat < 1:
+        raise BadInput("--repeat must be at least 1")
+    wl = {k: kw.pop(k) for k in list(kw) if k not in _COMPARISON_KEYS}
+    if wl["no_load"] or wl["duration"] is not None:
+        raise BadInput("ab measures the built-in workload: --no-load / --duration do not apply")
+    spec = build_spec(wl)
+    argv = list(cmd)
+    parse_target(argv)  # a bad command fails before any directory is created
+    for target, what in ((kw["json_out"], "--json"), (str(kw["html_out"]) if kw["html_out"] else None, "--html")):
+        if target is not None:
+            check_out(target, [out] if out is not None else [], what)
+    top = out if out is not None else new_dir(traces_dir, short_name(argv))
+    opts = RecordOptions(profiler=profiler, workload=spec, ready_timeout_s=ready_timeout,
+                         profile_requests=profile_requests)
+    to_stdout = kw["json_out"] == "-"
+    quiet = bool(getattr(settings, "quiet", False)) or to_stdout
+    from expo_prof.console import console
+
+    saved = console.file
+    if to_stdout:
+        console.file = sys.stderr  # stdout carries only the JSON; the recording's lines go to stderr
+    try:
+        record_session(argv, opts, modes=[False, True], repeat=repeat, out=top, traces_dir=traces_dir,
+                       quiet=quiet, analyze_after=True)
+    finally:
+        console.file = saved
+    pairing = kw.pop("pairing")
+    loaded = inputs.load([top], [], paired={"paired": True, "unpaired": False}.get(pairing))
+    return run_comparison(loaded, kw, settings, [top])
+
+
+_COMPARISON_KEYS = {
+    "pairing", "alpha", "primary", "drop_warmup", "drop_outliers", "allow_mismatch", "all_metrics", "json_out", "html_out",
+}
