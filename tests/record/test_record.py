@@ -231,3 +231,26 @@ def test_ctrl_c_mid_profile_keeps_everything(tiny_model, vllm_available, vllm_lo
     requests = json.loads((run / "workload.json").read_text())["requests"]
     assert any(r["ok"] for r in requests)
     assert not processes_with(f"--port {port}")
+
+
+def test_wrapper_script_with_no_load_and_duration(tiny_model, vllm_available, vllm_lock, tmp_path):
+    # GIVEN a wrapper script that starts vLLM with its own arguments ("$@")
+    port = free_port()
+    script = tmp_path / "serve.sh"
+    script.write_text(f"#!/bin/sh\nexec {' '.join(server_cmd(tiny_model, port)[:-3])} \"$@\"\n")
+    script.chmod(0o755)
+    run = tmp_path / "run"
+    with vllm_lock():
+        # WHEN recorded with no built-in load for a fixed duration, profiler off
+        proc = record(
+            ["--out", str(run), "--profiler", "none", "--no-load", "--duration", "3", "--",
+             str(script), "--port", str(port), "--enforce-eager"],
+            tmp_path, timeout=300,
+        )
+    # THEN the port came from the wrapper's arguments, the run ends by itself, and is complete
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    m = manifest(run)
+    assert m["status"] == "ok" and m["target"] == {"kind": "other", "url": f"http://127.0.0.1:{port}"}
+    assert m["profiler"] == "none" and m["workload"]["builtin"] is False
+    assert not (run / "workload.json").exists()
+    assert m["exit"]["leftover_pids"] == [] and not processes_with(f"--port {port}")
