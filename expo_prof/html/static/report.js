@@ -1,0 +1,202 @@
+/* expo-prof report page: headline figures, per-step chart and distribution, per-rank table,
+   A/B section, manifests. Every text from the data goes through textContent (Expo.el). */
+"use strict";
+(function () {
+  const D = Expo.data();
+  const COL = { hidden: "#2ca02c", exposed: "#d62728", fwd: "#4a8fc1" };
+  const config = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
+  const P = D.runs[D.primary];
+  const H = P.headline;
+  const plots = [];
+
+  Expo.setText("title", D.title);
+  Expo.setText("sub", D.tool + " · " + D.runs.length + " run(s): " + D.runs.map((r) => r.label + (r.overlay ? " (overlay " + r.overlay + ")" : "")).join(", "));
+  Expo.setText("headline-run", "— " + P.label + (P.overlay ? " (overlay " + P.overlay + ")" : ""));
+
+  // ------------------------------------------------------------------ headline cards
+  function card(id, label, value, detail) {
+    return Expo.el("div", { className: "card", id: id }, Expo.el("div", { className: "k" }, label),
+      Expo.el("div", { className: "v" }, value), Expo.el("div", { className: "d" }, detail || ""));
+  }
+  const signedPct = (x) => (x === null || x === undefined ? "-" : (x > 0 ? "+" : x < 0 ? "−" : "") + Math.abs(100 * x).toFixed(2) + "%");
+  const cards = document.getElementById("cards");
+  if (!P.analysis) {
+    cards.appendChild(Expo.el("div", { className: "warn" }, "no analysis for this run: " + (P.error || "no traces")));
+  } else {
+    cards.append(
+      card("c-hidden", "hidden fraction", Expo.fmtPct(H.hidden_fraction),
+        H.instances + " instances · " + H.steps + " steps · " + H.ranks + " rank(s)"),
+      card("c-exposed", "exposed time per step", Expo.fmtNs(H.exposed_per_step_ns),
+        "p50 " + Expo.fmtNs(H.exposed_p50_ns) + " · p99 " + Expo.fmtNs(H.exposed_p99_ns)),
+      card("c-forward", "forward time per step", Expo.fmtNs(H.forward_per_step_ns), "step time " + Expo.fmtNs(H.step_ns)),
+      card("c-wait", "sampler wait per step", Expo.fmtNs(H.wait_per_step_ns), "waiting for q after the forward pass"),
+      card("c-toks", "estimated tok/s effect", signedPct(H.tok_s_effect),
+        H.tok_s !== null ? "measured " + H.tok_s.toFixed(1) + " tok/s; fully hidden ≈ " + (H.tok_s_if_hidden !== null ? H.tok_s_if_hidden.toFixed(1) : "-") + " tok/s"
+          : "= −exposed per step / step time"),
+    );
+  }
+
+  // ------------------------------------------------------------------ per-step chart + distribution
+  const S = P.steps;
+  const ranks = Array.from(new Set(S.rank)).sort((a, b) => a - b);
+  const sel = document.getElementById("rank");
+  if (ranks.length > 1) sel.appendChild(Expo.el("option", { value: "all" }, "all ranks (sum)"));
+  for (const r of ranks) sel.appendChild(Expo.el("option", { value: String(r) }, "rank " + r));
+  if (ranks.length <= 1) sel.parentNode.style.display = "none";
+
+  function perStep(rank) {
+    const by = new Map();
+    for (let i = 0; i < S.step.length; i++) {
+      if (rank !== "all" && S.rank[i] !== Number(rank)) continue;
+      const k = S.step[i];
+      const v = by.get(k) || { hidden: 0, exposed: 0, forward: 0, n: 0 };
+      v.hidden += S.hidden[i]; v.exposed += S.exposed[i]; v.forward += S.forward[i]; v.n += S.instances[i];
+      by.set(k, v);
+    }
+    const ids = Array.from(by.keys()).sort((a, b) => a - b);
+    return { ids, rows: ids.map((k) => by.get(k)) };
+  }
+  function drawSteps() {
+    const ps = perStep(sel.value || (ranks.length > 1 ? "all" : String(ranks[0])));
+    const us = (f) => ps.rows.map((r) => r[f] / 1e3);
+    const hover = "step %{x}<br>%{fullData.name}: %{y:.1f} µs<extra></extra>";
+    const traces = [
+      { type: "bar", name: "hidden", x: ps.ids, y: us("hidden"), marker: { color: COL.hidden }, hovertemplate: hover },
+      { type: "bar", name: "exposed", x: ps.ids, y: us("exposed"), marker: { color: COL.exposed }, hovertemplate: hover },
+      { type: "scatter", mode: "lines+markers", name: "forward pass", x: ps.ids, y: ps.rows.map((r) => r.forward / 1e6),
+        yaxis: "y2", line: { color: COL.fwd, width: 1.5 }, marker: { size: 4 }, hovertemplate: "step %{x}<br>forward: %{y:.3f} ms<extra></extra>" },
+    ];
+    const layout = {
+      barmode: "stack", height: 330, margin: { l: 60, r: 60, t: 36, b: 44 },
+      xaxis: { title: { text: "step" } }, yaxis: { title: { text: "exponential time (µs)" }, rangemode: "tozero" },
+      yaxis2: { title: { text: "forward (ms)" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false },
+      legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
+    };
+    plots.push(Plotly.react("steps-chart", traces, layout, config));
+    // Distribution over steps as cumulative curves on a log axis: per-step times span orders of
+    // magnitude (a few slow steps), and steps with 0 ns (nothing exposed) are counted in the name.
+    const ecdf = (name, vals, color) => {
+      const pos = vals.filter((v) => v > 0).sort((a, b) => a - b);
+      const n = vals.length;
+      const zero = n - pos.length;
+      return {
+        type: "scatter", mode: "lines", line: { shape: "hv", color, width: 2 },
+        name: name + " (" + pos.length + " of " + n + " steps > 0)",
+        x: pos, y: pos.map((_, i) => (zero + i + 1) / n),
+        hovertemplate: "%{x:.1f} µs: %{y:.1%} of steps at or below<extra></extra>",
+      };
+    };
+    const dist = [
+      ecdf("exposed per step", us("exposed"), COL.exposed),
+      ecdf("hidden per step", us("hidden"), COL.hidden),
+      ecdf("total per step", ps.rows.map((r) => (r.hidden + r.exposed) / 1e3), "#555"),
+    ];
+    const hl = {
+      height: 290, margin: { l: 60, r: 60, t: 36, b: 44 },
+      xaxis: { title: { text: "µs per step (log)" }, type: "log" }, yaxis: { title: { text: "share of steps ≤ x" }, range: [0, 1.02], tickformat: ".0%" },
+      legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
+    };
+    plots.push(Plotly.react("dist-chart", dist, hl, config));
+  }
+  sel.addEventListener("change", drawSteps);
+  if (S.step.length) drawSteps();
+  else document.getElementById("steps-chart").appendChild(Expo.el("p", { className: "note" }, "no per-step data in this run"));
+
+  // ------------------------------------------------------------------ per-rank table
+  const A = P.analysis;
+  if (A) {
+    const rows = A.ranks.map((r) => {
+      const names = Object.entries(r.names).slice(0, 2).map(([n, c]) => Expo.shorten(n, 60) + " ×" + c).join(", ");
+      return [String(r.rank), r.backend, r.fmt, r.rule, String(r.instances), String(r.steps), Expo.fmtNs(r.total_ns),
+        Expo.fmtNs(r.hidden_ns), Expo.fmtNs(r.exposed_ns), Expo.fmtPct(r.hidden_fraction), Expo.fmtNs(r.per_step.exposed_ns.p50),
+        Expo.fmtNs(r.per_step.exposed_ns.p99), Expo.fmtNs(r.per_step.forward_ns.mean), Expo.fmtNs(r.wait_ns), names];
+    });
+    const t = Expo.table(["rank", "backend", "format", "rule", "instances", "steps", "total", "hidden", "exposed", "hidden %",
+      "exposed/step p50", "exposed/step p99", "forward/step", "wait", "names"], rows);
+    t.id = "rank-tbl";
+    document.getElementById("rank-table").appendChild(t);
+  } else {
+    document.getElementById("rank-table").appendChild(Expo.el("p", { className: "note" }, "no analysis"));
+  }
+
+  // ------------------------------------------------------------------ A/B
+  function fmtVal(v, unit) {
+    if (v === null || v === undefined || typeof v !== "number" || !isFinite(v)) return "-";
+    if (unit === "ns") return Expo.fmtNs(v);
+    if (unit === "%") return Expo.fmtPct(v);
+    if (unit === "ms") return v.toFixed(2) + " ms";
+    if (unit === "tok/s" || unit === "req/s") return v.toFixed(unit === "req/s" ? 3 : 1);
+    return Number.isInteger(v) ? String(v) : v.toFixed(3);
+  }
+  const ab = D.ab;
+  if (!ab) {
+    document.getElementById("ab").remove();
+  } else {
+    Expo.setText("ab-sides", "off: " + ab.sides.off.join(", ") + " · on: " + ab.sides.on.join(", ") +
+      " · Δ = mean(on) − mean(off); the verdict column says whether on is better by that row's sense");
+    const rows = ab.rows.map((r) => {
+      let verdict = "";
+      if (r.delta !== null && r.better && r.delta !== 0) verdict = (r.delta > 0) === (r.better === "higher") ? "better" : "worse";
+      const dv = r.unit === "%" ? signedPct(r.delta).replace("%", " pt") : (r.delta === null ? "-" : (r.delta > 0 ? "+" : "") + fmtVal(r.delta, r.unit));
+      return [r.label, r.off.map((v) => fmtVal(v, r.unit)).join(" · "), r.on.map((v) => fmtVal(v, r.unit)).join(" · "),
+        fmtVal(r.mean_off, r.unit), fmtVal(r.mean_on, r.unit), dv, r.rel === null ? "-" : signedPct(r.rel), verdict];
+    });
+    const t = Expo.table(["metric", "off runs", "on runs", "mean off", "mean on", "Δ", "Δ rel", ""], rows);
+    t.id = "ab-tbl";
+    document.getElementById("ab-table").appendChild(t);
+    if (ab.compare) document.getElementById("ab-compare").append(Expo.el("h2", null, "Statistics"), anyTable(ab.compare));
+  }
+
+  // ------------------------------------------------------------------ manifests
+  function flatten(obj, prefix, out) {
+    if (obj !== null && typeof obj === "object" && !Array.isArray(obj)) {
+      for (const k of Object.keys(obj)) flatten(obj[k], prefix ? prefix + "." + k : k, out);
+    } else {
+      out.push([prefix, Array.isArray(obj) ? JSON.stringify(obj) : String(obj)]);
+    }
+    return out;
+  }
+  /** Any JSON value as tables: arrays of objects become tables, the rest key/value rows. */
+  function anyTable(v) {
+    const box = Expo.el("div");
+    if (Array.isArray(v) && v.length && v.every((x) => x && typeof x === "object" && !Array.isArray(x))) {
+      const keys = Array.from(new Set(v.flatMap((x) => Object.keys(x))));
+      box.appendChild(Expo.table(keys, v.map((x) => keys.map((k) => (typeof x[k] === "object" ? JSON.stringify(x[k]) : String(x[k] ?? "")))), "grid"));
+      return box;
+    }
+    if (v && typeof v === "object" && !Array.isArray(v)) {
+      const scalars = {};
+      for (const [k, x] of Object.entries(v)) {
+        if (Array.isArray(x) && x.length && typeof x[0] === "object") box.append(Expo.el("div", { className: "note" }, k), anyTable(x));
+        else scalars[k] = x;
+      }
+      if (Object.keys(scalars).length) box.prepend(Expo.table(["key", "value"], flatten(scalars, "", []), "grid kv"));
+      return box;
+    }
+    box.appendChild(Expo.el("div", null, JSON.stringify(v)));
+    return box;
+  }
+  const list = document.getElementById("run-list");
+  D.runs.forEach((r, i) => {
+    const d = Expo.el("details", { id: "run-" + i });
+    if (i === D.primary) d.open = true;
+    const m = r.metrics || {};
+    const tok = typeof m.output_throughput === "number" ? " · " + m.output_throughput.toFixed(1) + " output tok/s" : "";
+    d.appendChild(Expo.el("summary", null, r.label + (r.overlay ? " · overlay " + r.overlay : "") + tok + " · " + r.path));
+    if (r.error) d.appendChild(Expo.el("div", { className: "warn" }, r.error));
+    if (r.manifest) {
+      const t = Expo.table(["manifest", "value"], flatten(r.manifest, "", []), "grid kv");
+      t.className = "grid kv manifest";
+      d.appendChild(t);
+    } else d.appendChild(Expo.el("div", { className: "note" }, "no manifest (plain traces)"));
+    list.appendChild(d);
+  });
+
+  const wl = document.getElementById("warnings");
+  if (D.warnings.length) {
+    wl.appendChild(Expo.el("summary", null, D.warnings.length + " warning(s)"));
+    for (const w of D.warnings) wl.appendChild(Expo.el("div", { className: "warn" }, w));
+  } else wl.remove();
+
+  Promise.all(plots).then(() => Expo.ready("report"));
+})();

@@ -1,0 +1,290 @@
+"""The data of a timeline page: analysed Timelines → one column-wise, string-interned payload.
+
+Every Timeline becomes a *group* of lanes (rank → device stream / CPU thread /
+overlay lane), topped by synthetic "forward pass" and "sampler wait" rows.
+Events become flat integer columns (memray style): a ``names`` table and int
+arrays, times in ns relative to the page's origin (exact in a JavaScript
+double up to 104 days). The page's JavaScript draws them; nothing here emits
+markup.
+
+Columns (all sorted by lane, then start):
+
+``inst``   every exponential instance: lane, start, dur, name, step, hidden, exposed, group
+``piece``  its hidden/exposed sub-intervals: inst (row in ``inst``), start, dur, hidden (0/1)
+``work``   other events drawn one by one: lane, start, dur, name, cat
+``busy``   other events merged per lane (level of detail): lane, start, dur
+``fwd``    forward-pass windows: lane, start, dur, name
+``wait``   the sampler's waits for ``q``: lane, start, dur, name
+``step``   step windows per group: group, id, start, dur
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from expo_prof import __version__
+from expo_prof.analysis.aggregate import FORMAT_PRIORITY
+from expo_prof.analysis.hidden import VLLM_STEP_RE, TimelineAnalysis
+from expo_prof.analysis.targets import SPAN_FORWARD, is_overlay_forward, is_overlay_wait, lane_kind_mask, name_mask
+from expo_prof.html import lod
+from expo_prof.html.segments import instance_pieces
+from expo_prof.timeline import Interner, Kind, LaneKind, Timeline
+
+#: Payload layout version (the page's JavaScript reads it).
+SCHEMA = 1
+#: Work categories drawn in their own colours (index = ``work.cat``).
+WORK_CATS = ("kernel / operator", "communication / copy", "annotation / runtime / other")
+_CAT_OF_KIND = np.array(
+    [0 if k in (Kind.KERNEL, Kind.CPU_OP) else 1 if k in (Kind.COMM, Kind.MEMCPY) else 2 for k in Kind], dtype=np.int8
+)
+_LANE_ORDER = {LaneKind.STREAM: 0, LaneKind.LOGICAL: 1, LaneKind.THREAD: 2, LaneKind.OVERLAY: 3}
+_LANE_KIND_NAME = {LaneKind.STREAM: "stream", LaneKind.LOGICAL: "logical", LaneKind.THREAD: "thread", LaneKind.OVERLAY: "overlay"}
+#: Clocks further apart than this are not the same clock: each source then starts at 0.
+SAME_CLOCK_NS = 24 * 3600 * 10**9
+_EPOCH_2001_NS = 978_307_200 * 10**9
+
+
+def _pick_lane_kind(tl: Timeline, m: np.ndarray) -> np.ndarray:
+    """Matches of one lane kind only (device > overlay > host), as the analysis counts them."""
+    for lk in (LaneKind.STREAM, LaneKind.OVERLAY, LaneKind.THREAD):
+        mm = m & lane_kind_mask(tl, (lk,))
+        if mm.any():
+            return mm
+    return m
+
+
+def forward_rows(a: TimelineAnalysis) -> np.ndarray:
+    """Rows of the spans the analysis used as forward-pass windows (none for ``compute-busy``)."""
+    tl = a.tl
+    src = a.forward_source
+    if src == "compute-busy" or len(tl) == 0:
+        return np.empty(0, np.int64)
+    if src == SPAN_FORWARD:
+        m = name_mask(tl, is_overlay_forward)
+    elif src == "execute_context":
+        m = name_mask(tl, lambda n: bool(VLLM_STEP_RE.match(n)))
+    else:
+        m = name_mask(tl, lambda n: n == src)
+    m &= np.isin(tl.kind, (Kind.ANNOTATION, Kind.OVERLAY, Kind.STEP))
+    return np.flatnonzero(_pick_lane_kind(tl, m))
+
+
+def wait_rows(a: TimelineAnalysis) -> np.ndarray:
+    """Rows of the sampler's wait spans (overlay spans / overlay-log windows)."""
+    tl = a.tl
+    if len(tl) == 0:
+        return np.empty(0, np.int64)
+    m = name_mask(tl, is_overlay_wait) & np.isin(tl.kind, (Kind.ANNOTATION, Kind.OVERLAY))
+    return np.flatnonzero(_pick_lane_kind(tl, m)) if m.any() else np.empty(0, np.int64)
+
+
+def clock_offsets(tls: list[Timeline]) -> tuple[list[int], str]:
+    """Per Timeline, ns to add to put it on a shared clock; and a note on how.
+
+    Overlay event logs run on the host monotonic clock; their header maps it to
+    epoch time, which Kineto and Ascend traces use. When every source then lies
+    within a day of the others they share one axis; otherwise each starts at 0.
+    """
+    epoch_like = [int(t.start.min()) > _EPOCH_2001_NS for t in tls if len(t) and t.fmt != "overlay-log"]
+    offs = []
+    for t in tls:
+        off = 0
+        if t.fmt == "overlay-log" and any(epoch_like):
+            wm = (t.meta.get("overlay") or {}).get("wall_minus_mono_ns")
+            if isinstance(wm, int):
+                off = wm
+        offs.append(off)
+    firsts = [int(t.start.min()) + o for t, o in zip(tls, offs) if len(t)]
+    lasts = [int(t.end.max()) + o for t, o in zip(tls, offs) if len(t)]
+    if firsts and max(lasts) - min(firsts) > SAME_CLOCK_NS:
+        return [-(int(t.start.min()) if len(t) else 0) for t in tls], "sources are on different clocks: each starts at 0"
+    note = "overlay event log placed on the trace clock via its header's wall/monotonic pair" if any(offs) else ""
+    return offs, note
+
+
+@dataclass
+class _Cols:
+    """Growing columns of one payload table."""
+
+    names: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        self.parts: dict[str, list[np.ndarray]] = {n: [] for n in self.names}
+
+    def add(self, **cols: np.ndarray) -> None:
+        for k, v in cols.items():
+            self.parts[k].append(np.asarray(v, dtype=np.int64))
+
+    def sorted_by(self, *keys: str) -> dict[str, np.ndarray]:
+        cols = {k: (np.concatenate(v) if v else np.empty(0, np.int64)) for k, v in self.parts.items()}
+        if keys and len(cols[keys[0]]):
+            o = np.lexsort(tuple(cols[k] for k in reversed(keys)))
+            cols = {k: v[o] for k, v in cols.items()}
+        return cols
+
+
+def _intern_used(names: Interner, tl: Timeline, used: np.ndarray) -> np.ndarray:
+    """Page-wide name id of each of ``tl``'s names that ``used`` mentions (-1 for the others)."""
+    out = np.full(len(tl.names), -1, dtype=np.int64)
+    for i in np.unique(used).tolist():
+        out[i] = names(tl.names[i])
+    return out
+
+
+def _order(tls: list[Timeline]) -> list[int]:
+    def key(i: int) -> tuple:
+        t = tls[i]
+        f = FORMAT_PRIORITY.index(t.fmt) if t.fmt in FORMAT_PRIORITY else len(FORMAT_PRIORITY)
+        return (t.rank, f, i)
+
+    return sorted(range(len(tls)), key=key)
+
+
+def build_payload(
+    analyses: list[TimelineAnalysis],
+    *,
+    title: str = "expo-prof timeline",
+    detail_budget: int = lod.DETAIL_BUDGET,
+    busy_budget: int = lod.BUSY_BUDGET,
+    warnings: list[str] | None = None,
+    run: dict | None = None,
+) -> dict:
+    """The timeline page's data (see the module docstring)."""
+    order = _order([a.tl for a in analyses])
+    analyses = [analyses[i] for i in order]
+    tls = [a.tl for a in analyses]
+    offs, clock_note = clock_offsets(tls)
+    starts = [int(t.start.min()) + o for t, o in zip(tls, offs) if len(t)]
+    origin = min(starts) if starts else 0
+    ranks_sources: dict[int, int] = {}
+    for t in tls:
+        ranks_sources[t.rank] = ranks_sources.get(t.rank, 0) + 1
+
+    names = Interner()
+    lanes: list[dict] = []
+    groups: list[dict] = []
+    inst = _Cols(("lane", "start", "dur", "name", "step", "hidden", "exposed", "group", "key"))
+    piece = _Cols(("key", "start", "dur", "hidden"))
+    work_all = _Cols(("lane", "start", "dur", "name", "cat"))
+    fwd = _Cols(("lane", "start", "dur", "name"))
+    wait = _Cols(("lane", "start", "dur", "name"))
+    step = _Cols(("group", "id", "start", "dur"))
+    inst_base = 0
+
+    for gi, (a, off) in enumerate(zip(analyses, offs)):
+        tl = a.tl
+        shift = off - origin
+        f_rows, w_rows = forward_rows(a), wait_rows(a)
+        special = np.zeros(len(tl), dtype=bool)
+        special[a.inst.matched] = True
+        special[f_rows] = True
+        special[w_rows] = True
+        special |= tl.kind == Kind.STEP
+        work_rows = np.flatnonzero(~special)
+        name_map = _intern_used(names, tl, np.concatenate((a.inst.name, tl.name[f_rows], tl.name[w_rows], tl.name[work_rows])))
+
+        used = np.zeros(len(tl.lanes), dtype=bool)
+        used[tl.lane[work_rows]] = True
+        used[a.inst.lane] = True
+        lane_ids = sorted(np.flatnonzero(used).tolist(), key=lambda i: (_LANE_ORDER.get(tl.lanes[i].kind, 9), i))
+        prefix = f"rank {tl.rank}" + (f" · {tl.fmt}" if ranks_sources[tl.rank] > 1 else "")
+        lane0 = len(lanes)
+        f_lane = w_lane = -1
+        if len(f_rows):
+            f_lane = len(lanes)
+            lanes.append({"label": f"{prefix} · forward pass", "group": gi, "kind": "forward"})
+        if len(w_rows):
+            w_lane = len(lanes)
+            lanes.append({"label": f"{prefix} · sampler wait", "group": gi, "kind": "wait"})
+        glane = np.full(len(tl.lanes), -1, dtype=np.int64)
+        for li in lane_ids:
+            ln = tl.lanes[li]
+            label = ln.name if ln.kind != LaneKind.STREAM else f"{ln.device} {ln.name}"
+            glane[li] = len(lanes)
+            lanes.append({"label": f"{prefix} · {label}", "group": gi, "kind": _LANE_KIND_NAME.get(ln.kind, "other")})
+
+        # Instances and their hidden/exposed pieces (key: page-wide instance number before sorting).
+        pcs = instance_pieces(a)
+        n = len(a.inst)
+        keys = inst_base + np.arange(n, dtype=np.int64)
+        inst.add(
+            lane=glane[a.inst.lane], start=a.inst.start + shift, dur=a.inst.end - a.inst.start,
+            name=name_map[a.inst.name] if n else np.empty(0, np.int64), step=a.step, hidden=a.hidden,
+            exposed=a.exposed, group=np.full(n, gi), key=keys,
+        )
+        piece.add(key=inst_base + pcs.inst, start=pcs.start + shift, dur=pcs.end - pcs.start, hidden=pcs.hidden)
+        inst_base += n
+
+        for rows, cols, ln in ((f_rows, fwd, f_lane), (w_rows, wait, w_lane)):
+            if len(rows):
+                cols.add(lane=np.full(len(rows), ln), start=tl.start[rows] + shift, dur=tl.dur[rows], name=name_map[tl.name[rows]])
+        if len(work_rows):
+            work_all.add(
+                lane=glane[tl.lane[work_rows]], start=tl.start[work_rows] + shift, dur=tl.dur[work_rows],
+                name=name_map[tl.name[work_rows]], cat=_CAT_OF_KIND[tl.kind[work_rows]],
+            )
+        st = a.steps
+        if len(st):
+            s_end = st.end.copy()
+            s_end[:-1] = np.minimum(s_end[:-1], st.start[1:])  # windows may overlap their successor
+            step.add(group=np.full(len(st), gi), id=st.ids, start=st.start + shift, dur=np.maximum(s_end - st.start, 0))
+        hid, tot = int(a.hidden.sum()), int(a.total.sum())
+        groups.append({
+            "rank": tl.rank, "fmt": tl.fmt, "backend": tl.backend, "source": tl.source, "lane0": lane0,
+            "lane1": len(lanes), "rule": a.inst.rule, "forward_source": a.forward_source, "step_source": st.source,
+            "instances": n, "total_ns": tot, "hidden_ns": hid, "exposed_ns": tot - hid, "events": len(tl),
+        })
+
+    w = work_all.sorted_by()
+    detail = lod.choose(w["lane"], w["start"], w["start"] + w["dur"], detail_budget=detail_budget, busy_budget=busy_budget)
+    keep = np.isin(w["lane"], list(detail.detailed_lanes)) if detail.detailed_lanes else np.zeros(len(w["lane"]), bool)
+    work = {k: v[keep] for k, v in w.items()}
+    o = np.lexsort((work["start"], work["lane"]))
+    work = {k: v[o] for k, v in work.items()}
+    busy = {"lane": detail.busy_lane, "start": detail.busy_start, "dur": detail.busy_end - detail.busy_start}
+
+    ic = inst.sorted_by("lane", "start")
+    # Pieces point at rows of the sorted instance table.
+    row_of_key = np.empty(len(ic["key"]), dtype=np.int64)
+    row_of_key[ic["key"]] = np.arange(len(ic["key"]))
+    pc = piece.sorted_by()
+    pc["inst"] = row_of_key[pc.pop("key")] if len(pc["key"]) else pc.pop("key")
+    o = np.lexsort((pc["start"], pc["inst"]))
+    pc = {k: v[o] for k, v in pc.items()}
+    ic.pop("key")
+
+    t_end = max((int(t.end.max()) + o - origin for t, o in zip(tls, offs) if len(t)), default=0)
+    return {
+        "schema": SCHEMA,
+        "kind": "timeline",
+        "title": title,
+        "tool": f"expo-prof {__version__}",
+        "origin_ns": str(origin),
+        "origin_is_epoch": origin > _EPOCH_2001_NS,
+        "span_ns": t_end,
+        "clock_note": clock_note,
+        "lod": {
+            "text": detail.describe(),
+            "events": int(detail.events_in),
+            "merged": int(detail.merged_events),
+            "busy_intervals": int(len(detail.busy_start)),
+            "gap_closed_ns": int(detail.gap_closed_ns),
+            "detail_budget": detail_budget,
+            "busy_budget": busy_budget,
+        },
+        "work_cats": list(WORK_CATS),
+        "names": names.names,
+        "lanes": lanes,
+        "groups": groups,
+        "inst": ic,
+        "piece": pc,
+        "work": work,
+        "busy": busy,
+        "fwd": fwd.sorted_by("lane", "start"),
+        "wait": wait.sorted_by("lane", "start"),
+        "step": step.sorted_by("group", "start"),
+        "warnings": list(warnings or []),
+        "run": run or {},
+    }

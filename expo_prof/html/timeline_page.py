@@ -1,0 +1,52 @@
+"""The timeline page: static markup around the data; ``static/timeline.js`` draws it."""
+
+from __future__ import annotations
+
+from expo_prof.html.assets import render_page
+
+#: Our own markup only: every text that comes from a trace is set by the page's JavaScript via textContent.
+BODY = """<header>
+<h1 id="title">expo-prof timeline</h1>
+<div class="sub" id="summary"></div>
+<div class="controls">
+  <label for="step">jump to step</label><input type="number" id="step" step="1">
+  <select id="stepsrc" title="whose step numbers"></select>
+  <button id="go" type="button">go</button>
+  <button id="prev" type="button" title="previous step">&#9664; prev</button>
+  <button id="next" type="button" title="next step">next &#9654;</button>
+  <button id="reset" type="button">whole trace</button>
+  <span class="note" id="stepmsg"></span>
+</div>
+<div class="note" id="lod"></div>
+<details id="warnings"></details>
+</header>
+<main>
+<div id="plot"></div>
+<div class="legend">
+  <span><span class="sw" style="background:var(--hidden)"></span>exponential draw, hidden part: ran while another lane of the same device computed</span>
+  <span><span class="sw" style="background:var(--exposed)"></span>exponential draw, exposed part: nothing else computed, it lengthens the step</span>
+  <span><span class="sw" style="background:var(--fwd)"></span>forward pass</span>
+  <span><span class="sw" style="background:var(--wait)"></span>sampler waiting for q</span>
+  <span><span class="sw" style="background:rgba(31,41,51,0.45);width:3px"></span>step boundary</span>
+  <span><span class="sw" style="background:var(--k0)"></span>kernels / operators</span>
+  <span><span class="sw" style="background:var(--k1)"></span>communication / copies</span>
+  <span><span class="sw" style="background:var(--k2)"></span>annotations / runtime</span>
+  <span><span class="sw" style="background:var(--busy)"></span>busy: other work merged (level of detail)</span>
+</div>
+<p class="note">Drag to zoom, double-click to zoom out, shift-drag or the pan tool to pan, the wheel zooms,
+the slider below the plot selects a range. Hover a bar for its name, lane, step, start, duration and
+hidden/exposed split. Click a legend entry to hide that layer.</p>
+<section><h2>Sources</h2><div class="note" id="sources"></div></section>
+</main>
+<div id="tip" hidden></div>"""
+
+
+def render(payload: dict) -> str:
+    """The complete timeline HTML document for a payload of :func:`expo_prof.html.timeline_data.build_payload`."""
+    return render_page(
+        title=str(payload.get("title") or "expo-prof timeline"),
+        body=BODY,
+        data=payload,
+        scripts=["common.js", "timeline.js"],
+        styles=["common.css"],
+    )

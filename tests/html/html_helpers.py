@@ -1,0 +1,68 @@
+"""Helpers shared by the HTML tests (imported by module name; pytest puts this folder on sys.path)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+#: Real recorded runs committed by the project (``expo-prof record`` / ``demo`` output).
+SAMPLES = REPO / "traces" / "samples"
+DATA_RE = re.compile(r'<script type="application/json" id="expo-data">(.*?)</script>', re.S)
+
+
+def require(ok: bool, what: str) -> None:
+    """Fail under CI=true, skip elsewhere, when a requirement is missing."""
+    if not ok:
+        if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes", "on"):
+            pytest.fail(f"missing requirement under CI=true: {what}")
+        pytest.skip(f"missing requirement: {what}")
+
+
+def page_data(html: str) -> dict:
+    """The JSON payload embedded in a page (what the page's script reads)."""
+    m = DATA_RE.search(html)
+    assert m, "no data block in the page"
+    return json.loads(m.group(1))
+
+
+def wait_for(page, expr: str, timeout: float = 10.0):
+    """Poll a JavaScript expression until it is truthy; returns its value."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        v = page.evaluate(expr)
+        if v:
+            return v
+        assert time.monotonic() < deadline, f"timed out waiting for {expr}"
+        time.sleep(0.05)
+
+
+def sample_runs() -> list[Path]:
+    """Run directories under traces/samples (a session's runs included)."""
+    if not SAMPLES.is_dir():
+        return []
+    return sorted(p.parent for p in SAMPLES.rglob("manifest.json"))
+
+
+def fmt_ns(ns: float) -> str:
+    """Python twin of ``Expo.fmtNs`` (static/common.js): what the pages print for a duration."""
+    a = abs(ns)
+    if a < 1e3:
+        return f"{ns:.0f} ns"
+    if a < 1e6:
+        return f"{ns / 1e3:.1f} µs"
+    if a < 1e9:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e9:.3f} s"
+
+
+def signed_pct(x: float) -> str:
+    """Python twin of the report's signedPct (static/report.js)."""
+    sign = "+" if x > 0 else "−" if x < 0 else ""
+    return f"{sign}{abs(100 * x):.2f}%"
