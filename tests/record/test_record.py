@@ -172,32 +172,36 @@ def test_readiness_timeout(tiny_model, vllm_available, vllm_lock, tmp_path):
     assert not processes_with(f"--port {port}")
 
 
-def _long_record(tiny_model, port: int, run: Path, tmp_path: Path) -> subprocess.Popen:
+def _disturb_while_profiling(tiny_model, tmp_path: Path, lock, act, settle_s: float) -> tuple[Path, int, subprocess.Popen, str]:
+    """Record a long workload; once the profiler window is open, call ``act(proc, run)``; wait for the end."""
+    port = free_port()
+    run = tmp_path / "run"
     args = [
         "--out", str(run), "--num-prompts", "400", "--input-len", "32", "--output-len", "200",
         "--max-concurrency", "4", "--", *server_cmd(tiny_model, port),
     ]
-    return subprocess.Popen(
-        CLI + ["record", *args], cwd=tmp_path, env={**os.environ, **ENV},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    with lock():
+        proc = subprocess.Popen(
+            CLI + ["record", *args], cwd=tmp_path, env={**os.environ, **ENV},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            wait_for_status(run, "profiling", proc)
+            time.sleep(settle_s)
+            act(proc, run)
+            _, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    return run, port, proc, err
 
 
 def test_server_crash_mid_run(tiny_model, vllm_available, vllm_lock, tmp_path):
     # GIVEN a recording in its profiled workload
-    port = free_port()
-    run = tmp_path / "run"
-    with vllm_lock():
-        proc = _long_record(tiny_model, port, run, tmp_path)
-        try:
-            wait_for_status(run, "profiling", proc)
-            time.sleep(2)
-            # WHEN the server dies under it
-            os.kill(manifest(run)["server_pid"], signal.SIGKILL)
-            out, err = proc.communicate(timeout=300)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    # WHEN the server dies under it
+    run, port, proc, err = _disturb_while_profiling(
+        tiny_model, tmp_path, vllm_lock, lambda p, r: os.kill(manifest(r)["server_pid"], signal.SIGKILL), settle_s=2
+    )
     # THEN record says the server crashed, exits 3, keeps the run, leaves no orphan
     assert proc.returncode == 3, err[-2000:]
     assert "server exited with code" in err or "every request failed" in err, err[-2000:]
@@ -208,19 +212,10 @@ def test_server_crash_mid_run(tiny_model, vllm_available, vllm_lock, tmp_path):
 
 def test_ctrl_c_mid_profile_keeps_everything(tiny_model, vllm_available, vllm_lock, tmp_path):
     # GIVEN a recording with the profiler window open
-    port = free_port()
-    run = tmp_path / "run"
-    with vllm_lock():
-        proc = _long_record(tiny_model, port, run, tmp_path)
-        try:
-            wait_for_status(run, "profiling", proc)
-            time.sleep(3)
-            # WHEN the user presses Ctrl-C (SIGINT to expo-prof only)
-            proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=300)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    # WHEN the user presses Ctrl-C (SIGINT to expo-prof only)
+    run, port, proc, err = _disturb_while_profiling(
+        tiny_model, tmp_path, vllm_lock, lambda p, r: p.send_signal(signal.SIGINT), settle_s=3
+    )
     # THEN a clean stop: exit 130, run marked interrupted, captured data kept, no orphan
     assert proc.returncode == 130, err[-2000:]
     assert "interrupted" in err and "Traceback" not in err
