@@ -111,12 +111,10 @@ def read_file(job: detect.Job | str | Path, *, max_bytes: int = DEFAULT_MAX_DECO
         job = pl.jobs[0]
     r = job.reader
     if r in (detect.KINETO, detect.TRACE_VIEW, detect.MSPROF_JSON):
-        from expo_prof.readers.chrome import read_chrome
+        from expo_prof.readers.chrome import read_chrome_file
 
-        loaded = read_bytes(job.path, max_bytes=max_bytes, progress=progress)
-        # Hand the Loaded over: read_chrome frees the bytes once they are columns.
-        tl = read_chrome(loaded, job.path, fmt_hint=None if r == detect.KINETO else r, rank_hint=job.rank_hint)
-        tl.warnings[:0] = loaded.warnings
+        tl = read_chrome_file(job.path, max_bytes=max_bytes, progress=progress,
+                              fmt_hint=None if r == detect.KINETO else r, rank_hint=job.rank_hint)
     elif r == detect.OVERLAY:
         from expo_prof.readers.overlay_log import read_overlay_log
 

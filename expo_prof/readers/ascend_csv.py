@@ -269,7 +269,7 @@ def _step_columns(source: str, cols: dict[str, list[str]]) -> dict[str, Any]:
         for i, c in enumerate(cells):
             try:
                 vals[i] = us_text_to_ns(c)
-            except ValueError:
+            except (ValueError, OverflowError):
                 vals[i] = -1
         ns[name] = vals
     steps = np.array([_int_cell(c) if _int_cell(c) is not None else -1 for c in cols.get("Step", [])], dtype=np.int64)

@@ -112,11 +112,24 @@ def _read(con: sqlite3.Connection, path: Path, where: str, fmt: str, rank_hint: 
         comm = {g: (n, t) for n, g, t in con.execute(f"SELECT name, globalTaskId, {tt} FROM COMMUNICATION_TASK_INFO")}
     task_cols = _columns(con, "TASK")
     gid = "globalTaskId" if "globalTaskId" in task_cols else "NULL"
+    conn = "connectionId" if "connectionId" in task_cols else "NULL"
+    # HCCL tasks that COMMUNICATION_TASK_INFO does not list: the op-level task
+    # msprof puts on the communication stream (task type AI_CORE, spanning the
+    # whole hcom_* op) shares the op's connectionId in COMMUNICATION_OP; and
+    # any kernel-typed task on a stream that carries HCCL tasks is HCCL's.
+    comm_conn: set[int] = set()
+    if "COMMUNICATION_OP" in tables and "connectionId" in _columns(con, "COMMUNICATION_OP"):
+        comm_conn = {c for (c,) in con.execute("SELECT connectionId FROM COMMUNICATION_OP") if isinstance(c, int)}
+    comm_streams: set[Any] = set()
+    if comm and gid != "NULL":
+        comm_streams = {r for (r,) in con.execute(
+            "SELECT DISTINCT streamId FROM TASK WHERE globalTaskId IN (SELECT globalTaskId FROM COMMUNICATION_TASK_INFO)")}
     devices: set[int] = set()
     kind_cache: dict[str, Kind] = {}
     bad = 0
-    for st, en, dev, stream, ttype, g in con.execute(
-        f"SELECT startNs, endNs, deviceId, streamId, taskType, {gid} FROM TASK"
+    no_info = 0
+    for st, en, dev, stream, ttype, g, cid in con.execute(
+        f"SELECT startNs, endNs, deviceId, streamId, taskType, {gid}, {conn} FROM TASK"
     ):
         if not isinstance(st, int) or not isinstance(en, int) or en < st:
             bad += 1
@@ -136,6 +149,15 @@ def _read(con: sqlite3.Connection, path: Path, where: str, fmt: str, rank_hint: 
             k = kind_cache.get(tstr)
             if k is None:
                 k = kind_cache[tstr] = _DB_TASK_KIND.get(tstr, ascend_task_kind(tstr))
+            if k == Kind.KERNEL:
+                if cid in comm_conn or stream in comm_streams:
+                    k = Kind.COMM
+                elif compute:
+                    # A kernel-typed task with no operator in COMPUTE_TASK_INFO (launched
+                    # without an op): msprof leaves it out of "computing" and torch_npu
+                    # out of trace_view.json; so is it here.
+                    k = Kind.OTHER
+                    no_info += 1
         if isinstance(dev, int):
             devices.add(dev)
         li = lanes.get(("stream", dev, stream), lambda d=dev, sid=stream: Lane(
@@ -223,6 +245,8 @@ def _read(con: sqlite3.Connection, path: Path, where: str, fmt: str, rank_hint: 
         warnings.append(f"{where}: TASK table is empty: no device activity, host ranges only")
 
     meta: dict[str, Any] = {"dropped_events": {"python frames": dropped_py} if dropped_py else {}}
+    if no_info:
+        meta["kernel_tasks_without_op_info"] = no_info
     rank = rank_hint
     if "RANK_DEVICE_MAP" in tables:
         rows = con.execute("SELECT rankId, deviceId FROM RANK_DEVICE_MAP").fetchall()

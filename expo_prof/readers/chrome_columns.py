@@ -14,42 +14,82 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from expo_prof.readers.kinds import COMM_KERNEL_RE, KINETO_CATS, ascend_task_kind
+from expo_prof.readers.kinds import KINETO_CATS, ascend_task_kind, is_comm_kernel
 from expo_prof.readers.timeparse import FLOAT_EXACT_LIMIT_US, us_floats_to_ns, us_text_to_ns, us_texts_to_ns
-from expo_prof.timeline import Interner, Kind, Lane, LaneKind
+from expo_prof.timeline import Kind, Lane, LaneKind
+
+
+class CodeTable:
+    """Distinct values in first-seen order; :meth:`codes` maps a list of values to their int32 indices.
+
+    ``ids`` (value → index) is an insertion-ordered dict, so ``list(ids)`` is
+    the table. Unhashable values raise TypeError.
+    """
+
+    __slots__ = ("ids", "_warm")
+
+    def __init__(self) -> None:
+        self.ids: dict[Any, int] = {}
+        self._warm = False
+
+    def codes(self, values: list[Any]) -> np.ndarray:
+        ids = self.ids
+        n = len(values)
+        if self._warm:
+            # Usually every value is known already: one C-level pass.
+            try:
+                return np.fromiter(map(ids.__getitem__, values), np.int32, n)
+            except KeyError:
+                pass
+        before = len(ids)
+        for v in dict.fromkeys(values):
+            if v not in ids:
+                ids[v] = len(ids)
+        # Next batch: look up first when this one brought few new values.
+        self._warm = (len(ids) - before) * 64 < n
+        return np.fromiter(map(ids.__getitem__, values), np.int32, n)
+
+    @property
+    def keys(self) -> list[Any]:
+        return list(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
 
 class Cols:
-    """Column chunks (one numpy array per batch) plus the tables shared by all batches."""
+    """Column chunks (one numpy array per batch) plus the code tables shared by all batches."""
 
     def __init__(self) -> None:
+        # Code tables.
+        self.phcat = CodeTable()  # (ph, cat) of every event
+        self.key_tables: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # per phcat code, see chrome_batch
+        self.cat = CodeTable()
+        self.name = CodeTable()
+        self.lane = CodeTable()  # (pid, tid) of complete events
+        self.task = CodeTable()  # Ascend "Task Type"
+        self.flow_id = CodeTable()
+        self.flow_lane = CodeTable()  # (pid, tid) of flow events
+        # Column chunks of the kept complete events.
         self.ts: list[np.ndarray] = []
         self.dur: list[np.ndarray] = []
         self.bad: list[np.ndarray] = []
-        self.lane: list[np.ndarray] = []
-        self.name: list[np.ndarray] = []
-        self.cat: list[np.ndarray] = []
-        self.task: list[np.ndarray] = []
+        self.lane_col: list[np.ndarray] = []
+        self.name_col: list[np.ndarray] = []
+        self.cat_col: list[np.ndarray] = []
+        self.task_col: list[np.ndarray] = []
         self.corr: list[np.ndarray] = []
-        self.lane_ids: dict[tuple[Any, Any], int] = {}
-        self.lane_keys: list[tuple[Any, Any]] = []
-        self.names = Interner()
-        self.cat_ids: dict[Any, int] = {}
-        self.cats: list[Any] = []
-        self.task_ids: dict[Any, int] = {}
-        self.tasks: list[Any] = []
-        self.meta_proc: dict[Any, str] = {}
-        self.meta_thread: dict[tuple[Any, Any], str] = {}
-        self.meta_labels: dict[Any, str] = {}
-        self.flow_ids: dict[Any, int] = {}
-        self.flow_id: list[np.ndarray] = []
+        # Column chunks of the flow events.
+        self.flow_id_col: list[np.ndarray] = []
         self.flow_ph: list[np.ndarray] = []
         self.flow_cat: list[np.ndarray] = []
         self.flow_ts: list[np.ndarray] = []
         self.flow_bad: list[np.ndarray] = []
-        self.flow_lane_ids: dict[tuple[Any, Any], int] = {}
-        self.flow_lane_keys: list[tuple[Any, Any]] = []
-        self.flow_lane: list[np.ndarray] = []
+        self.flow_lane_col: list[np.ndarray] = []
+        # Metadata events.
+        self.meta_proc: dict[Any, str] = {}
+        self.meta_thread: dict[tuple[Any, Any], str] = {}
+        self.meta_labels: dict[Any, str] = {}
         self.dropped: dict[str, int] = {}
         self.n_seen = 0
         self.n_malformed = 0
@@ -57,14 +97,55 @@ class Cols:
         self.first_malformed: str | None = None
         self.warnings: list[str] = []
 
+    @property
+    def cats(self) -> list[Any]:
+        return self.cat.keys
+
+    @property
+    def tasks(self) -> list[Any]:
+        return self.task.keys
+
+    @property
+    def lane_keys(self) -> list[tuple[Any, Any]]:
+        return self.lane.keys
+
 
 def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
     """Concatenate per-batch column chunks."""
     return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
 
 
-def times_to_ns(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """Convert a list of JSON ts/dur values (int, float, str, Raw, None) to int64 ns exactly."""
+def cat_times(parts: list[np.ndarray]) -> np.ndarray:
+    """Concatenate chunks of :func:`times_to_ns` (``defer=True``) as int64 ns.
+
+    float64 chunks are µs still to convert: all of them are converted in one
+    vectorised call (per chunk, numpy's fixed cost per call would dominate).
+    """
+    if not parts:
+        return np.zeros(0, dtype=np.int64)
+    floats = [p for p in parts if p.dtype.kind == "f"]
+    if not floats:
+        return np.concatenate(parts).astype(np.int64, copy=False)
+    conv = us_floats_to_ns(np.concatenate(floats))
+    if len(floats) == len(parts):
+        return conv
+    out = []
+    i = 0
+    for p in parts:
+        if p.dtype.kind == "f":
+            out.append(conv[i : i + len(p)])
+            i += len(p)
+        else:
+            out.append(p)
+    return np.concatenate(out).astype(np.int64, copy=False)
+
+
+def times_to_ns(values: list[Any], *, defer: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Convert a list of JSON ts/dur values (int, float, str, Raw, None) to int64 ns exactly.
+
+    With ``defer``, float µs that convert exactly are returned as they are
+    (float64) for :func:`cat_times` to convert with all the others.
+    """
     n = len(values)
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
@@ -91,8 +172,9 @@ def times_to_ns(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
         arr = np.asarray(values, dtype=object)
     if arr.dtype.kind in "iu":
         return arr.astype(np.int64) * 1000, np.zeros(n, dtype=bool)
-    if arr.dtype.kind == "f" and np.isfinite(arr).all() and (np.abs(arr) < FLOAT_EXACT_LIMIT_US).all():
-        return us_floats_to_ns(arr), np.zeros(n, dtype=bool)
+    # (NaN fails both comparisons.)
+    if arr.dtype.kind == "f" and arr.max() < FLOAT_EXACT_LIMIT_US and arr.min() > -FLOAT_EXACT_LIMIT_US:
+        return (arr if defer else us_floats_to_ns(arr)), np.zeros(n, dtype=bool)
     # Mixed or odd values: one by one.
     out = np.zeros(n, dtype=np.int64)
     bad = np.zeros(n, dtype=bool)
@@ -115,13 +197,17 @@ def times_to_ns(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     return out, bad
 
 
+_INT_RE = re.compile(r"-?\d+")
+_AMD_RE = re.compile(r"AMD|Radeon|Instinct")
+
+
 def _int_or(v: Any, default: int = -1) -> int:
     if isinstance(v, bool):
         return default
     if isinstance(v, int):
         return v
     if isinstance(v, str):
-        m = re.search(r"-?\d+", v)
+        m = _INT_RE.search(v)
         if m:
             return int(m.group(0))
     return default
@@ -142,7 +228,7 @@ def make_lanes(
     if not ascend and len(lane_idx):
         cat_dev = np.array([KINETO_CATS.get(c, (Kind.OTHER, False))[1] if isinstance(c, str) else False
                             for c in cols.cats], dtype=bool)
-        dev_lane[np.unique(lane_idx[cat_dev[cat_idx]])] = True
+        dev_lane[lane_idx[cat_dev[cat_idx]]] = True
     for i, (pid, tid) in enumerate(cols.lane_keys):
         pi, ti = _int_or(pid, 0), _int_or(tid, 0)
         tname = cols.meta_thread.get((pid, tid))
@@ -199,9 +285,12 @@ def classify(
         cat_kind = np.array([int(KINETO_CATS.get(c, (Kind.OTHER, False))[0]) if isinstance(c, str) else int(Kind.OTHER)
                              for c in cols.cats], dtype=np.int8)
         kind = cat_kind[cat_idx]
-        # Collective kernels (NCCL/RCCL) are communication, not compute.
-        comm_names = np.array([bool(COMM_KERNEL_RE.search(s)) for s in names], dtype=bool)
-        kind = np.where((kind == Kind.KERNEL) & comm_names[name_idx], np.int8(Kind.COMM), kind)
+        # Collective kernels (NCCL/RCCL) are communication, not compute (names of kernels only are searched).
+        is_kernel = kind == Kind.KERNEL
+        comm_names = np.zeros(len(names), dtype=bool)
+        for i in np.flatnonzero(np.bincount(name_idx[is_kernel], minlength=len(names))).tolist():
+            comm_names[i] = is_comm_kernel(names[i])
+        kind = np.where(is_kernel & comm_names[name_idx], np.int8(Kind.COMM), kind)
         return kind.astype(np.int8), np.ones(n, dtype=bool)
     # Ascend: by process role, then task type / category.
     task_kind = np.array([int(ascend_task_kind(t)) for t in cols.tasks] + [int(Kind.KERNEL)], dtype=np.int8)
@@ -227,20 +316,49 @@ def flows(cols: Cols, remap: np.ndarray, base_ns: int) -> dict[str, Any]:
     flow's (pid, tid), -1 when that thread holds no kept event; ``ts`` is -1
     when unreadable.
     """
-    key_lane = np.array([cols.lane_ids.get(k, -1) for k in cols.flow_lane_keys] + [-1], dtype=np.int64)
-    flane = cat(cols.flow_lane, np.int64)
+    key_lane = np.array([cols.lane.ids.get(k, -1) for k in cols.flow_lane.ids] + [-1], dtype=np.int64)
+    flane = cat(cols.flow_lane_col, np.int64)
     raw_lane = key_lane[flane] if len(flane) else np.zeros(0, dtype=np.int64)
     lane = np.where(raw_lane >= 0, remap[np.maximum(raw_lane, 0)], -1)
-    ts = cat(cols.flow_ts, np.int64)
+    ts = cat_times(cols.flow_ts)
     bad = cat(cols.flow_bad, bool)
     return {
-        "id": cat(cols.flow_id, np.int64),
+        "id": _flow_ids(cols),
         "phase": cat(cols.flow_ph, np.int8),
         "cat": cat(cols.flow_cat, np.int32),
         "cats": [c if isinstance(c, str) else str(c) for c in cols.cats],
         "ts": np.where(bad, -1, ts + base_ns),
         "lane": lane.astype(np.int32),
     }
+
+
+def _flow_ids(cols: Cols) -> np.ndarray:
+    """Number the distinct flow ids: int64 chunks hold raw (integer) ids, int32 chunks codes into ``flow_id``."""
+    parts = cols.flow_id_col
+    if not parts:
+        return np.zeros(0, dtype=np.int64)
+    if all(p.dtype == np.int64 for p in parts):
+        return unique_inverse(np.concatenate(parts))
+    table = cols.flow_id
+    return np.concatenate([table.codes(p.tolist()) if p.dtype == np.int64 else p for p in parts]).astype(np.int64)
+
+
+def unique_inverse(a: np.ndarray) -> np.ndarray:
+    """Index of each value of ``a`` among its sorted distinct values (``np.unique(a, return_inverse=True)[1]``).
+
+    Written out because np.unique imports numpy.ma on its first call (a fixed cost per process).
+    """
+    n = len(a)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(a, kind="stable")
+    s = a[order]
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    np.not_equal(s[1:], s[:-1], out=new[1:])
+    inv = np.empty(n, dtype=np.int64)
+    inv[order] = np.cumsum(new) - 1
+    return inv
 
 
 def top_meta(top: Any, where: str, warnings: list[str]) -> tuple[int, dict[str, Any], int | None, str]:
@@ -272,9 +390,7 @@ def top_meta(top: Any, where: str, warnings: list[str]) -> tuple[int, dict[str, 
         if v is not None:
             meta[k] = v
     dev_names = " ".join(str(x) for x in meta.get("devices", []) if x)
-    if top.roctracer_version is not None or top.hip_runtime_version is not None or re.search(
-        r"AMD|Radeon|Instinct", dev_names
-    ):
+    if top.roctracer_version is not None or top.hip_runtime_version is not None or _AMD_RE.search(dev_names):
         backend = "rocm"
     elif dev_names or top.cuda_runtime_version is not None:
         backend = "cuda"

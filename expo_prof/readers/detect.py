@@ -56,7 +56,23 @@ _NOT_TRACES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^profiler_metadata\.json$"), "profiler metadata, no timeline"),
     (re.compile(r"^analysis\.db$"), "torch_npu analysis summary (StepTraceTime), no timeline"),
     (re.compile(r"^PROVENANCE\.md$|\.md$|\.txt$|\.log$"), "not a trace"),
+    # expo-prof's own run-directory files (docs: expo_prof/record/rundir.py).
+    (re.compile(r"^(manifest|workload|analysis|session)\.json$"), "expo-prof run-directory file, no timeline"),
+    (re.compile(r"\.html?$"), "HTML page, not a trace"),
 ]
+
+
+# File-name patterns, compiled once (not on each file's first look).
+_RE_OVERLAY = re.compile(r"expo-prof-events-.*\.jsonl")
+_RE_KERNEL_CSV = re.compile(r"kernel_details(_\d+)?\.csv")
+_RE_ASCEND_DB = re.compile(r"ascend_pytorch_profiler(_\d+)?\.db")
+_RE_MSPROF_JSON = re.compile(r"msprof(_slice)?_[\w.-]*\.json")
+_RE_MSPROF_DB = re.compile(r"msprof(_\d+)?\.db|msprof_[\w.-]*\.db")
+_RE_OP_SUMMARY = re.compile(r"op_summary(_[\w.-]+)?\.csv")
+_RE_TASK_TIME = re.compile(r"task_time(_[\w.-]+)?\.csv")
+_RE_PROFILER_INFO = re.compile(r"profiler_info_(\d+)\.json")
+_RE_RANK_DIR = re.compile(r"rank[_-]?(\d+)(_ascend_pt)?|.*_rank[_-]?(\d+)(_ascend_pt)?")
+_RE_DEVICE_DIR = re.compile(r"device_(\d+)")
 
 
 @dataclass
@@ -81,21 +97,21 @@ class Plan:
 def classify_name(path: Path) -> str | None:
     """Reader for a file judged by its name alone (None: not recognised by name)."""
     n = path.name
-    if re.fullmatch(r"expo-prof-events-.*\.jsonl", n):
+    if _RE_OVERLAY.fullmatch(n):
         return OVERLAY
     if n == "trace_view.json":
         return TRACE_VIEW
-    if re.fullmatch(r"kernel_details(_\d+)?\.csv", n):
+    if _RE_KERNEL_CSV.fullmatch(n):
         return KERNEL_CSV
-    if re.fullmatch(r"ascend_pytorch_profiler(_\d+)?\.db", n):
+    if _RE_ASCEND_DB.fullmatch(n):
         return ASCEND_DB
-    if re.fullmatch(r"msprof(_slice)?_[\w.-]*\.json", n) and "mindstudio_profiler_output" in path.parts:
+    if _RE_MSPROF_JSON.fullmatch(n) and "mindstudio_profiler_output" in path.parts:
         return MSPROF_JSON
-    if re.fullmatch(r"msprof(_\d+)?\.db|msprof_[\w.-]*\.db", n):
+    if _RE_MSPROF_DB.fullmatch(n):
         return MSPROF_DB
-    if re.fullmatch(r"op_summary(_[\w.-]+)?\.csv", n):
+    if _RE_OP_SUMMARY.fullmatch(n):
         return MSPROF_OP_SUMMARY
-    if re.fullmatch(r"task_time(_[\w.-]+)?\.csv", n):
+    if _RE_TASK_TIME.fullmatch(n):
         return MSPROF_TASK_TIME
     if n.endswith(".pt.trace.json") or n.endswith(".pt.trace.json.gz"):
         return KINETO
@@ -157,16 +173,16 @@ def ascend_rank(path: Path) -> int | None:
                     return r
             except (OSError, ValueError):
                 pass
-            m = re.fullmatch(r"profiler_info_(\d+)\.json", info.name)
+            m = _RE_PROFILER_INFO.fullmatch(info.name)
             if m:
                 return int(m.group(1))
-        m = re.fullmatch(r"rank[_-]?(\d+)(_ascend_pt)?|.*_rank[_-]?(\d+)(_ascend_pt)?", parent.name)
+        m = _RE_RANK_DIR.fullmatch(parent.name)
         if m:
             return int(m.group(1) or m.group(3))
         if parent.name.startswith("PROF_") or parent.name.endswith("_ascend_pt"):
             break
     for parent in path.parents:
-        m = re.fullmatch(r"device_(\d+)", parent.name)
+        m = _RE_DEVICE_DIR.fullmatch(parent.name)
         if m:
             return int(m.group(1))
     return None

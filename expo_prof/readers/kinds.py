@@ -74,6 +74,17 @@ ASCEND_TASK_KIND: dict[str, Kind] = {
 }
 
 COMM_KERNEL_RE = re.compile(r"nccl|rccl|hccl|c10d::|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all", re.I)
+# The same words as plain substrings of the lower-cased name: C++ kernel names
+# run to hundreds of characters, where the case-insensitive alternation costs
+# ~30 µs a name and substring search ~1 µs.
+_COMM_WORDS = ("nccl", "rccl", "hccl", "c10d::", "allreduce", "all_reduce", "allgather", "all_gather",
+               "reducescatter", "reduce_scatter", "alltoall", "all_toall", "allto_all", "all_to_all")
+
+
+def is_comm_kernel(name: str) -> bool:
+    """A collective communication kernel by its name (what :data:`COMM_KERNEL_RE` matches)."""
+    low = name.lower()
+    return any(w in low for w in _COMM_WORDS)
 
 
 def ascend_task_kind(task_type: Any) -> Kind:

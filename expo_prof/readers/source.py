@@ -20,7 +20,7 @@ import os
 import re
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,14 @@ from expo_prof.errors import BadInput
 
 #: Default cap on the decompressed size of one trace file (bytes).
 DEFAULT_MAX_DECOMPRESSED = 4 << 30
+
+try:  # ISA-L inflates gzip about twice as fast as zlib; same API
+    from isal import isal_zlib as _inflate
+
+    _INFLATE_ERRORS: tuple[type[Exception], ...] = (_inflate.error, zlib.error)
+except ImportError:  # pragma: no cover - isal is a dependency, but zlib does the same job
+    _inflate = zlib  # type: ignore[assignment]
+    _INFLATE_ERRORS = (zlib.error,)
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 1 << 20
@@ -85,29 +93,59 @@ def read_bytes(path: Path, *, max_bytes: int = DEFAULT_MAX_DECOMPRESSED, progres
         raise BadInput(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
+def gzip_size_hint(f: Any, size: int, max_bytes: int) -> int:
+    """The uncompressed size a gzip file's trailer states, or 0 when it is implausible.
+
+    The trailer holds the size modulo 2**32: right for the usual single-member
+    file below 4 GiB; a truncated file has no trailer at all.
+    """
+    if size < 18:
+        return 0
+    pos = f.tell()
+    f.seek(size - 4)
+    (hint,) = struct.unpack("<I", f.read(4))
+    f.seek(pos)
+    return hint if 0 < hint <= min(max_bytes, size * 100) else 0
+
+
+class Sink:
+    """The buffer decompressed bytes go to; grows as needed."""
+
+    def __init__(self, capacity: int) -> None:
+        self.buf = bytearray(capacity)
+        self.used = 0
+
+    def put(self, chunk: bytes) -> None:
+        end = self.used + len(chunk)
+        if end > len(self.buf):
+            self.buf.extend(b"\0" * (end - len(self.buf)))
+        self.buf[self.used : end] = chunk
+        self.used = end
+
+
 def _read_gzip(path: Path, f: Any, size: int, max_bytes: int, progress: Progress | None) -> Loaded:
-    # The gzip trailer holds the uncompressed size modulo 2**32: a good
-    # preallocation hint for the (usual) single-member file below 4 GiB.
-    hint = 0
-    if size >= 18:
-        f.seek(size - 4)
-        (hint,) = struct.unpack("<I", f.read(4))
-        f.seek(0)
-    # A truncated file has no trailer: trust the hint only when plausible.
-    buf = bytearray(hint if 0 < hint <= min(max_bytes, size * 100) else 0)
-    used = 0
+    sink = Sink(gzip_size_hint(f, size, max_bytes))
     warnings: list[str] = []
-    d = zlib.decompressobj(wbits=31)
-    truncated = False
+    for piece in inflate(path, f, max_bytes, progress, warnings):
+        sink.put(piece)
+    buf = sink.buf
+    del buf[sink.used :]
+    return Loaded(buf, warnings, compressed=True)
 
-    def put(chunk: bytes) -> None:
-        nonlocal used
-        end = used + len(chunk)
-        if end > len(buf):
-            buf.extend(b"\0" * (end - len(buf)))
-        buf[used:end] = chunk
-        used = end
 
+def inflate(
+    path: Path, f: Any, max_bytes: int, progress: Progress | None, warnings: list[str], piece: int = _CHUNK
+) -> Iterator[bytes]:
+    """The decompressed bytes of the gzip file ``f``, in pieces of at most ``piece`` bytes.
+
+    Truncated or corrupt data ends the pieces with a warning appended to
+    ``warnings`` (what came before is kept); more than ``max_bytes`` raises
+    :class:`BadInput` (a gzip bomb). ``progress`` gets the compressed bytes
+    consumed.
+    """
+    d = _inflate.decompressobj(wbits=31)
+    used = 0
+    truncated = corrupt = False
     done = False
     while not done:
         comp = f.read(_CHUNK)
@@ -115,10 +153,13 @@ def _read_gzip(path: Path, f: Any, size: int, max_bytes: int, progress: Progress
             progress(len(comp))
         if not comp:
             if not d.eof:
-                put(d.flush())
+                tail = d.flush()
+                used += len(tail)
                 truncated = True
                 if used > max_bytes:
                     raise BadInput(f"{path}: decompresses to more than {_mb(max_bytes)} (size cap; raise it with --max-bytes)")
+                if tail:
+                    yield tail
             break
         more = True
         while comp or more:
@@ -130,32 +171,32 @@ def _read_gzip(path: Path, f: Any, size: int, max_bytes: int, progress: Progress
                 if comp[:2] != _GZIP_MAGIC:
                     done = True
                     break
-                d = zlib.decompressobj(wbits=31)
+                d = _inflate.decompressobj(wbits=31)
             try:
-                # Small output pieces: the only copy that grows is ``buf``.
-                limit = max(1, min(_CHUNK, max_bytes + 1 - used))
+                # Small output pieces: the only copy that grows is the caller's.
+                limit = max(1, min(piece, max_bytes + 1 - used))
                 out = d.decompress(comp, limit)
-            except zlib.error as exc:
+            except _INFLATE_ERRORS as exc:
                 warnings.append(
                     f"{path}: gzip data is corrupt ({exc}); kept the {_mb(used)} decompressed before it"
                 )
-                truncated = done = True
+                corrupt = done = True
                 break
-            put(out)
+            used += len(out)
             if used > max_bytes:
                 raise BadInput(
                     f"{path}: decompresses to more than {_mb(max_bytes)} (size cap: a gzip bomb or a "
                     "trace too large; raise it with --max-bytes)"
                 )
+            if out:
+                yield out
             comp = d.unused_data if d.eof else d.unconsumed_tail
             # A full output piece may leave output pending inside zlib: ask again.
             more = len(out) == limit and not d.eof
-    if used == 0 and truncated and not warnings:
+    if used == 0 and truncated and not corrupt:
         raise BadInput(f"{path}: gzip stream is truncated before any data")
-    if truncated and not warnings:
+    if truncated and not corrupt:
         warnings.append(f"{path}: gzip stream is truncated; read the first {_mb(used)} decompressed")
-    del buf[used:]
-    return Loaded(buf, warnings, compressed=True)
 
 
 # --------------------------------------------------------------------------- JSON repair

@@ -65,6 +65,8 @@ def us_text_to_ns(text: str | bytes) -> int:
         raise ValueError(f"not a number: {text!r}") from None
     if not d.is_finite():
         raise ValueError(f"not a finite number: {text!r}")
+    if d.adjusted() > 30:  # far past any int64 ns (and past what Decimal can scale: 1e999999)
+        raise OverflowError(f"time value out of range: {text!r}")
     q = (d * 1000).to_integral_value(rounding="ROUND_HALF_UP")
     return int(q)
 

@@ -1,0 +1,239 @@
+"""One batch of decoded Chrome-trace events → numpy column chunks, without a per-event Python loop.
+
+:mod:`expo_prof.readers.chrome_decode` decodes a few thousand events at a
+time into small typed Structs; here every column is built by one list
+comprehension over the batch (``[e.ts for e in evs]``) and numpy:
+
+* each distinct ``(ph, cat)`` pair gets a small integer code
+  (:class:`~expo_prof.readers.chrome_columns.CodeTable`), and what an event is
+  (kept complete event, dropped category such as ``python_function``, flow,
+  metadata, instant or counter) follows from its code: numpy masks, no
+  per-event branch;
+* the kept events are picked with :func:`itertools.compress`, their names and
+  ``(pid, tid)`` lanes interned the same way, times converted exactly by
+  :func:`~expo_prof.readers.chrome_columns.times_to_ns` (float µs once per
+  file, by :func:`~expo_prof.readers.chrome_columns.cat_times`).
+
+An event whose ``pid``/``tid``/``cat``/``name``/``id``/``Task Type`` is a
+JSON object or array (unhashable) makes the batch go through
+:func:`_hashable_only` first; such events are counted as ``malformed`` in
+``dropped``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import compress
+from typing import Any
+
+import numpy as np
+
+from expo_prof.readers.chrome_columns import Cols, times_to_ns
+from expo_prof.readers.timeparse import FLOAT_EXACT_LIMIT_US
+
+__all__ = ["DROP_CATS", "collect_events"]
+
+
+#: Complete events dropped while decoding: Python frames (94 % of a with_stack
+#: trace), the whole-trace span, profiler overhead, instants.
+DROP_CATS = frozenset({"python_function", "Trace", "overhead", "cpu_instant_event", "Python", "python"})
+
+# What a ``ph`` value means here.
+_PH_X, _PH_M, _PH_S, _PH_F, _PH_T, _PH_OTHER = range(6)
+_PH_ROLE = {"X": _PH_X, "M": _PH_M, "s": _PH_S, "f": _PH_F, "t": _PH_T}
+
+
+def collect_events(events: list[Any], c: Cols, redecode: Callable[[], list[Any] | None]) -> None:
+    """Append the column chunks of decoded ``events`` to ``c``.
+
+    ``redecode()`` decodes the same events again with ``ts``/``dur`` kept as
+    number text (None when that fails); it is called only when a float time is
+    too large to be exact.
+    """
+    c.n_seen += len(events)
+    try:
+        _columns(events, c, redecode)
+    except TypeError:  # an unhashable pid/tid/cat/name/id: drop those events, then again
+        kept = _hashable_only(events, c)
+        sub = list(compress(events, kept))
+
+        def redecode_sub() -> list[Any] | None:
+            again = redecode()
+            return None if again is None else list(compress(again, kept))
+
+        _columns(sub, c, redecode_sub)
+
+
+def _columns(ev: list[Any], c: Cols, redecode: Callable[[], list[Any] | None]) -> None:
+    # Every step that can raise TypeError (an unhashable key) runs before the
+    # first change to ``c`` other than new table entries, so a retry of the batch
+    # counts nothing twice.
+    if not ev:
+        return
+    # One code per distinct (ph, cat): cheaper than two lookups, and what an event is follows from it.
+    key = c.phcat.codes([(e.ph, e.cat) for e in ev])
+    key_role, key_drop, key_cat = _key_tables(c)
+    role = key_role[key]
+    is_x = role == _PH_X
+    drop = key_drop[key]
+    keep = is_x & ~drop
+    is_flow = (role >= _PH_S) & (role <= _PH_T)
+    flows = _flows(ev, is_flow.tolist(), c, redecode) if is_flow.any() else None
+    # A batch holding unexact float times is re-read as text once, for both parts.
+    again = flows[-1] if flows is not None else None
+    complete = _complete(ev, keep.tolist(), c, redecode, again) if keep.any() else None
+
+    other = drop | (role == _PH_OTHER)
+    if other.any():
+        dropped = c.dropped
+        keys = list(c.phcat.ids)
+        for i, k in enumerate(np.bincount(key[other]).tolist()):
+            if k:
+                ph, cat = keys[i]
+                what = cat if key_drop[i] else f"ph={ph}" if isinstance(ph, str) else "ph=?"
+                dropped[what] = dropped.get(what, 0) + k
+    for i in np.flatnonzero(role == _PH_M).tolist():
+        _metadata(ev[i], c)
+    if flows is not None:
+        fid, flane, ts_ns, ts_bad, _ = flows
+        c.flow_id_col.append(fid)
+        c.flow_ph.append((role[is_flow] - _PH_S).astype(np.int8))
+        c.flow_cat.append(key_cat[key[is_flow]])
+        c.flow_ts.append(ts_ns)
+        c.flow_bad.append(ts_bad)
+        c.flow_lane_col.append(flane)
+    if complete is not None:
+        name, lane, task, corr, ts_ns, dur_ns, bad = complete
+        c.ts.append(ts_ns)
+        c.dur.append(dur_ns)
+        c.bad.append(bad)
+        c.lane_col.append(lane)
+        c.name_col.append(name)
+        c.cat_col.append(key_cat[key[keep]])
+        c.task_col.append(task)
+        c.corr.append(corr)
+
+
+def _key_tables(c: Cols) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (ph, cat) code: the phase's role, whether it is a dropped complete event, the ``cat`` code."""
+    keys = c.phcat.ids
+    if c.key_tables is None or len(c.key_tables[0]) != len(keys):
+        cats = c.cat.ids
+        role = []
+        drop = []
+        cat = []
+        for ph, ct in keys:
+            r = _PH_ROLE.get(ph, _PH_OTHER) if type(ph) is str else _PH_OTHER
+            role.append(r)
+            drop.append(r == _PH_X and ct in DROP_CATS)
+            cat.append(cats.setdefault(ct, len(cats)))
+        c.key_tables = (np.array(role, dtype=np.int8), np.array(drop, dtype=bool), np.array(cat, dtype=np.int32))
+    return c.key_tables
+
+
+def _complete(
+    ev: list[Any],
+    keep: list[bool],
+    c: Cols,
+    redecode: Callable[[], list[Any] | None],
+    again: list[Any] | None,
+) -> tuple[np.ndarray, ...]:
+    """Columns of the kept complete (``ph: X``) events."""
+    kev = list(compress(ev, keep))
+    name = c.name.codes([e.name for e in kev])
+    lane = c.lane.codes([(e.pid, e.tid) for e in kev])
+    try:  # events without args share one empty _Args
+        tt = [e.args.task_type for e in kev]
+        corr = _corr([e.args.correlation for e in kev])
+    except AttributeError:  # "args": null
+        args = [e.args for e in kev]
+        tt = [None if a is None else a.task_type for a in args]
+        corr = _corr([-1 if a is None else a.correlation for a in args])
+        del args
+    task = np.full(len(kev), -1, dtype=np.int32) if tt.count(None) == len(tt) else c.task.codes(tt)
+    del tt
+    ts = [e.ts for e in kev]
+    dur = [e.dur for e in kev]
+    del kev
+    ts_ns, ts_bad = times_to_ns(ts, defer=True)
+    dur_ns, dur_bad = times_to_ns(dur, defer=True)
+    if (ts_bad.any() or dur_bad.any()) and (_needs_text(ts) or _needs_text(dur)):
+        # Floats too large to be exact: take this batch's number text instead.
+        again = again if again is not None else redecode()
+        if again is not None:
+            kev = list(compress(again, keep))
+            ts_ns, ts_bad = times_to_ns([e.ts for e in kev])
+            dur_ns, dur_bad = times_to_ns([e.dur for e in kev])
+    return name, lane, task, corr, ts_ns, dur_ns, ts_bad | dur_bad
+
+
+def _flows(
+    ev: list[Any], sel: list[bool], c: Cols, redecode: Callable[[], list[Any] | None]
+) -> tuple[Any, ...]:
+    """Columns of the flow (``ph`` s/f/t) events, plus the text re-decode if one was needed."""
+    fev = list(compress(ev, sel))
+    ids = [e.id for e in fev]
+    # Integer ids (Kineto) stay raw and are numbered once per file; others are coded now.
+    try:
+        fid = np.array(ids)
+        if fid.dtype != np.int64:
+            fid = c.flow_id.codes(ids)
+    except (TypeError, ValueError, OverflowError):
+        fid = c.flow_id.codes(ids)
+    flane = c.flow_lane.codes([(e.pid, e.tid) for e in fev])
+    ts = [e.ts for e in fev]
+    del fev
+    ts_ns, ts_bad = times_to_ns(ts, defer=True)
+    again = None
+    if ts_bad.any() and _needs_text(ts):
+        again = redecode()
+        if again is not None:
+            ts_ns, ts_bad = times_to_ns([e.ts for e in compress(again, sel)])
+    return fid, flane, ts_ns, ts_bad, again
+
+
+def _corr(values: list[Any]) -> np.ndarray:
+    """``args.correlation`` per event as int64, -1 where absent or not an integer."""
+    try:
+        a = np.array(values)
+        if a.dtype == np.int64:
+            return a
+    except (TypeError, ValueError, OverflowError):
+        pass
+    return np.array([x if type(x) is int and -(2**63) <= x < 2**63 else -1 for x in values], dtype=np.int64)
+
+
+def _needs_text(values: list[Any]) -> bool:
+    return any(type(v) is float and abs(v) >= FLOAT_EXACT_LIMIT_US for v in values)
+
+
+def _hashable_only(ev: list[Any], c: Cols) -> list[bool]:
+    """Which events have hashable key fields; the others are counted as malformed."""
+    ok: list[bool] = []
+    bad = 0
+    for e in ev:
+        a = e.args
+        try:
+            hash((e.ph, e.cat, e.pid, e.tid, e.name, e.id, None if a is None else a.task_type))
+            ok.append(True)
+        except TypeError:
+            ok.append(False)
+            bad += 1
+    c.dropped["malformed"] = c.dropped.get("malformed", 0) + bad
+    return ok
+
+
+def _metadata(e: Any, c: Cols) -> None:
+    a = e.args
+    if a is None:
+        return
+    nm = e.name
+    try:
+        if nm == "process_name" and a.name is not None:
+            c.meta_proc[e.pid] = str(a.name)
+        elif nm == "thread_name" and a.name is not None:
+            c.meta_thread[(e.pid, e.tid)] = str(a.name)
+        elif nm == "process_labels" and a.labels is not None:
+            c.meta_labels[e.pid] = str(a.labels)
+    except TypeError:
+        pass

@@ -1,0 +1,455 @@
+"""Decoding the event array of a Chrome trace a chunk at a time, straight from the input buffer.
+
+The array is cut into chunks of about :data:`CHUNK_BYTES` at event
+boundaries, and each chunk is decoded in place: the byte before its first
+event and the byte after its last are swapped for ``[`` and ``]`` for the time
+of one msgspec decode and put back after. Nothing is copied and no object
+exists per undecoded event, and only one chunk of decoded events is alive at a
+time (bounded memory, and the few thousand Structs stay in the CPU cache while
+:mod:`.chrome_batch` makes columns of them).
+
+Finding boundaries without parsing: a chunk ends at a match of
+``}`` ws ``,`` ws ``{`` ws ``"`` (:data:`_BOUNDARY`) after its target size.
+Such a match can also sit inside a string or between nested objects, so a
+candidate is only *accepted* when the chunk decodes: a chunk starting at a
+true event start parses along the real structure, and the ``]`` put at its
+end closes the array only if the end is right after a complete event. So a
+decoded chunk always ends at a true boundary, and the next one starts at a
+true event start (the first starts after the array's ``[``). A candidate that
+does not decode is tried as raw slices (``list[msgspec.Raw]``: the structure
+only, so a chunk whose strings are damaged still splits); when that fails
+too the end was not a boundary and the next candidate is taken.
+
+Chunks that only split into raw slices (invalid UTF-8 or control characters in
+strings, a field of the wrong type) go through :func:`collect_raws`: batches
+joined, repaired (:func:`~expo_prof.readers.source.repair`) and, if need be,
+decoded event by event, skipping the malformed ones.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import msgspec
+import numpy as np
+
+from expo_prof.errors import BadInput
+from expo_prof.readers.chrome_batch import collect_events
+from expo_prof.readers.chrome_columns import Cols
+from expo_prof.readers.source import decode_json, repair
+
+__all__ = [
+    "BATCH", "CHUNK_BYTES", "EVENTS_KEY", "NON_SPACE", "Ends", "NotAnArray", "Trace", "buffer_address",
+    "collect_array", "collect_raws", "decode_chunk", "end_candidates", "next_boundary", "read_events", "split_events",
+]
+
+
+class _Args(msgspec.Struct, gc=False, frozen=True):
+    # -1 when absent: the column converts to int64 with no per-event test.
+    correlation: Any = -1
+    name: Any = None  # metadata events: process / thread name
+    labels: Any = None  # process_labels: "CPU", "GPU 0", "NPU"
+    task_type: Any = msgspec.field(default=None, name="Task Type")  # Ascend hardware tasks
+
+
+_NO_ARGS = _Args()
+
+#: Every event phase of the Chrome trace-event format. As a Literal, msgspec
+#: returns the one interned string per phase (no per-event string to build,
+#: hash and free); an event with another ``ph`` fails validation and is
+#: skipped as malformed.
+Phase = Literal[
+    "X", "B", "E", "i", "I", "C", "b", "n", "e", "s", "t", "f", "P", "O", "N", "D", "M", "V", "v", "R", "c", "(", ")"
+]
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: Phase | None = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    id: Any = None
+    args: _Args | None = _NO_ARGS
+
+
+class _EventRawTs(_Event, gc=False):
+    # Re-decode of a chunk whose float timestamps a float64 cannot hold to the ns.
+    # (msgspec.Raw cannot be in a union: a missing value is the raw text "null".)
+    ts: msgspec.Raw = msgspec.Raw(b"null")
+    dur: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_DEC_ARRAY_RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
+_DEC_EVENTS = msgspec.json.Decoder(list[_Event])
+_DEC_EVENTS_RAWTS = msgspec.json.Decoder(list[_EventRawTs])
+_DEC_EVENT = msgspec.json.Decoder(_Event)
+_DEC_EVENT_RAWTS = msgspec.json.Decoder(_EventRawTs)
+
+class Trace(msgspec.Struct):
+    """The top level of a Kineto trace. The event array stays one undecoded slice here."""
+
+    traceEvents: msgspec.Raw = msgspec.Raw(b"null")
+    baseTimeNanoseconds: Any = None
+    distributedInfo: Any = None
+    deviceProperties: Any = None
+    schemaVersion: Any = None
+    roctracer_version: Any = None
+    hip_runtime_version: Any = None
+    cuda_runtime_version: Any = None
+    cupti_version: Any = None
+    traceName: Any = None
+    displayTimeUnit: Any = None
+    vllm_version: Any = None
+    host_name: Any = None
+    trace_id: Any = None
+
+
+_DEC_TRACE = msgspec.json.Decoder(Trace)
+_DEC_RAW = msgspec.json.Decoder(msgspec.Raw)
+_NULL = msgspec.Raw(b"null")
+
+#: Target size of one chunk of the event array (≈1,000–3,000 events: small
+#: enough for the decoded Structs to stay in cache while columns are made).
+CHUNK_BYTES = 1 << 19
+#: Events per batch on the raw-slice path.
+BATCH = 1 << 11
+
+_BOUNDARY = re.compile(rb'\}[ \t\r\n]*,[ \t\r\n]*(\{)[ \t\r\n]*"')
+_LBRACKET, _RBRACKET = 0x5B, 0x5D
+
+
+# --------------------------------------------------------------------------- the document
+
+
+def read_events(data: Any, where: str) -> tuple[Trace | None, Cols, list[str]]:
+    """Decode a Chrome-trace document: its top level (None for a bare array) and its events as columns.
+
+    ``data`` should be a bytearray (else it is copied into one): chunks are
+    decoded in place, and it is left as it was. The fast path finds the event
+    array by its key and its closing bracket by looking back from the end of
+    the file; the document is then only parsed once, chunk by chunk. Anything
+    unusual (truncated or damaged JSON, a layout the fast path does not
+    recognise) makes it start over on the careful path: one skimming parse of
+    the whole document (repairing or cutting back damaged input, see
+    :func:`~expo_prof.readers.source.decode_json`), then the same chunks.
+    """
+    if not isinstance(data, bytearray):
+        data = bytearray(data)
+    first = NON_SPACE.search(data)
+    if first is None:
+        raise BadInput(f"{where}: empty file")
+    is_array = first.group() == b"["
+    a_first = first.start()
+    del first  # a match holds on to the buffer it searched
+    # Nothing built here forms reference cycles: collections would only re-walk live objects.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        ends = _array_ends(data, is_array, a_first)
+        if ends is not None:
+            cols = Cols()
+            try:
+                collect_array(data, ends.a0, ends, cols)
+                return ends.top, cols, []
+            except NotAnArray:
+                pass
+        top, buf, a0, a1, warnings = _careful_layout(data, where, is_array)
+        del data
+        cols = Cols()
+        try:
+            collect_array(buf, a0, Ends(a0, [(top, a1)]), cols)
+        except NotAnArray:  # pragma: no cover - the skimming parse accepted this array
+            raise BadInput(f"{where}: the event array could not be split into events") from None
+        return top, cols, warnings
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+class NotAnArray(Exception):
+    """The guessed event array does not split into events (wrong layout guess or damaged input)."""
+
+
+_SPACE = b" \t\r\n"
+NON_SPACE = re.compile(rb"[^ \t\r\n]")
+EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
+#: How many closing brackets from the end of a Kineto file are tried as the end of its event array.
+_TAIL_TRIES = 64
+
+
+class Ends:
+    """Candidates for the offset of the event array's ``]`` (last first), each with the top level it implies."""
+
+    def __init__(self, a0: int, candidates: Any) -> None:
+        self.a0 = a0
+        self._it = iter(candidates)
+        self.top: Trace | None = None
+
+    def next(self, not_before: int) -> int:
+        for top, a1 in self._it:
+            if a1 >= not_before:
+                self.top = top
+                return a1
+        raise NotAnArray
+
+
+def _array_ends(buf: Any, is_array: bool, a_first: int) -> Ends | None:
+    """Where the event array starts, and candidates for where it ends, found without parsing the events."""
+    if is_array:
+        a0 = a_first
+    else:
+        m = EVENTS_KEY.search(buf)
+        if m is None:
+            return None
+        a0 = m.end() - 1
+        del m
+    return Ends(a0, end_candidates(buf, len(buf), is_array, a0, bytes(buf[: a0 + 1])))
+
+
+def end_candidates(buf: Any, hi: int, is_array: bool, lo: int, head: bytes) -> Iterator[tuple[Trace | None, int]]:
+    """Candidates for the offset of the event array's ``]`` in ``buf[lo:hi]`` (the end of the document),
+    last first, each with the top level it implies (None for a bare array).
+
+    ``head`` is the document up to and including the array's ``[``. Kineto
+    writes a few keys after the events ("traceName", "baseTimeNanoseconds",
+    sometimes log lines or "deviceProperties"): the array ends at a ``]``
+    preceded by ``}`` (or ``[``) after which the rest of the object parses.
+    Only the chunks can tell which of those is the one.
+    """
+    last = hi - 1
+    while last > lo and int(buf[last]) in _SPACE:
+        last -= 1
+    if is_array:
+        if last > lo and buf[last] == _RBRACKET:
+            yield None, last
+        return
+    end = last + 1
+    for _ in range(_TAIL_TRIES):
+        a1 = _rfind(buf, _RBRACKET, lo + 1, end)
+        if a1 < 0:
+            return
+        end = a1
+        k = a1 - 1
+        while k > lo and int(buf[k]) in _SPACE:
+            k -= 1
+        if int(buf[k]) not in b"}[":
+            continue
+        try:
+            top = _DEC_TRACE.decode(head + b"]" + bytes(buf[a1 + 1 : hi]))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            continue
+        top.traceEvents = _NULL
+        yield top, a1
+
+
+def _rfind(buf: Any, sub: int, start: int, end: int) -> int:
+    """Offset of the last byte ``sub`` in ``buf[start:end]`` (-1 if none), looking back a window at a time."""
+    while end > start:
+        lo = max(start, end - (1 << 16))
+        i = bytes(buf[lo:end]).rfind(sub)
+        if i >= 0:
+            return lo + i
+        end = lo
+    return -1
+
+
+def _careful_layout(
+    data: Any, where: str, is_array: bool
+) -> tuple[Trace | None, bytearray, int, int, list[str]]:
+    """Skim the whole document (repairing or cutting back damage); returns the writable buffer holding the
+    event array and the offsets of its ``[`` and ``]``."""
+    dec = _DEC_RAW if is_array else _DEC_TRACE
+    try:
+        d = decode_json(data, dec, where, container="array" if is_array else "object")
+    except msgspec.ValidationError as exc:
+        what = "a JSON array of events" if is_array else "a trace object with a traceEvents array"
+        raise BadInput(f"{where}: not {what} ({exc})") from None
+    top = None if is_array else d.value
+    arr = d.value if is_array else top.traceEvents
+    if top is not None:
+        top.traceEvents = _NULL
+    first = memoryview(arr)[:1].tobytes()
+    if first == b"n":  # null / absent
+        raise BadInput(f"{where}: JSON object without a traceEvents array (not a Chrome/Kineto trace)")
+    if first != b"[":
+        what = "a JSON array of events" if is_array else "a trace object with a traceEvents array"
+        raise BadInput(f"{where}: not {what} (traceEvents is not an array)")
+    if isinstance(data, bytearray):
+        a0 = buffer_address(arr) - buffer_address(data)
+        if 0 <= a0 and a0 + len(arr) <= len(data):
+            return top, data, a0, a0 + len(arr) - 1, d.warnings
+    # A repaired or cut-back copy: the array gets its own writable buffer.
+    buf = bytearray(arr)
+    return top, buf, 0, len(buf) - 1, d.warnings
+
+
+# --------------------------------------------------------------------------- chunks
+
+
+def collect_array(buf: Any, a0: int, ends: Ends, c: Cols, start: int | None = None) -> None:
+    """Decode the events of the JSON array starting with the ``[`` at ``a0`` into ``c``.
+
+    ``start`` (an event start; default the first) is where decoding begins.
+    The array ends at the first of ``ends``' candidates that a chunk confirms;
+    raises NotAnArray when none does.
+    """
+    s = a0 + 1 if start is None else start
+    a1 = ends.next(s)
+    while s < a1:
+        e, nxt = next_boundary(buf, s + CHUNK_BYTES, a1)
+        while not decode_chunk(buf, s, e, c):
+            if e >= a1:
+                # Not the end of the array (a later list of the top level): the next candidate.
+                a1 = ends.next(s)
+                e, nxt = next_boundary(buf, s + CHUNK_BYTES, a1)
+            else:
+                e, nxt = next_boundary(buf, e + 1, a1)
+        s = nxt
+
+
+def next_boundary(buf: bytearray, pos: int, a1: int) -> tuple[int, int]:
+    """(end of a chunk, start of the next) at the first boundary candidate from ``pos``."""
+    if pos < a1:
+        m = _BOUNDARY.search(buf, pos, a1)
+        if m is not None:
+            return m.start() + 1, m.start(1)
+    return a1, a1
+
+
+def decode_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
+    """Decode and collect the events in ``buf[s:e]``; False when ``e`` is not an event boundary."""
+    try:
+        events = _in_brackets(buf, s, e, _DEC_EVENTS)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        try:
+            raws = _in_brackets(buf, s, e, _DEC_ARRAY_RAW_EVENTS)
+        except msgspec.DecodeError:
+            return False
+        collect_raws(raws, c, _InPlace(buf))
+        return True
+
+    def redecode() -> list[Any] | None:
+        try:
+            return _in_brackets(buf, s, e, _DEC_EVENTS_RAWTS)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return None
+
+    collect_events(events, c, redecode)
+    return True
+
+
+def _in_brackets(buf: bytearray, s: int, e: int, dec: msgspec.json.Decoder) -> Any:
+    """``dec.decode`` of ``buf[s:e]`` as a JSON array: bytes s-1 and e are ``[`` / ``]`` meanwhile."""
+    before, after = buf[s - 1], buf[e]
+    buf[s - 1] = _LBRACKET
+    buf[e] = _RBRACKET
+    try:
+        return dec.decode(memoryview(buf)[s - 1 : e + 1])
+    finally:
+        buf[s - 1] = before
+        buf[e] = after
+
+
+# --------------------------------------------------------------------------- the raw-slice path
+
+
+def collect_raws(raws: list[msgspec.Raw], c: Cols, inplace: _InPlace | None = None) -> None:
+    """Decode undecoded events in batches (repairing damaged strings) and collect them into ``c``."""
+    for i in range(0, len(raws), BATCH):
+        batch = raws[i : i + BATCH]
+        events = _decode_batch(batch, False, c, inplace)
+
+        def redecode(batch: list[msgspec.Raw] = batch, n: int = len(events)) -> list[Any] | None:
+            again = _decode_batch(batch, True, c, inplace)
+            return again if len(again) == n else None
+
+        collect_events(events, c, redecode)
+
+
+def split_events(buf: bytes) -> list[msgspec.Raw]:
+    """A JSON array of events as undecoded slices ([] when it is not one)."""
+    try:
+        return _DEC_ARRAY_RAW_EVENTS.decode(buf)
+    except msgspec.DecodeError:
+        return []
+
+
+class _InPlace:
+    """Decodes a run of consecutive raw slices straight from the writable buffer they point into."""
+
+    __slots__ = ("data", "base", "size")
+
+    def __init__(self, data: bytearray) -> None:
+        self.data = data
+        self.base = buffer_address(data)
+        self.size = len(data)
+
+    def decode(self, dec: msgspec.json.Decoder, raws: list[msgspec.Raw]) -> Any:
+        """Decode ``raws`` as one JSON array; None when they are not slices of this buffer."""
+        s = buffer_address(raws[0]) - self.base
+        e = buffer_address(raws[-1]) - self.base + len(raws[-1])
+        if not (1 <= s < e < self.size):
+            return None
+        return _in_brackets(self.data, s, e, dec)
+
+
+def buffer_address(buf: Any) -> int:
+    """Address of the first byte of a buffer (to find a slice's offset in the buffer it points into)."""
+    return np.frombuffer(buf, dtype=np.uint8).ctypes.data
+
+
+def _decode_batch(
+    raws: list[msgspec.Raw], raw_ts: bool, c: Cols, inplace: _InPlace | None = None
+) -> list[_Event]:
+    """Decode one batch of events; on a type error decode one by one and skip the bad ones."""
+    if not raws:
+        return []
+    dec = _DEC_EVENTS_RAWTS if raw_ts else _DEC_EVENTS
+    if inplace is not None:
+        try:
+            out = inplace.decode(dec, raws)
+            if out is not None:
+                return out
+        except msgspec.ValidationError:
+            return _one_by_one(raws, raw_ts, c)
+        except msgspec.DecodeError:
+            pass  # damaged strings: repaired on a copy below
+    buf = b"[" + b",".join(raws) + b"]"
+    repaired = False
+    for _attempt in range(3):
+        try:
+            return dec.decode(buf)
+        except msgspec.ValidationError:
+            break
+        except msgspec.DecodeError as exc:
+            # Strings are only validated now (splitting skipped over them).
+            fixed = repair(buf, str(exc))
+            if fixed is None:
+                break
+            buf, what, count = fixed
+            repaired = True
+            if not raw_ts:
+                c.repairs[what] = c.repairs.get(what, 0) + count
+    if repaired:
+        raws = split_events(buf) or raws
+    return _one_by_one(raws, raw_ts, c)
+
+
+def _one_by_one(raws: list[msgspec.Raw], raw_ts: bool, c: Cols) -> list[_Event]:
+    one = _DEC_EVENT_RAWTS if raw_ts else _DEC_EVENT
+    out = []
+    for r in raws:
+        try:
+            out.append(one.decode(r))
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            if not raw_ts:
+                c.n_malformed += 1
+                if c.first_malformed is None:
+                    c.first_malformed = str(exc)
+    return out
