@@ -40,3 +40,29 @@ class Patcher:
                     pass
             else:
                 setattr(owner, name, original)
+
+
+def observe_init(patcher: Patcher, cls: type, check: Any) -> None:
+    """Wrap ``cls.__init__`` so that, while the overlay is active, ``check(self)`` runs on each new instance.
+
+    Used to look at what vLLM actually built (a sampler or model runner that
+    bypasses the patched path); an exception in ``check`` disables the
+    overlay through :mod:`overlay.guard`, never the vLLM constructor.
+    """
+    import functools
+
+    from overlay import guard
+    from overlay.sampler import active
+
+    original_init = cls.__init__
+
+    @functools.wraps(original_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        if active() is not None:
+            try:
+                check(self)
+            except Exception as exc:  # noqa: BLE001 - never break vLLM's constructor
+                guard.failed(exc)
+
+    patcher.set(cls, "__init__", __init__)

@@ -33,8 +33,8 @@ from typing import Any
 
 from overlay import guard
 from overlay.patches._runner import patch_runner_class
-from overlay.patches._util import Patcher
-from overlay.sampler import active, overlay_random_sample
+from overlay.patches._util import Patcher, observe_init
+from overlay.sampler import overlay_random_sample
 
 RUNNER_MODULE = "vllm_ascend.worker.model_runner_v1"
 SAMPLER_MODULE = "vllm_ascend.sample.sampler"
@@ -59,18 +59,7 @@ def check_runner(runner: Any) -> None:
 def _apply_runner(module: ModuleType) -> None:
     cls = module.NPUModelRunner
     patch_runner_class(_patcher, cls)
-    original_init = cls.__init__
-
-    @functools.wraps(original_init)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        original_init(self, *args, **kwargs)
-        if active() is not None:
-            try:
-                check_runner(self)
-            except Exception as exc:  # noqa: BLE001
-                guard.failed(exc)
-
-    _patcher.set(cls, "__init__", __init__)
+    observe_init(_patcher, cls, check_runner)
 
 
 def _apply_sampler(module: ModuleType) -> None:

@@ -35,7 +35,7 @@ from types import ModuleType
 from typing import Any
 
 from overlay import guard
-from overlay.patches._util import Patcher
+from overlay.patches._util import Patcher, observe_init
 from overlay.sampler import active, overlay_random_sample, sample_with_noise
 
 TARGETS = ("vllm.v1.sample.ops.topk_topp_sampler",)
@@ -84,18 +84,7 @@ def apply(module: ModuleType) -> None:
     finish = getattr(module, "sample_with_exponential_noise", sample_with_noise)
     _patcher.set(module, "random_sample", make_random_sample(original_random_sample, finish))
 
-    original_init = cls.__init__
-
-    @functools.wraps(original_init)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        original_init(self, *args, **kwargs)
-        if active() is not None:
-            try:
-                check_sampler_kind(self)
-            except Exception as exc:  # noqa: BLE001
-                guard.failed(exc)
-
-    _patcher.set(cls, "__init__", __init__)
+    observe_init(_patcher, cls, check_sampler_kind)
 
     if hasattr(cls, "forward_cpu"):
         original_forward_cpu = cls.forward_cpu
