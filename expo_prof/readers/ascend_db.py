@@ -213,29 +213,23 @@ def _read(con: sqlite3.Connection, path: Path, where: str, fmt: str, rank_hint: 
             name.append(names(nm))
             kind.append(k)
             step.append(sn)
-    if "CANN_API" in tables:
-        for st, en, tid, n_id in con.execute("SELECT startNs, endNs, globalTid, name FROM CANN_API"):
+    # Host-side tables: same columns, different lane prefix and kind.
+    for table, text_col, prefix, host_kind in (
+        ("CANN_API", "name", "CANN ", Kind.RUNTIME),
+        ("MSTX_EVENTS", "message", "", Kind.ANNOTATION),
+    ):
+        if table not in tables:
+            continue
+        for st, en, tid, text in con.execute(f"SELECT startNs, endNs, globalTid, {text_col} FROM {table}"):
             st_i, en_i = _as_int(st), _as_int(en)
             if st_i is None or en_i is None or en_i < st_i:
                 bad += 1
                 continue
             start.append(st_i)
             end.append(en_i)
-            lane.append(_host_lane(lanes, tid, "CANN "))
-            name.append(names(s(n_id)))
-            kind.append(Kind.RUNTIME)
-            step.append(-1)
-    if "MSTX_EVENTS" in tables:
-        for st, en, tid, msg in con.execute("SELECT startNs, endNs, globalTid, message FROM MSTX_EVENTS"):
-            st_i, en_i = _as_int(st), _as_int(en)
-            if st_i is None or en_i is None or en_i < st_i:
-                bad += 1
-                continue
-            start.append(st_i)
-            end.append(en_i)
-            lane.append(_host_lane(lanes, tid, ""))
-            name.append(names(s(msg)))
-            kind.append(Kind.ANNOTATION)
+            lane.append(_host_lane(lanes, tid, prefix))
+            name.append(names(s(text)))
+            kind.append(host_kind)
             step.append(-1)
     if bad:
         warnings.append(f"{where}: {bad} row(s) with missing or reversed start/end skipped")
