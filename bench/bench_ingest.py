@@ -23,6 +23,7 @@ after import, which would take a core from the measured call. Peak memory is the
     .venv/bin/python bench/bench_ingest.py                # real traces + ~200 MB synthetic ones
     .venv/bin/python bench/bench_ingest.py --size-mb 800  # bigger synthetic traces
     .venv/bin/python bench/bench_ingest.py --no-hta       # skip HTA (slow on large inputs)
+    .venv/bin/python bench/bench_ingest.py --no-synthetic --only nccl --only fp64   # some real traces
 """
 
 from __future__ import annotations
@@ -232,6 +233,8 @@ def main() -> int:
     ap.add_argument("--repeat-large", type=int, default=2, help="runs of each tool per input of 100 MB or more")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per measurement")
     ap.add_argument("--json", type=Path, help="also write the raw numbers here")
+    ap.add_argument("--only", action="append", default=[], metavar="TEXT",
+                    help="measure only the inputs whose name contains TEXT (repeatable)")
     args = ap.parse_args()
 
     from rich.console import Console
@@ -257,6 +260,8 @@ def main() -> int:
             con.print(f"built {p.name} ({p.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t:.1f} s", style="dim")
             inputs.append((name, p, "synthetic"))
 
+    if args.only:
+        inputs = [i for i in inputs if any(t in i[0] for t in args.only)]
     rows: list[Row] = []
     for name, path, kind in inputs:
         size = decompressed_size(path)

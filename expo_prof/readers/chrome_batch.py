@@ -4,13 +4,14 @@
 time into small typed Structs; here every column is built by one list
 comprehension over the batch (``[e.ts for e in evs]``) and numpy:
 
-* each distinct ``(ph, cat)`` pair gets a small integer code
-  (:class:`~expo_prof.readers.chrome_columns.CodeTable`), and what an event is
-  (kept complete event, dropped category such as ``python_function``, flow,
-  metadata, instant or counter) follows from its code: numpy masks, no
-  per-event branch;
-* the kept events are picked with :func:`itertools.compress`, their names and
-  ``(pid, tid)`` lanes interned the same way, times converted exactly by
+* each distinct ``(ph, cat, pid, tid)`` gets a small integer code
+  (:class:`~expo_prof.readers.chrome_columns.CodeTable`; one tuple and one
+  lookup per event, the costliest step per event after the decode itself), and
+  what an event is (kept complete event, dropped category such as
+  ``python_function``, flow, metadata, instant or counter) and its lane follow
+  from its code through small per-code tables: numpy masks, no per-event branch;
+* the kept events are picked with :func:`itertools.compress`, their names
+  interned the same way, times converted exactly by
   :func:`~expo_prof.readers.chrome_columns.times_to_ns` (float µs once per
   file, by :func:`~expo_prof.readers.chrome_columns.cat_times`).
 
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from expo_prof.readers.chrome_columns import Cols, times_to_ns
+from expo_prof.readers.kinds import KINETO_CATS
 from expo_prof.readers.timeparse import FLOAT_EXACT_LIMIT_US
 
 __all__ = ["DROP_CATS", "collect_events"]
@@ -37,6 +39,10 @@ __all__ = ["DROP_CATS", "collect_events"]
 #: Complete events dropped while decoding: Python frames (94 % of a with_stack
 #: trace), the whole-trace span, profiler overhead, instants.
 DROP_CATS = frozenset({"python_function", "Trace", "overhead", "cpu_instant_event", "Python", "python"})
+
+#: Categories that only Kineto writes: their events carry no Ascend ``Task Type`` (torch_npu writes it on
+#: device tasks without a ``cat``), so it is not looked for there.
+_NO_TASK_CATS = frozenset(KINETO_CATS) | DROP_CATS
 
 # What a ``ph`` value means here.
 _PH_X, _PH_M, _PH_S, _PH_F, _PH_T, _PH_OTHER = range(6)
@@ -70,9 +76,9 @@ def _columns(ev: list[Any], c: Cols, redecode: Callable[[], list[Any] | None]) -
     # counts nothing twice.
     if not ev:
         return
-    # One code per distinct (ph, cat): cheaper than two lookups, and what an event is follows from it.
-    key = c.phcat.codes([(e.ph, e.cat) for e in ev])
-    key_role, key_drop, key_cat = _key_tables(c)
+    # One code per distinct (ph, cat, pid, tid): what an event is and its lane follow from it.
+    key = c.evkey.codes([(e.ph, e.cat, e.pid, e.tid) for e in ev])
+    key_role, key_drop, key_cat, key_lane, key_flane, key_task = _key_tables(c)
     role = key_role[key]
     is_x = role == _PH_X
     drop = key_drop[key]
@@ -81,77 +87,98 @@ def _columns(ev: list[Any], c: Cols, redecode: Callable[[], list[Any] | None]) -
     flows = _flows(ev, is_flow.tolist(), c, redecode) if is_flow.any() else None
     # A batch holding unexact float times is re-read as text once, for both parts.
     again = flows[-1] if flows is not None else None
-    complete = _complete(ev, keep.tolist(), c, redecode, again) if keep.any() else None
+    complete = _complete(ev, keep, key_task[key[keep]], c, redecode, again) if keep.any() else None
 
     other = drop | (role == _PH_OTHER)
     if other.any():
         dropped = c.dropped
-        keys = list(c.phcat.ids)
+        keys = list(c.evkey.ids)
         for i, k in enumerate(np.bincount(key[other]).tolist()):
             if k:
-                ph, cat = keys[i]
+                ph, cat = keys[i][:2]
                 what = cat if key_drop[i] else f"ph={ph}" if isinstance(ph, str) else "ph=?"
                 dropped[what] = dropped.get(what, 0) + k
     for i in np.flatnonzero(role == _PH_M).tolist():
         _metadata(ev[i], c)
     if flows is not None:
-        fid, flane, ts_ns, ts_bad, _ = flows
+        fid, ts_ns, ts_bad, _ = flows
+        fkey = key[is_flow]
         c.flow_id_col.append(fid)
         c.flow_ph.append((role[is_flow] - _PH_S).astype(np.int8))
-        c.flow_cat.append(key_cat[key[is_flow]])
+        c.flow_cat.append(key_cat[fkey])
         c.flow_ts.append(ts_ns)
         c.flow_bad.append(ts_bad)
-        c.flow_lane_col.append(flane)
+        c.flow_lane_col.append(key_flane[fkey])
     if complete is not None:
-        name, lane, task, corr, ts_ns, dur_ns, bad = complete
+        name, task, corr, ts_ns, dur_ns, bad = complete
+        kkey = key[keep]
         c.ts.append(ts_ns)
         c.dur.append(dur_ns)
         c.bad.append(bad)
-        c.lane_col.append(lane)
+        c.lane_col.append(key_lane[kkey])
         c.name_col.append(name)
-        c.cat_col.append(key_cat[key[keep]])
+        c.cat_col.append(key_cat[kkey])
         c.task_col.append(task)
         c.corr.append(corr)
 
 
-def _key_tables(c: Cols) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per (ph, cat) code: the phase's role, whether it is a dropped complete event, the ``cat`` code."""
-    keys = c.phcat.ids
+def _key_tables(c: Cols) -> tuple[np.ndarray, ...]:
+    """Per (ph, cat, pid, tid) code: the phase's role, whether it is a dropped complete event, the
+    ``cat`` code, the lane code of a kept complete event and of a flow event (-1 for other kinds),
+    whether its events may carry an Ascend ``Task Type``."""
+    keys = c.evkey.ids
     if c.key_tables is None or len(c.key_tables[0]) != len(keys):
         cats = c.cat.ids
-        role = []
-        drop = []
-        cat = []
-        for ph, ct in keys:
+        lanes = c.lane.ids
+        flanes = c.flow_lane.ids
+        role, drop, cat, lane, flane, task = [], [], [], [], [], []
+        for ph, ct, pid, tid in keys:
             r = _PH_ROLE.get(ph, _PH_OTHER) if type(ph) is str else _PH_OTHER
+            dr = r == _PH_X and ct in DROP_CATS
             role.append(r)
-            drop.append(r == _PH_X and ct in DROP_CATS)
+            drop.append(dr)
             cat.append(cats.setdefault(ct, len(cats)))
-        c.key_tables = (np.array(role, dtype=np.int8), np.array(drop, dtype=bool), np.array(cat, dtype=np.int32))
+            # Lanes numbered in the order their first kept event comes, as the key codes are.
+            lane.append(lanes.setdefault((pid, tid), len(lanes)) if r == _PH_X and not dr else -1)
+            flane.append(flanes.setdefault((pid, tid), len(flanes)) if _PH_S <= r <= _PH_T else -1)
+            task.append(not (type(ct) is str and ct in _NO_TASK_CATS))
+        c.key_tables = (
+            np.array(role, dtype=np.int8), np.array(drop, dtype=bool), np.array(cat, dtype=np.int32),
+            np.array(lane, dtype=np.int32), np.array(flane, dtype=np.int32), np.array(task, dtype=bool),
+        )
     return c.key_tables
 
 
 def _complete(
     ev: list[Any],
-    keep: list[bool],
+    keep: np.ndarray,
+    may_task: np.ndarray,
     c: Cols,
     redecode: Callable[[], list[Any] | None],
     again: list[Any] | None,
 ) -> tuple[np.ndarray, ...]:
-    """Columns of the kept complete (``ph: X``) events."""
-    kev = list(compress(ev, keep))
+    """Columns of the kept complete (``ph: X``) events (their lanes come from the key tables).
+
+    ``may_task`` marks, per kept event, those whose ``Task Type`` is looked at.
+    """
+    keep_l = keep.tolist()
+    kev = list(compress(ev, keep_l))
     name = c.name.codes([e.name for e in kev])
-    lane = c.lane.codes([(e.pid, e.tid) for e in kev])
+    task = np.full(len(kev), -1, dtype=np.int32)
     try:  # events without args share one empty _Args
-        tt = [e.args.task_type for e in kev]
         corr = _corr([e.args.correlation for e in kev])
+        if may_task.any():
+            sel = np.flatnonzero(may_task)
+            tt = [e.args.task_type for e in compress(kev, may_task.tolist())]
+            if tt.count(None) != len(tt):
+                task[sel] = c.task.codes(tt)
     except AttributeError:  # "args": null
         args = [e.args for e in kev]
-        tt = [None if a is None else a.task_type for a in args]
         corr = _corr([-1 if a is None else a.correlation for a in args])
+        tt = [None if a is None else a.task_type for a in args]
+        if tt.count(None) != len(tt):
+            task = c.task.codes(tt)
         del args
-    task = np.full(len(kev), -1, dtype=np.int32) if tt.count(None) == len(tt) else c.task.codes(tt)
-    del tt
     ts = [e.ts for e in kev]
     dur = [e.dur for e in kev]
     del kev
@@ -161,10 +188,10 @@ def _complete(
         # Floats too large to be exact: take this batch's number text instead.
         again = again if again is not None else redecode()
         if again is not None:
-            kev = list(compress(again, keep))
+            kev = list(compress(again, keep_l))
             ts_ns, ts_bad = times_to_ns([e.ts for e in kev])
             dur_ns, dur_bad = times_to_ns([e.dur for e in kev])
-    return name, lane, task, corr, ts_ns, dur_ns, ts_bad | dur_bad
+    return name, task, corr, ts_ns, dur_ns, ts_bad | dur_bad
 
 
 def _flows(
@@ -180,7 +207,6 @@ def _flows(
             fid = c.flow_id.codes(ids)
     except (TypeError, ValueError, OverflowError):
         fid = c.flow_id.codes(ids)
-    flane = c.flow_lane.codes([(e.pid, e.tid) for e in fev])
     ts = [e.ts for e in fev]
     del fev
     ts_ns, ts_bad = times_to_ns(ts, defer=True)
@@ -189,7 +215,7 @@ def _flows(
         again = redecode()
         if again is not None:
             ts_ns, ts_bad = times_to_ns([e.ts for e in compress(again, sel)])
-    return fid, flane, ts_ns, ts_bad, again
+    return fid, ts_ns, ts_bad, again
 
 
 def _corr(values: list[Any]) -> np.ndarray:

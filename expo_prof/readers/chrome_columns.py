@@ -62,8 +62,9 @@ class Cols:
 
     def __init__(self) -> None:
         # Code tables.
-        self.phcat = CodeTable()  # (ph, cat) of every event
-        self.key_tables: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # per phcat code, see chrome_batch
+        self.known_cats = True  # chunks decoded with the Kineto-categories decoder until one fails (chrome_decode)
+        self.evkey = CodeTable()  # (ph, cat, pid, tid) of every event
+        self.key_tables: tuple[np.ndarray, ...] | None = None  # per evkey code, see chrome_batch
         self.cat = CodeTable()
         self.name = CodeTable()
         self.lane = CodeTable()  # (pid, tid) of complete events

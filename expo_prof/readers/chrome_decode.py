@@ -78,6 +78,21 @@ class _Event(msgspec.Struct, gc=False):
     args: _Args | None = _NO_ARGS
 
 
+#: The categories Kineto writes (current and pre-1.10 names). Decoded as a
+#: Literal, each is one interned string (no per-event string to build, and its
+#: hash is cached for the event key); the first chunk holding another category
+#: fails validation and the file goes on with the general decoder.
+KnownCat = Literal[
+    "cpu_op", "user_annotation", "gpu_user_annotation", "gpu_memcpy", "gpu_memset", "kernel", "cuda_runtime",
+    "cuda_driver", "cuda_sync", "python_function", "Trace", "ac2g", "fwdbwd", "overhead", "cpu_instant_event",
+    "async_cpu_to_gpu", "Kernel", "Memcpy", "Memset", "Runtime", "Driver", "Operator", "Python", "python",
+]
+
+
+class _EventKnownCat(_Event, gc=False):
+    cat: KnownCat | None = None  # type: ignore[assignment]
+
+
 class _EventRawTs(_Event, gc=False):
     # Re-decode of a chunk whose float timestamps a float64 cannot hold to the ns.
     # (msgspec.Raw cannot be in a union: a missing value is the raw text "null".)
@@ -87,6 +102,7 @@ class _EventRawTs(_Event, gc=False):
 
 _DEC_ARRAY_RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
 _DEC_EVENTS = msgspec.json.Decoder(list[_Event])
+_DEC_EVENTS_KNOWN = msgspec.json.Decoder(list[_EventKnownCat])
 _DEC_EVENTS_RAWTS = msgspec.json.Decoder(list[_EventRawTs])
 _DEC_EVENT = msgspec.json.Decoder(_Event)
 _DEC_EVENT_RAWTS = msgspec.json.Decoder(_EventRawTs)
@@ -116,7 +132,7 @@ _NULL = msgspec.Raw(b"null")
 
 #: Target size of one chunk of the event array (≈1,000–3,000 events: small
 #: enough for the decoded Structs to stay in cache while columns are made).
-CHUNK_BYTES = 1 << 19
+CHUNK_BYTES = 1 << 18
 #: Events per batch on the raw-slice path.
 BATCH = 1 << 11
 
@@ -325,7 +341,14 @@ def next_boundary(buf: bytearray, pos: int, a1: int) -> tuple[int, int]:
 def decode_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
     """Decode and collect the events in ``buf[s:e]``; False when ``e`` is not an event boundary."""
     try:
-        events = _in_brackets(buf, s, e, _DEC_EVENTS)
+        events = None
+        if c.known_cats:
+            try:
+                events = _in_brackets(buf, s, e, _DEC_EVENTS_KNOWN)
+            except msgspec.ValidationError:
+                c.known_cats = False
+        if events is None:
+            events = _in_brackets(buf, s, e, _DEC_EVENTS)
     except (msgspec.ValidationError, msgspec.DecodeError):
         try:
             raws = _in_brackets(buf, s, e, _DEC_ARRAY_RAW_EVENTS)

@@ -10,7 +10,7 @@ events and the keys written after the array (``traceName``,
 path (:func:`~expo_prof.readers.chrome_decode.end_candidates`).
 
 Damaged or unusual input (the array not found in the first 8 MB, JSON that is
-cut or broken, a gzip stream that stops early) returns None: the caller then
+cut or broken, gzip data that is cut, corrupt or followed by garbage) returns None: the caller then
 reads the whole file and takes the careful path, which repairs what can be
 repaired and says what was lost.
 """
@@ -34,7 +34,7 @@ from expo_prof.readers.chrome_decode import (
     next_boundary,
 )
 from expo_prof.readers.source import Progress
-from expo_prof.readers.window import Window
+from expo_prof.readers.window import DamagedGzip, Window
 
 __all__ = ["stream_events"]
 
@@ -54,7 +54,7 @@ def stream_events(
         gc.disable()
         try:
             return _stream(w)
-        except NotAnArray:
+        except (NotAnArray, DamagedGzip):
             return None
         finally:
             if gc_was_enabled:

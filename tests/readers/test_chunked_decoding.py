@@ -34,6 +34,7 @@ KINETO = [
     "kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",  # PyTorch 1.9
     "vllm-cpu/rank0-default-with-stack.pt.trace.json.gz",  # 94 % python_function
 ]
+NCCL_GZ = "hta/tests/data/nccl_parser_config/nccl_data.json.gz"
 TRACE_VIEW = "msinsight/test/data/pytorch/text/level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"
 
 
@@ -153,3 +154,94 @@ def test_streaming_and_whole_file_agree_on_damaged_input(rt, tiny_chunks, cut, p
             assert str(again.value) == str(exc)
             return
         _same(a, read_chrome(read_bytes(p), p))
+
+
+def _window_bytes(path: Path, max_bytes: int = 1 << 40) -> tuple[bytes, list[str]]:
+    """Every byte a Window delivers, read to the end (each piece dropped once taken)."""
+    out = bytearray()
+    with window.Window(path, max_bytes=max_bytes) as w:
+        while w.more(w.hi):
+            out += w.buf[: w.hi]
+            w.base += w.hi
+            w.hi = 0
+        return bytes(out), list(w.warnings)
+
+
+def _gzip_variants(raw_gz: bytes) -> dict[str, bytes]:
+    n = len(raw_gz)
+    corrupt = bytearray(raw_gz)
+    corrupt[n // 2] ^= 0xFF
+    return {
+        "intact": raw_gz,
+        "cut at 37 %": raw_gz[: int(n * 0.37)],
+        "corrupt byte in the middle": bytes(corrupt),
+        "garbage after the stream": raw_gz + b"not gzip at all",
+        "zero padding after the stream": raw_gz + bytes(4096),
+        "two members": raw_gz + raw_gz,
+    }
+
+
+@pytest.mark.parametrize("variant", list(_gzip_variants(b"x" * 64)))
+def test_gzip_inflated_into_the_window_or_read_the_careful_way(rt, tmp_path, tiny_chunks, variant):
+    """GIVEN a real .json.gz intact, with zero padding or two members (all valid gzip), or cut, corrupted, or
+    followed by garbage
+    WHEN its bytes are taken through the Window (ISA-L inflating straight into it, 777 bytes at a time)
+    THEN valid gzip gives byte for byte what the careful inflater (read_bytes) gives, without warnings; damaged
+    gzip raises DamagedGzip, and load() then gives exactly the careful whole-file result with its warnings."""
+    data = _gzip_variants((rt / "hta/tests/data/trace_compare/base/base.json.gz").read_bytes())[variant]
+    p = tmp_path / "t.pt.trace.json.gz"
+    p.write_bytes(data)
+    if variant in ("intact", "zero padding after the stream", "two members"):
+        got, warnings = _window_bytes(p)
+        ref = read_bytes(p)
+        assert got == bytes(ref.data) and not warnings and not ref.warnings
+        return
+    with pytest.raises(window.DamagedGzip):
+        _window_bytes(p)
+    try:
+        loaded = read_bytes(p)
+        careful = read_chrome(loaded, p)
+    except BadInput as exc:
+        with pytest.raises(BadInput) as again:
+            read_chrome_file(p)
+        assert str(again.value) == str(exc)
+        return
+    careful.warnings[:0] = loaded.warnings  # the reading's warnings first
+    _same(read_chrome_file(p), careful)
+    if variant != "garbage after the stream":  # (ignored after a complete stream, as gzip(1) does)
+        assert careful.warnings
+
+
+def test_window_enforces_the_size_cap_while_inflating(rt, tmp_path):
+    """GIVEN a real .json.gz and a cap below its decompressed size WHEN read through the Window THEN one-line
+    BadInput naming the cap, raised before more than the cap (+ one piece) was inflated."""
+    path = rt / NCCL_GZ
+    size = len(gzip.decompress(path.read_bytes()))
+    with pytest.raises(BadInput) as ei:
+        _window_bytes(path, max_bytes=size // 3)
+    msg = str(ei.value)
+    assert "\n" not in msg and "size cap" in msg and "--max-bytes" in msg
+    got, _ = _window_bytes(path, max_bytes=size)
+    assert len(got) == size
+
+
+def test_a_category_kineto_does_not_write_is_read_like_any_other(rt, tmp_path, tiny_chunks):
+    """GIVEN a real Kineto trace where one kernel in the middle gets a category no Kineto writes
+    WHEN loaded in tiny chunks (the decoder that knows Kineto's categories fails on that chunk and the general
+    one takes over) THEN every event is still read: same count, same times, only that event's kind differs."""
+    doc = plain_json(rt / NCCL_GZ)
+    doc = json.loads(json.dumps(doc, default=float))
+    events = doc["traceEvents"]
+    kernels = [i for i, e in enumerate(events) if e.get("cat") == "kernel"]
+    odd = kernels[len(kernels) // 2]
+    ref_p = tmp_path / "ref.pt.trace.json"
+    ref_p.write_text(json.dumps(doc))
+    events[odd]["cat"] = "vendor_specific_category"
+    p = tmp_path / "odd.pt.trace.json"
+    p.write_text(json.dumps(doc))
+    ref, got = load([ref_p]).timelines[0], load([p]).timelines[0]
+    assert len(got) == len(ref)
+    assert np.array_equal(got.start, ref.start) and np.array_equal(got.dur, ref.dur)
+    differs = np.flatnonzero(got.kind != ref.kind)
+    assert len(differs) == 1 and got.kind[differs[0]] == Kind.OTHER and ref.kind[differs[0]] in (Kind.KERNEL, Kind.COMM)
+    assert got.names[got.name[differs[0]]] == events[odd]["name"]
