@@ -43,6 +43,9 @@ DROP_CATS = frozenset({"python_function", "Trace", "overhead", "cpu_instant_even
 #: Categories that only Kineto writes: their events carry no Ascend ``Task Type`` (torch_npu writes it on
 #: device tasks without a ``cat``), so it is not looked for there.
 _NO_TASK_CATS = frozenset(KINETO_CATS) | DROP_CATS
+#: Categories whose events never carry ``args.correlation`` (Kineto writes it on kernels, copies, sets and
+#: runtime/driver calls only; checked on every real trace in ../shared/realtraces): -1 without looking.
+_NO_CORR_CATS = frozenset({"cpu_op", "Operator", "user_annotation", "gpu_user_annotation"}) | DROP_CATS
 
 # What a ``ph`` value means here.
 _PH_X, _PH_M, _PH_S, _PH_F, _PH_T, _PH_OTHER = range(6)
@@ -78,7 +81,7 @@ def _columns(ev: list[Any], c: Cols, redecode: Callable[[], list[Any] | None]) -
         return
     # One code per distinct (ph, cat, pid, tid): what an event is and its lane follow from it.
     key = c.evkey.codes([(e.ph, e.cat, e.pid, e.tid) for e in ev])
-    key_role, key_drop, key_cat, key_lane, key_flane, key_task = _key_tables(c)
+    key_role, key_drop, key_cat, key_lane, key_flane, key_task, key_corr = _key_tables(c)
     role = key_role[key]
     is_x = role == _PH_X
     drop = key_drop[key]
@@ -87,7 +90,11 @@ def _columns(ev: list[Any], c: Cols, redecode: Callable[[], list[Any] | None]) -
     flows = _flows(ev, is_flow.tolist(), c, redecode) if is_flow.any() else None
     # A batch holding unexact float times is re-read as text once, for both parts.
     again = flows[-1] if flows is not None else None
-    complete = _complete(ev, keep, key_task[key[keep]], c, redecode, again) if keep.any() else None
+    if keep.any():
+        kkey = key[keep]
+        complete = _complete(ev, keep, key_task[kkey], key_corr[kkey], c, redecode, again)
+    else:
+        complete = None
 
     other = drop | (role == _PH_OTHER)
     if other.any():
@@ -111,7 +118,6 @@ def _columns(ev: list[Any], c: Cols, redecode: Callable[[], list[Any] | None]) -
         c.flow_lane_col.append(key_flane[fkey])
     if complete is not None:
         name, task, corr, ts_ns, dur_ns, bad = complete
-        kkey = key[keep]
         c.ts.append(ts_ns)
         c.dur.append(dur_ns)
         c.bad.append(bad)
@@ -125,13 +131,13 @@ def _columns(ev: list[Any], c: Cols, redecode: Callable[[], list[Any] | None]) -
 def _key_tables(c: Cols) -> tuple[np.ndarray, ...]:
     """Per (ph, cat, pid, tid) code: the phase's role, whether it is a dropped complete event, the
     ``cat`` code, the lane code of a kept complete event and of a flow event (-1 for other kinds),
-    whether its events may carry an Ascend ``Task Type``."""
+    whether its events may carry an Ascend ``Task Type``, and an ``args.correlation``."""
     keys = c.evkey.ids
     if c.key_tables is None or len(c.key_tables[0]) != len(keys):
         cats = c.cat.ids
         lanes = c.lane.ids
         flanes = c.flow_lane.ids
-        role, drop, cat, lane, flane, task = [], [], [], [], [], []
+        role, drop, cat, lane, flane, task, corr = [], [], [], [], [], [], []
         for ph, ct, pid, tid in keys:
             r = _PH_ROLE.get(ph, _PH_OTHER) if type(ph) is str else _PH_OTHER
             dr = r == _PH_X and ct in DROP_CATS
@@ -142,9 +148,11 @@ def _key_tables(c: Cols) -> tuple[np.ndarray, ...]:
             lane.append(lanes.setdefault((pid, tid), len(lanes)) if r == _PH_X and not dr else -1)
             flane.append(flanes.setdefault((pid, tid), len(flanes)) if _PH_S <= r <= _PH_T else -1)
             task.append(not (type(ct) is str and ct in _NO_TASK_CATS))
+            corr.append(not (type(ct) is str and ct in _NO_CORR_CATS))
         c.key_tables = (
             np.array(role, dtype=np.int8), np.array(drop, dtype=bool), np.array(cat, dtype=np.int32),
             np.array(lane, dtype=np.int32), np.array(flane, dtype=np.int32), np.array(task, dtype=bool),
+            np.array(corr, dtype=bool),
         )
     return c.key_tables
 
@@ -153,28 +161,34 @@ def _complete(
     ev: list[Any],
     keep: np.ndarray,
     may_task: np.ndarray,
+    may_corr: np.ndarray,
     c: Cols,
     redecode: Callable[[], list[Any] | None],
     again: list[Any] | None,
 ) -> tuple[np.ndarray, ...]:
     """Columns of the kept complete (``ph: X``) events (their lanes come from the key tables).
 
-    ``may_task`` marks, per kept event, those whose ``Task Type`` is looked at.
+    ``may_task`` / ``may_corr`` mark, per kept event, those whose ``Task Type`` /
+    ``correlation`` is looked at (the others get -1).
     """
     keep_l = keep.tolist()
     kev = list(compress(ev, keep_l))
     name = c.name.codes([e.name for e in kev])
     task = np.full(len(kev), -1, dtype=np.int32)
+    corr = np.full(len(kev), -1, dtype=np.int64)
     try:  # events without args share one empty _Args
-        corr = _corr([e.args.correlation for e in kev])
+        if may_corr.all():
+            corr = _corr([e.args.correlation for e in kev])
+        elif may_corr.any():
+            corr[may_corr] = _corr([e.args.correlation for e in compress(kev, may_corr.tolist())])
         if may_task.any():
-            sel = np.flatnonzero(may_task)
             tt = [e.args.task_type for e in compress(kev, may_task.tolist())]
             if tt.count(None) != len(tt):
-                task[sel] = c.task.codes(tt)
+                task[may_task] = c.task.codes(tt)
     except AttributeError:  # "args": null
         args = [e.args for e in kev]
         corr = _corr([-1 if a is None else a.correlation for a in args])
+        corr[~may_corr] = -1
         tt = [None if a is None else a.task_type for a in args]
         if tt.count(None) != len(tt):
             task = c.task.codes(tt)
