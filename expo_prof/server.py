@@ -24,7 +24,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from expo_prof.errors import EXIT_RUN_FAILED, ExpoProfError
@@ -49,9 +49,17 @@ DEFAULT_ENV: dict[str, str] = {
 
 
 class ServerFailed(ExpoProfError):
-    """The vLLM server could not be started, answered badly, or died."""
+    """The vLLM server could not be started, answered badly, or died.
+
+    ``cause`` says which, for callers that word it their own way: ``"exited"``
+    (the process ended), ``"timeout"`` (not ready in time) or ``"other"``.
+    """
 
     exit_code = EXIT_RUN_FAILED
+
+    def __init__(self, message: str, *, cause: str = "other") -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -285,27 +293,38 @@ class VllmServer:
             return ""
         return b"".join(tail).decode(errors="replace").rstrip()
 
-    def _died(self, what: str) -> ServerFailed:
+    def _died(self, what: str, cause: str = "other") -> ServerFailed:
         rc = self.proc.returncode if self.proc else None
         tail = self.log_tail()
         return ServerFailed(
             f"vLLM server {what} (exit code {rc}); log {self.log_path}; last lines:\n{tail}"
             if tail
-            else f"vLLM server {what} (exit code {rc}); log {self.log_path} is empty"
+            else f"vLLM server {what} (exit code {rc}); log {self.log_path} is empty",
+            cause=cause,
         )
 
-    def wait_ready(self, timeout: float | None = None) -> str:
+    def wait_ready(
+        self,
+        timeout: float | None = None,
+        *,
+        on_poll: Callable[[float], None] | None = None,
+        stop_on_timeout: bool = True,
+    ) -> str:
         """Poll ``/health`` then ``/v1/models`` until both answer; return the served model id.
 
-        Fails early (with the log tail) if the process exits, and after
-        ``timeout`` seconds (default: the constructor's ``startup_timeout``).
+        Fails early (with the log tail; ``cause="exited"``) if the process
+        exits, and after ``timeout`` seconds (default: the constructor's
+        ``startup_timeout``; ``cause="timeout"``; the server is stopped first
+        unless ``stop_on_timeout`` is False). ``on_poll(elapsed_s)`` is called
+        after every unanswered poll (a status line, say).
         """
         assert self.proc is not None, "start() first"
-        deadline = time.monotonic() + (self.startup_timeout if timeout is None else timeout)
+        t0 = time.monotonic()
+        limit = self.startup_timeout if timeout is None else timeout
         while True:
             self._remember_children()
             if self.proc.poll() is not None:
-                raise self._died("exited during startup")
+                raise self._died("exited during startup", "exited")
             try:
                 if self._get("/health", timeout=2.0)[0] == 200:
                     status, body = self._get("/v1/models", timeout=5.0)
@@ -315,9 +334,13 @@ class VllmServer:
                         return self.model_id
             except (OSError, ValueError, KeyError, IndexError):
                 pass  # not listening yet / half up
-            if time.monotonic() > deadline:
-                self.stop()
-                raise self._died(f"not ready after {timeout or self.startup_timeout:.0f} s")
+            elapsed = time.monotonic() - t0
+            if elapsed > limit:
+                if stop_on_timeout:
+                    self.stop()
+                raise self._died(f"not ready after {limit:.0f} s", "timeout")
+            if on_poll is not None:
+                on_poll(elapsed)
             time.sleep(0.5)
 
     def _remember_children(self) -> None:

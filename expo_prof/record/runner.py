@@ -207,34 +207,27 @@ class Recorder:
         srv = self.srv
         assert srv is not None and srv.proc is not None
         t0 = time.monotonic()
-        deadline = t0 + self.opts.ready_timeout_s
         with err_console.status("waiting for the server", spinner="dots") as status:
-            while True:
-                srv._remember_children()
-                if srv.proc.poll() is not None:
+
+            def on_poll(elapsed: float) -> None:
+                last = (srv.log_tail(1) or "").strip().replace("[", "\\[")[-90:]
+                status.update(f"waiting for the server at {srv.base_url} ({elapsed:.0f} s)  [dim]{last}[/]")
+
+            try:
+                # Not stopped on timeout here: _finish() stops it, with its own status line.
+                srv.wait_ready(self.opts.ready_timeout_s, on_poll=on_poll, stop_on_timeout=False)
+            except ServerFailed as exc:
+                if exc.cause == "exited":
                     raise ExpoProfError(
                         f"the command exited with code {srv.proc.returncode} before it was ready; "
                         f"log {srv.log_path}; last lines:\n{srv.log_tail(15)}",
                         EXIT_RUN_FAILED,
-                    )
-                try:
-                    if srv._get("/health", timeout=2.0)[0] == 200:
-                        code, body = srv._get("/v1/models", timeout=5.0)
-                        if code == 200:
-                            srv.model_id = json.loads(body)["data"][0]["id"]
-                            break
-                except (OSError, ValueError, KeyError, IndexError):
-                    pass
-                now = time.monotonic()
-                if now > deadline:
-                    raise ExpoProfError(
-                        f"the server was not ready after {self.opts.ready_timeout_s:.0f} s "
-                        f"(no answer from {srv.base_url}/health); log {srv.log_path}; last lines:\n{srv.log_tail(15)}",
-                        EXIT_RUN_FAILED,
-                    )
-                last = (srv.log_tail(1) or "").strip().replace("[", "\\[")[-90:]
-                status.update(f"waiting for the server at {srv.base_url} ({now - t0:.0f} s)  [dim]{last}[/]")
-                time.sleep(0.5)
+                    ) from None
+                raise ExpoProfError(
+                    f"the server was not ready after {self.opts.ready_timeout_s:.0f} s "
+                    f"(no answer from {srv.base_url}/health); log {srv.log_path}; last lines:\n{srv.log_tail(15)}",
+                    EXIT_RUN_FAILED,
+                ) from None
         self.say(f"server ready at {srv.base_url} in {time.monotonic() - t0:.1f} s (model {srv.model_id})")
         self._status("ready", model=srv.model_id, ready_after_s=round(time.monotonic() - t0, 3))
 
