@@ -11,6 +11,7 @@ import numpy as np
 
 from expo_prof import __version__
 from expo_prof.analysis.hidden import TimelineAnalysis, analyze_timeline
+from expo_prof.analysis.logmap import attach_overlay_logs
 from expo_prof.analysis.model import (
     AnalysisResult,
     Dist,
@@ -51,7 +52,7 @@ def _fmt_rank(fmt: str) -> int:
     return FORMAT_PRIORITY.index(fmt) if fmt in FORMAT_PRIORITY else len(FORMAT_PRIORITY)
 
 
-def _steps_of(a: TimelineAnalysis) -> list[StepResult]:
+def _steps_of(a: TimelineAnalysis, run: str | None = None) -> list[StepResult]:
     """One row per step that holds instances (and per step with only wait/forward when no instance has a step)."""
     rows: list[StepResult] = []
     if len(a) == 0:
@@ -64,6 +65,7 @@ def _steps_of(a: TimelineAnalysis) -> list[StepResult]:
         s, e = win.get(int(sid), (int(a.inst.start[sel].min()), int(a.inst.end[sel].max())))
         rows.append(
             StepResult(
+                run=run,
                 rank=a.tl.rank,
                 step=None if sid < 0 else int(sid),
                 source=a.tl.source,
@@ -116,8 +118,14 @@ def analyze(
     warnings: Sequence[str] = (),
     skipped: Sequence[tuple[str, str]] = (),
     progress: Callable[[int, int], None] | None = None,
+    runs: Sequence[str] | None = None,
 ) -> AnalysisResult:
     """Analyse every Timeline and roll the results up per step, per rank and for the run.
+
+    ``runs`` gives each Timeline's run (:func:`expo_prof.runs.run_labels`);
+    ranks are grouped per (run, rank), so rank 0 of two runs gives two rows,
+    each with its ``run`` label. With one run (or ``runs`` None) ``run`` is
+    null everywhere and the result is that of one run.
 
     Raises :class:`NothingFound` (exit 1) when no Timeline holds a target
     instance, with the names looked for and similar names present.
@@ -137,53 +145,68 @@ def analyze(
         if progress is not None:
             progress(i + 1, len(timelines))
 
-    # Per rank: keep the best format that found instances; the same run read
-    # through another export would count every draw twice.
-    by_rank: dict[int, list[TimelineAnalysis]] = defaultdict(list)
-    for a in analyses:
-        by_rank[a.tl.rank].append(a)
-    chosen: dict[int, list[TimelineAnalysis]] = {}
-    for rank, parts in sorted(by_rank.items()):
+    # Runs: a label per Timeline (the CLI derives them from run directories and
+    # input paths, expo_prof.runs); without labels everything is one run.
+    run_of = list(runs) if runs is not None else [""] * len(analyses)
+    if len(run_of) != len(analyses):
+        raise ValueError(f"runs: {len(run_of)} labels for {len(analyses)} timelines")
+    run_order = list(dict.fromkeys(run_of))
+    several = len(run_order) > 1
+
+    # Per (run, rank): keep the best format that found instances; the same run
+    # read through another export would count every draw twice. Another run's
+    # rank of the same number is another rank: never merged, never deduplicated.
+    by_rank: dict[tuple[int, int], list[TimelineAnalysis]] = defaultdict(list)
+    for a, r in zip(analyses, run_of):
+        by_rank[(run_order.index(r), a.tl.rank)].append(a)
+    chosen: dict[tuple[int, int], list[TimelineAnalysis]] = {}
+    rank_only_wait: dict[tuple[int, int], int] = {}
+    for key, parts in sorted(by_rank.items()):
         found = [a for a in parts if len(a)]
         if not found:
             continue
+        who = f"{run_order[key[0]]}: rank {key[1]}" if several else f"rank {key[1]}"
         best = min(_fmt_rank(a.tl.fmt) for a in found)
         keep = [a for a in found if _fmt_rank(a.tl.fmt) == best]
-        dropped = sorted({a.tl.fmt for a in found if _fmt_rank(a.tl.fmt) != best})
+        dropped = {a.tl.fmt for a in found if _fmt_rank(a.tl.fmt) != best}
+        # The overlay log is the only source of the sampler's wait for traces without expo_prof::wait spans.
+        logs = []
+        if keep[0].tl.fmt != "overlay-log" and not any(a.wait_by_step for a in keep):
+            logs = [a for a in parts if a.tl.fmt == "overlay-log" and a.wait_by_step]
+        notes: list[str] = []
+        if logs:
+            att = attach_overlay_logs(keep, logs, who)
+            keep, notes = att.parts, att.warnings
+            rank_only_wait[key] = att.rank_only_wait_ns
+            dropped.discard("overlay-log")  # used for the wait: not ignored
         if dropped:
             warn.append(
-                f"rank {rank}: used the {keep[0].tl.fmt} input(s); ignored {', '.join(dropped)} input(s) of the same rank "
+                f"{who}: used the {keep[0].tl.fmt} input(s); ignored {', '.join(sorted(dropped))} input(s) "
+                "of the same rank "
                 "(another export of the same run would count each instance twice)"
             )
-        chosen[rank] = keep
-        # The overlay log is the only source of the sampler's wait for traces without expo_prof spans.
-        if keep[0].tl.fmt != "overlay-log" and not any(a.wait_total for a in keep):
-            logs = [a for a in parts if a.tl.fmt == "overlay-log" and a.wait_total]
-            if logs:
-                warn.append(
-                    f"rank {rank}: sampler wait taken from the overlay event log ({sum(a.wait_total for a in logs)} ns in total); "
-                    "its steps are not mapped onto the trace's steps"
-                )
+        warn.extend(notes)
+        chosen[key] = keep
 
     if not chosen:
         raise NothingFound(_nothing_found_message(timelines, op, pattern))
 
     ranks: list[RankResult] = []
     all_steps: list[StepResult] = []
-    for rank, parts in chosen.items():
-        steps = [s for a in parts for s in _steps_of(a)]
+    for key, parts in chosen.items():
+        run = run_order[key[0]] if several else None
+        steps = [s for a in parts for s in _steps_of(a, run)]
         steps.sort(key=lambda s: (s.start_ns, s.step if s.step is not None else -1))
         tot = int(sum(int(a.total.sum()) for a in parts))
         hid = int(sum(int(a.hidden.sum()) for a in parts))
-        wait = int(sum(a.wait_total for a in parts))
-        if wait == 0 and parts[0].tl.fmt != "overlay-log":
-            wait = int(sum(a.wait_total for a in by_rank[rank] if a.tl.fmt == "overlay-log"))
+        wait = int(sum(a.wait_total for a in parts)) + rank_only_wait.get(key, 0)
         fwd = int(sum(sum(a.forward_by_step.values()) for a in parts))
         wall = int(sum(a.wall for a in parts))
         wall_hid = int(sum(a.wall_hidden for a in parts))
         ranks.append(
             RankResult(
-                rank=rank,
+                run=run,
+                rank=key[1],
                 backend=parts[0].tl.backend,
                 fmt=parts[0].tl.fmt,
                 sources=[a.tl.source for a in parts],

@@ -39,6 +39,8 @@ class Totals(msgspec.Struct, kw_only=True):
 
 
 class StepResult(Totals, kw_only=True):
+    #: The run this step belongs to (run directory, else input PATH); null when the result holds one run.
+    run: str | None = None
     rank: int
     #: Step id (ProfilerStep#N → N, vLLM step annotations → their order, overlay → its counter); null = outside any step.
     step: int | None
@@ -75,6 +77,8 @@ class WallTotals(Totals, kw_only=True):
 
 
 class RankResult(WallTotals, kw_only=True):
+    #: The run of this rank (run directory, else input PATH); null when the result holds one run.
+    run: str | None = None
     rank: int
     backend: str
     fmt: str

@@ -136,12 +136,16 @@ def command(settings, paths: tuple[Path, ...], op: str | None, json_out: str | N
     else:
         loaded = readers.load(path_list, **kwargs)
 
+    from expo_prof.runs import run_labels
+
     result = analyze(
         loaded.timelines,
         op=op,
         inputs=[str(p) for p in path_list],
         warnings=loaded.warnings,
         skipped=loaded.skipped,
+        # Rank 0 of two runs (analyze off/ on/) is two ranks: group by run too.
+        runs=run_labels(loaded.timelines, path_list),
     )
     if not quiet:
         from rich.markup import escape

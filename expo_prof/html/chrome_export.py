@@ -30,8 +30,8 @@ import orjson
 
 from expo_prof import __version__
 from expo_prof.analysis.hidden import TimelineAnalysis
+from expo_prof.clocks import clock_offsets
 from expo_prof.html.segments import instance_pieces
-from expo_prof.html.timeline_data import clock_offsets
 from expo_prof.timeline import Kind, LaneKind
 
 #: First pid of the added analysis processes (well clear of real pids and device ids).

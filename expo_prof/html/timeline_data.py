@@ -28,6 +28,8 @@ from expo_prof import __version__
 from expo_prof.analysis.aggregate import FORMAT_PRIORITY
 from expo_prof.analysis.hidden import VLLM_STEP_RE, TimelineAnalysis
 from expo_prof.analysis.targets import SPAN_FORWARD, is_overlay_forward, is_overlay_wait, lane_kind_mask, name_mask
+from expo_prof.clocks import EPOCH_2001_NS as _EPOCH_2001_NS
+from expo_prof.clocks import clock_offsets
 from expo_prof.html import lod
 from expo_prof.html.segments import instance_pieces
 from expo_prof.timeline import Interner, Kind, LaneKind, Timeline
@@ -41,9 +43,6 @@ _CAT_OF_KIND = np.array(
 )
 _LANE_ORDER = {LaneKind.STREAM: 0, LaneKind.LOGICAL: 1, LaneKind.THREAD: 2, LaneKind.OVERLAY: 3}
 _LANE_KIND_NAME = {LaneKind.STREAM: "stream", LaneKind.LOGICAL: "logical", LaneKind.THREAD: "thread", LaneKind.OVERLAY: "overlay"}
-#: Clocks further apart than this are not the same clock: each source then starts at 0.
-SAME_CLOCK_NS = 24 * 3600 * 10**9
-_EPOCH_2001_NS = 978_307_200 * 10**9
 
 
 def _pick_lane_kind(tl: Timeline, m: np.ndarray) -> np.ndarray:
@@ -78,30 +77,6 @@ def wait_rows(a: TimelineAnalysis) -> np.ndarray:
         return np.empty(0, np.int64)
     m = name_mask(tl, is_overlay_wait) & np.isin(tl.kind, (Kind.ANNOTATION, Kind.OVERLAY))
     return np.flatnonzero(_pick_lane_kind(tl, m)) if m.any() else np.empty(0, np.int64)
-
-
-def clock_offsets(tls: list[Timeline]) -> tuple[list[int], str]:
-    """Per Timeline, ns to add to put it on a shared clock; and a note on how.
-
-    Overlay event logs run on the host monotonic clock; their header maps it to
-    epoch time, which Kineto and Ascend traces use. When every source then lies
-    within a day of the others they share one axis; otherwise each starts at 0.
-    """
-    epoch_like = [int(t.start.min()) > _EPOCH_2001_NS for t in tls if len(t) and t.fmt != "overlay-log"]
-    offs = []
-    for t in tls:
-        off = 0
-        if t.fmt == "overlay-log" and any(epoch_like):
-            wm = (t.meta.get("overlay") or {}).get("wall_minus_mono_ns")
-            if isinstance(wm, int):
-                off = wm
-        offs.append(off)
-    firsts = [int(t.start.min()) + o for t, o in zip(tls, offs) if len(t)]
-    lasts = [int(t.end.max()) + o for t, o in zip(tls, offs) if len(t)]
-    if firsts and max(lasts) - min(firsts) > SAME_CLOCK_NS:
-        return [-(int(t.start.min()) if len(t) else 0) for t in tls], "sources are on different clocks: each starts at 0"
-    note = "overlay event log placed on the trace clock via its header's wall/monotonic pair" if any(offs) else ""
-    return offs, note
 
 
 @dataclass

@@ -6,6 +6,7 @@ row where a table would otherwise get wide.
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import IO
 
 from rich.console import Console
@@ -33,6 +34,15 @@ def _short(name: str, width: int = 48) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
+def run_names(result: AnalysisResult) -> dict[str, str]:
+    """Short display name of each run label: its last path part when those differ, else the label (shortened)."""
+    labels = list(dict.fromkeys(r.run for r in result.ranks if r.run is not None))
+    tails = [PurePath(lb).name or lb for lb in labels]
+    if len(set(tails)) == len(tails):
+        return dict(zip(labels, tails))
+    return {lb: lb if len(lb) <= 32 else "…" + lb[-31:] for lb in labels}
+
+
 class TableReporter:
     """Human-readable report on a rich console."""
 
@@ -48,10 +58,17 @@ class TableReporter:
             from expo_prof.console import console as con
         s = result.summary
         what = f"--op {escape(result.op)}" if result.op else "exponential draw"
+        # Several runs: each rank row and step row names its run (one run: no run column, as ever).
+        names_of = run_names(result)
+        run_col = [("run", "left")] if names_of else []
+
+        def run_cell(run: str | None) -> list[str]:
+            return [escape(names_of.get(run, run or "-"))] if names_of else []
 
         t = _table(f"Hidden vs exposed time — {what}", ("", "left"), ("", "right"), ("", "left"))
         t.show_header = False
-        t.add_row("instances", str(s.instances), f"{s.ranks} rank(s), {s.steps} step(s)")
+        runs = f"{len(names_of)} run(s), " if names_of else ""
+        t.add_row("instances", str(s.instances), f"{runs}{s.ranks} rank(s), {s.steps} step(s)")
         t.add_row("total", fmt_ns(s.total_ns), "")
         t.add_row("hidden", fmt_ns(s.hidden_ns), f"{fmt_frac(s.hidden_fraction)} under other lanes' compute")
         t.add_row("exposed", fmt_ns(s.exposed_ns), "extends the step")
@@ -78,36 +95,40 @@ class TableReporter:
 
         r = _table(
             "Per rank",
+            *run_col,
             ("rank", "right"), ("n", "right"), ("total", "right"), ("hidden", "right"), ("exposed", "right"),
             ("hidden %", "right"), ("exp/step p99", "right"), ("wait", "right"),
         )
         for rk in result.ranks:
             r.add_row(
+                *run_cell(rk.run),
                 str(rk.rank), str(rk.instances), fmt_ns(rk.total_ns), fmt_ns(rk.hidden_ns), fmt_ns(rk.exposed_ns),
                 fmt_frac(rk.hidden_fraction), fmt_ns(rk.per_step.exposed_ns.p99), fmt_ns(rk.wait_ns),
             )
         con.print(r)
         con.print()
-        src = _table("Found", ("rank", "right"), ("format", "left"), ("rule", "left"), ("names", "left"))
+        src = _table("Found", *run_col, ("rank", "right"), ("format", "left"), ("rule", "left"), ("names", "left"))
         for rk in result.ranks:
             items = list(rk.names.items())
             names = ", ".join(f"{escape(_short(n))} ×{c}" for n, c in items[:2])
             if len(items) > 2:
                 names += f", +{len(items) - 2} more"
-            src.add_row(str(rk.rank), escape(rk.fmt), escape(rk.rule), names)
-        src.columns[3].no_wrap = False
+            src.add_row(*run_cell(rk.run), str(rk.rank), escape(rk.fmt), escape(rk.rule), names)
+        src.columns[-1].no_wrap = False
         con.print(src)
 
-        worst = sorted(result.steps, key=lambda x: (-x.exposed_ns, x.rank, x.start_ns))[: self.top]
+        worst = sorted(result.steps, key=lambda x: (-x.exposed_ns, x.run or "", x.rank, x.start_ns))[: self.top]
         if worst:
             con.print()
             w = _table(
                 f"Worst steps by exposed time (top {len(worst)})",
+                *run_col,
                 ("rank", "right"), ("step", "right"), ("n", "right"), ("total", "right"), ("hidden", "right"),
                 ("exposed", "right"), ("hidden %", "right"), ("forward", "right"), ("wait", "right"),
             )
             for st in worst:
                 w.add_row(
+                    *run_cell(st.run),
                     str(st.rank), "-" if st.step is None else str(st.step), str(st.instances), fmt_ns(st.total_ns),
                     fmt_ns(st.hidden_ns), fmt_ns(st.exposed_ns), fmt_frac(st.hidden_fraction),
                     fmt_ns(st.forward_ns), fmt_ns(st.wait_ns),
