@@ -42,6 +42,9 @@ __all__ = ["stream_events"]
 _HEAD_MAX = 1 << 23
 #: A boundary may straddle the end of what has been read: look again from this far back.
 _OVERLAP = 4096
+#: Bytes read past a chunk's target end before its end (the next event boundary) is looked for (at most
+#: one chunk). Small: what is read ahead is moved to the window's front at every refill.
+_LOOKAHEAD = 1 << 16
 
 
 def stream_events(
@@ -85,10 +88,11 @@ def _stream(w: Window) -> tuple[Trace | None, Cols, list[str]] | None:
     c = Cols()
     # Absolute offsets: s = start of the first event not decoded, pos = where its chunk's end is looked for.
     chunk = chrome_decode.CHUNK_BYTES
+    look = min(chunk, _LOOKAHEAD)
     s = a0 + 1
     pos = s + chunk
     while True:
-        while w.base + w.hi < pos + chunk and w.more(s - 1 - w.base):
+        while w.base + w.hi < pos + look and w.more(s - 1 - w.base):
             pass
         e, nxt = next_boundary(w.buf, pos - w.base, w.hi)
         if e < w.hi:
