@@ -81,64 +81,72 @@ def _columns(ev: list[Any], c: Cols, redecode: Callable[[], list[Any] | None]) -
         return
     # One code per distinct (ph, cat, pid, tid): what an event is and its lane follow from it.
     key = c.evkey.codes([(e.ph, e.cat, e.pid, e.tid) for e in ev])
-    key_role, key_drop, key_cat, key_lane, key_flane, key_task, key_corr = _key_tables(c)
-    role = key_role[key]
-    is_x = role == _PH_X
-    drop = key_drop[key]
-    keep = is_x & ~drop
-    is_flow = (role >= _PH_S) & (role <= _PH_T)
-    flows = _flows(ev, is_flow.tolist(), c, redecode) if is_flow.any() else None
+    t = _key_tables(c)
+    # (Per-batch numpy calls are few: each costs microseconds, and a file has hundreds of batches.)
+    keep = t.keep[key]
+    n_keep = int(np.count_nonzero(keep))
+    all_kept = n_keep == len(ev)
+    is_flow = t.flow[key] if t.any_flow else None
+    flows = _flows(ev, is_flow.tolist(), c, redecode) if is_flow is not None and is_flow.any() else None
     # A batch holding unexact float times is re-read as text once, for both parts.
     again = flows[-1] if flows is not None else None
-    if keep.any():
-        kkey = key[keep]
-        complete = _complete(ev, keep, key_task[kkey], key_corr[kkey], c, redecode, again)
-    else:
-        complete = None
+    complete = None
+    if n_keep:
+        kkey = key if all_kept else key[keep]
+        complete = _complete(ev, None if all_kept else keep, t.task[kkey], t.corr[kkey], c, redecode, again)
 
-    other = drop | (role == _PH_OTHER)
-    if other.any():
-        dropped = c.dropped
-        keys = list(c.evkey.ids)
-        for i, k in enumerate(np.bincount(key[other]).tolist()):
-            if k:
-                ph, cat = keys[i][:2]
-                what = cat if key_drop[i] else f"ph={ph}" if isinstance(ph, str) else "ph=?"
-                dropped[what] = dropped.get(what, 0) + k
-    for i in np.flatnonzero(role == _PH_M).tolist():
-        _metadata(ev[i], c)
+    if t.any_other and not all_kept:
+        other = t.other[key]
+        if other.any():
+            dropped = c.dropped
+            keys = list(c.evkey.ids)
+            for i, k in enumerate(np.bincount(key[other]).tolist()):
+                if k:
+                    ph, cat = keys[i][:2]
+                    what = cat if t.drop[i] else f"ph={ph}" if isinstance(ph, str) else "ph=?"
+                    dropped[what] = dropped.get(what, 0) + k
+    if t.any_meta and not all_kept:
+        for i in np.flatnonzero(t.meta[key]).tolist():
+            _metadata(ev[i], c)
     if flows is not None:
         fid, ts_ns, ts_bad, _ = flows
         fkey = key[is_flow]
         c.flow_id_col.append(fid)
-        c.flow_ph.append((role[is_flow] - _PH_S).astype(np.int8))
-        c.flow_cat.append(key_cat[fkey])
+        c.flow_ph.append((t.role[fkey] - _PH_S).astype(np.int8))
+        c.flow_cat.append(t.cat[fkey])
         c.flow_ts.append(ts_ns)
         c.flow_bad.append(ts_bad)
-        c.flow_lane_col.append(key_flane[fkey])
+        c.flow_lane_col.append(t.flane[fkey])
     if complete is not None:
         name, task, corr, ts_ns, dur_ns, bad = complete
         c.ts.append(ts_ns)
         c.dur.append(dur_ns)
         c.bad.append(bad)
-        c.lane_col.append(key_lane[kkey])
+        c.lane_col.append(t.lane[kkey])
         c.name_col.append(name)
-        c.cat_col.append(key_cat[kkey])
+        c.cat_col.append(t.cat[kkey])
         c.task_col.append(task)
         c.corr.append(corr)
 
 
-def _key_tables(c: Cols) -> tuple[np.ndarray, ...]:
-    """Per (ph, cat, pid, tid) code: the phase's role, whether it is a dropped complete event, the
-    ``cat`` code, the lane code of a kept complete event and of a flow event (-1 for other kinds),
-    whether its events may carry an Ascend ``Task Type``, and an ``args.correlation``."""
-    keys = c.evkey.ids
-    if c.key_tables is None or len(c.key_tables[0]) != len(keys):
-        cats = c.cat.ids
-        lanes = c.lane.ids
-        flanes = c.flow_lane.ids
+class KeyTables:
+    """Per (ph, cat, pid, tid) code: what its events are, as numpy arrays indexed by the code.
+
+    ``role`` (the phase's role), ``drop`` (a complete event of a dropped category), ``keep`` (a kept
+    complete event), ``flow``, ``other`` (counted in ``dropped``: dropped categories, instants,
+    counters…), ``meta`` (metadata), ``cat`` (code of the category), ``lane`` / ``flane`` (lane code of
+    a kept complete / flow event, else -1), ``task`` / ``corr`` (its events may carry an Ascend
+    ``Task Type`` / an ``args.correlation``); ``any_flow`` / ``any_other`` / ``any_meta`` say whether any
+    code is of that kind (so a batch skips what cannot be there).
+    """
+
+    __slots__ = ("n", "role", "drop", "keep", "flow", "other", "meta", "cat", "lane", "flane", "task", "corr",
+                 "any_flow", "any_other", "any_meta")
+
+    def __init__(self, c: Cols) -> None:
+        cats, lanes, flanes = c.cat.ids, c.lane.ids, c.flow_lane.ids
         role, drop, cat, lane, flane, task, corr = [], [], [], [], [], [], []
-        for ph, ct, pid, tid in keys:
+        for ph, ct, pid, tid in c.evkey.ids:
             r = _PH_ROLE.get(ph, _PH_OTHER) if type(ph) is str else _PH_OTHER
             dr = r == _PH_X and ct in DROP_CATS
             role.append(r)
@@ -149,17 +157,31 @@ def _key_tables(c: Cols) -> tuple[np.ndarray, ...]:
             flane.append(flanes.setdefault((pid, tid), len(flanes)) if _PH_S <= r <= _PH_T else -1)
             task.append(not (type(ct) is str and ct in _NO_TASK_CATS))
             corr.append(not (type(ct) is str and ct in _NO_CORR_CATS))
-        c.key_tables = (
-            np.array(role, dtype=np.int8), np.array(drop, dtype=bool), np.array(cat, dtype=np.int32),
-            np.array(lane, dtype=np.int32), np.array(flane, dtype=np.int32), np.array(task, dtype=bool),
-            np.array(corr, dtype=bool),
-        )
+        self.n = len(role)
+        self.role = np.array(role, dtype=np.int8)
+        self.drop = np.array(drop, dtype=bool)
+        self.keep = (self.role == _PH_X) & ~self.drop
+        self.flow = (self.role >= _PH_S) & (self.role <= _PH_T)
+        self.other = self.drop | (self.role == _PH_OTHER)
+        self.meta = self.role == _PH_M
+        self.cat = np.array(cat, dtype=np.int32)
+        self.lane = np.array(lane, dtype=np.int32)
+        self.flane = np.array(flane, dtype=np.int32)
+        self.task = np.array(task, dtype=bool)
+        self.corr = np.array(corr, dtype=bool)
+        self.any_flow, self.any_other, self.any_meta = bool(self.flow.any()), bool(self.other.any()), bool(self.meta.any())
+
+
+def _key_tables(c: Cols) -> KeyTables:
+    """The :class:`KeyTables` of ``c``'s event keys, rebuilt when new keys came (a file has a few dozen)."""
+    if c.key_tables is None or c.key_tables.n != len(c.evkey.ids):
+        c.key_tables = KeyTables(c)
     return c.key_tables
 
 
 def _complete(
     ev: list[Any],
-    keep: np.ndarray,
+    keep: np.ndarray | None,
     may_task: np.ndarray,
     may_corr: np.ndarray,
     c: Cols,
@@ -168,11 +190,11 @@ def _complete(
 ) -> tuple[np.ndarray, ...]:
     """Columns of the kept complete (``ph: X``) events (their lanes come from the key tables).
 
-    ``may_task`` / ``may_corr`` mark, per kept event, those whose ``Task Type`` /
-    ``correlation`` is looked at (the others get -1).
+    ``keep`` marks the kept events (None: all of them); ``may_task`` / ``may_corr`` mark, per kept
+    event, those whose ``Task Type`` / ``correlation`` is looked at (the others get -1).
     """
-    keep_l = keep.tolist()
-    kev = list(compress(ev, keep_l))
+    keep_l = None if keep is None else keep.tolist()
+    kev = ev if keep_l is None else list(compress(ev, keep_l))
     name = c.name.codes([e.name for e in kev])
     task = np.full(len(kev), -1, dtype=np.int32)
     corr = np.full(len(kev), -1, dtype=np.int64)
@@ -202,7 +224,7 @@ def _complete(
         # Floats too large to be exact: take this batch's number text instead.
         again = again if again is not None else redecode()
         if again is not None:
-            kev = list(compress(again, keep_l))
+            kev = again if keep_l is None else list(compress(again, keep_l))
             ts_ns, ts_bad = times_to_ns([e.ts for e in kev])
             dur_ns, dur_bad = times_to_ns([e.dur for e in kev])
     return name, task, corr, ts_ns, dur_ns, ts_bad | dur_bad

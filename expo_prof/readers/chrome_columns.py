@@ -64,7 +64,7 @@ class Cols:
         # Code tables.
         self.known_cats = True  # chunks decoded with the Kineto-categories decoder until one fails (chrome_decode)
         self.evkey = CodeTable()  # (ph, cat, pid, tid) of every event
-        self.key_tables: tuple[np.ndarray, ...] | None = None  # per evkey code, see chrome_batch
+        self.key_tables: Any = None  # chrome_batch.KeyTables of the evkey codes
         self.cat = CodeTable()
         self.name = CodeTable()
         self.lane = CodeTable()  # (pid, tid) of complete events
