@@ -45,6 +45,7 @@ from pathlib import Path  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from eventlog_stats import event_log_hidden, overlap  # noqa: E402  (bench/, this script's folder)
 
 
 def die(msg: str) -> None:
@@ -118,9 +119,6 @@ def lane_on(cores: set[int] | None) -> CpuThreadLane:
     t.join()
     return box["lane"]
 
-
-def overlap(a, b) -> int:
-    return max(0, min(a[1], b[1]) - max(a[0], b[0]))
 
 
 # --------------------------------------------------------------------------- configurations
@@ -215,19 +213,6 @@ class Full(Config):
     def close(self) -> None:
         self.ov.shutdown()
 
-
-def event_log_hidden(out_dir: str) -> tuple[float, float, int]:
-    """Hidden fraction and mean wait (ms) from the event log the instrumented overlay wrote."""
-    exp = hid = wait = n = 0
-    for p in Path(out_dir).glob("expo-prof-events-*.jsonl"):
-        for line in p.read_text().splitlines():
-            o = json.loads(line)
-            if o.get("type") == "step" and o.get("used") and o.get("exp") and o.get("fwd"):
-                exp += o["exp"][1] - o["exp"][0]
-                hid += overlap(o["exp"], o["fwd"])
-                wait += o["wait"][1] - o["wait"][0]
-                n += 1
-    return (hid / exp if exp else float("nan")), (wait / n / 1e6 if n else float("nan")), n
 
 
 # --------------------------------------------------------------------------- runs

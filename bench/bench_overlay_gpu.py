@@ -35,6 +35,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from eventlog_stats import event_log_hidden, overlap  # noqa: E402  (bench/, this script's folder)
 
 
 def die(msg: str, code: int = 2) -> None:
@@ -92,9 +93,6 @@ def inline_random_sample(probs, generators, use_fp64_gumbel=False):
         q[i].exponential_(generator=gen)
     return probs.div_(q).argmax(dim=-1).view(-1)
 
-
-def overlap(a, b) -> int:
-    return max(0, min(a[1], b[1]) - max(a[0], b[0]))
 
 
 class Inline:
@@ -157,18 +155,6 @@ class Full(Inline):
     def close(self) -> None:
         self.ov.shutdown()
 
-
-def event_log_hidden(out_dir: str) -> tuple[float, float, int]:
-    exp = hid = wait = n = 0
-    for p in Path(out_dir).glob("expo-prof-events-*.jsonl"):
-        for line in p.read_text().splitlines():
-            o = json.loads(line)
-            if o.get("type") == "step" and o.get("used") and o.get("exp") and o.get("fwd"):
-                exp += o["exp"][1] - o["exp"][0]
-                hid += overlap(o["exp"], o["fwd"])
-                wait += o["wait"][1] - o["wait"][0]
-                n += 1
-    return (hid / exp if exp else float("nan")), (wait / n / 1e6 if n else float("nan")), n
 
 
 def run_size(hidden, layers, args, device, dtype, trace_dir: Path | None) -> list[dict]:

@@ -281,24 +281,41 @@ def assign_steps(steps: Steps, t: np.ndarray) -> np.ndarray:
 
 def _spans_by_step(tl: Timeline, steps: Steps, rows: np.ndarray, when: np.ndarray) -> dict[int, int]:
     """Sum of the (unioned) spans ``rows`` per step (step of each row: its ``when`` time, or the step column)."""
-    out: dict[int, int] = {}
     if len(rows) == 0:
-        return out
-    end = tl.start + tl.dur
+        return {}
     sid = tl.step[rows].astype(np.int64) if steps.source == "step-column" else assign_steps(steps, when[rows])
-    for s in np.unique(sid):
-        sel = rows[sid == s]
-        out[int(s)] = iv.union(tl.start[sel], end[sel]).measure
-    return out
+    return union_by_step(sid, tl.start[rows], tl.start[rows] + tl.dur[rows])
 
 
-def _pick_lane_kind(tl: Timeline, m: np.ndarray) -> np.ndarray:
+def union_by_step(sid: np.ndarray, start: np.ndarray, end: np.ndarray) -> dict[int, int]:
+    """``{step id: measure of the union of the intervals [start, end) of that step}`` (``sid`` per interval)."""
+    return {int(s): iv.union(start[sid == s], end[sid == s]).measure for s in np.unique(sid)}
+
+
+def pick_lane_kind(tl: Timeline, m: np.ndarray) -> np.ndarray:
     """Keep matches of one lane kind only: device > overlay > host (avoid summing copies of a span)."""
     for lk in (LaneKind.STREAM, LaneKind.OVERLAY, LaneKind.THREAD):
         mm = m & lane_kind_mask(tl, (lk,))
         if mm.any():
             return mm
     return m
+
+
+def wait_rows(tl: Timeline) -> np.ndarray:
+    """Rows of the sampler's wait spans (overlay spans / overlay-log windows), of one lane kind."""
+    m = name_mask(tl, is_overlay_wait) & np.isin(tl.kind, (Kind.ANNOTATION, Kind.OVERLAY))
+    return np.flatnonzero(pick_lane_kind(tl, m))
+
+
+def forward_span_rows(tl: Timeline, name: str) -> np.ndarray:
+    """Rows of the forward-pass spans of one of :data:`FORWARD_SPANS` (``name``), of one lane kind."""
+    if name == SPAN_FORWARD:
+        m = name_mask(tl, is_overlay_forward)
+    elif name == "execute_context":
+        m = name_mask(tl, lambda n: bool(VLLM_STEP_RE.match(n)))
+    else:
+        m = name_mask(tl, lambda n: n == name)
+    return np.flatnonzero(pick_lane_kind(tl, m & np.isin(tl.kind, (Kind.ANNOTATION, Kind.OVERLAY, Kind.STEP))))
 
 
 def analyze_timeline(tl: Timeline, op: re.Pattern | None = None) -> TimelineAnalysis:
@@ -321,25 +338,16 @@ def analyze_timeline(tl: Timeline, op: re.Pattern | None = None) -> TimelineAnal
         step = assign_steps(steps, when[first_member])
 
     # Sampler wait: overlay spans / overlay-log windows.
-    wait_m = _pick_lane_kind(tl, name_mask(tl, is_overlay_wait) & np.isin(tl.kind, (Kind.ANNOTATION, Kind.OVERLAY)))
-    wait_by_step = _spans_by_step(tl, steps, np.flatnonzero(wait_m), when)
+    wait_by_step = _spans_by_step(tl, steps, wait_rows(tl), when)
     wait_total = int(sum(wait_by_step.values()))
 
     # Forward time: the best forward span present, else the compute busy time of the step.
     forward_source = "compute-busy"
     fwd_rows = np.empty(0, np.int64)
-    span_kinds = np.isin(tl.kind, (Kind.ANNOTATION, Kind.OVERLAY, Kind.STEP))
     for name in FORWARD_SPANS:
-        if name == SPAN_FORWARD:
-            m = name_mask(tl, is_overlay_forward)
-        elif name == "execute_context":
-            m = name_mask(tl, lambda n: bool(VLLM_STEP_RE.match(n)))
-        else:
-            m = name_mask(tl, lambda n, name=name: n == name)
-        m = _pick_lane_kind(tl, m & span_kinds)
-        if m.any():
-            forward_source = name
-            fwd_rows = np.flatnonzero(m)
+        rows = forward_span_rows(tl, name)
+        if len(rows):
+            forward_source, fwd_rows = name, rows
             break
     if forward_source == "compute-busy":
         lk = inst_kind if inst_kind is not None else (LaneKind.STREAM if has_device_kernels(tl) else LaneKind.THREAD)

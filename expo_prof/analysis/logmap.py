@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from expo_prof.analysis import intervals as iv
-from expo_prof.analysis.hidden import TimelineAnalysis, assign_steps
+from expo_prof.analysis.hidden import TimelineAnalysis, assign_steps, union_by_step
 from expo_prof.analysis.targets import SPAN_FORWARD, is_overlay_forward, is_overlay_wait, name_mask
 from expo_prof.clocks import log_onto_trace
 from expo_prof.timeline import Kind, Timeline
@@ -94,12 +94,9 @@ def _by_part(parts: list[TimelineAnalysis], w: _Windows) -> tuple[list[dict[int,
         sid = np.full(len(w), -1, dtype=np.int64)
         if left.any():
             sid[left] = assign_steps(p.steps, w.when[left])
-        got: dict[int, int] = {}
-        for s in np.unique(sid[sid >= 0]):
-            sel = sid == s
-            got[int(s)] = iv.union(w.start[sel], w.end[sel]).measure
-        left &= sid < 0
-        out.append(got)
+        inside = sid >= 0
+        out.append(union_by_step(sid[inside], w.start[inside], w.end[inside]))
+        left &= ~inside
     return out, left
 
 

@@ -26,8 +26,8 @@ import numpy as np
 
 from expo_prof import __version__
 from expo_prof.analysis.aggregate import FORMAT_PRIORITY
-from expo_prof.analysis.hidden import VLLM_STEP_RE, TimelineAnalysis
-from expo_prof.analysis.targets import SPAN_FORWARD, is_overlay_forward, is_overlay_wait, lane_kind_mask, name_mask
+from expo_prof.analysis.hidden import TimelineAnalysis, forward_span_rows
+from expo_prof.analysis.hidden import wait_rows as sampler_wait_rows
 from expo_prof.clocks import EPOCH_2001_NS as _EPOCH_2001_NS
 from expo_prof.clocks import clock_offsets
 from expo_prof.html import lod
@@ -45,38 +45,16 @@ _LANE_ORDER = {LaneKind.STREAM: 0, LaneKind.LOGICAL: 1, LaneKind.THREAD: 2, Lane
 _LANE_KIND_NAME = {LaneKind.STREAM: "stream", LaneKind.LOGICAL: "logical", LaneKind.THREAD: "thread", LaneKind.OVERLAY: "overlay"}
 
 
-def _pick_lane_kind(tl: Timeline, m: np.ndarray) -> np.ndarray:
-    """Matches of one lane kind only (device > overlay > host), as the analysis counts them."""
-    for lk in (LaneKind.STREAM, LaneKind.OVERLAY, LaneKind.THREAD):
-        mm = m & lane_kind_mask(tl, (lk,))
-        if mm.any():
-            return mm
-    return m
-
-
 def forward_rows(a: TimelineAnalysis) -> np.ndarray:
     """Rows of the spans the analysis used as forward-pass windows (none for ``compute-busy``)."""
-    tl = a.tl
-    src = a.forward_source
-    if src == "compute-busy" or len(tl) == 0:
+    if a.forward_source == "compute-busy" or len(a.tl) == 0:
         return np.empty(0, np.int64)
-    if src == SPAN_FORWARD:
-        m = name_mask(tl, is_overlay_forward)
-    elif src == "execute_context":
-        m = name_mask(tl, lambda n: bool(VLLM_STEP_RE.match(n)))
-    else:
-        m = name_mask(tl, lambda n: n == src)
-    m &= np.isin(tl.kind, (Kind.ANNOTATION, Kind.OVERLAY, Kind.STEP))
-    return np.flatnonzero(_pick_lane_kind(tl, m))
+    return forward_span_rows(a.tl, a.forward_source)
 
 
 def wait_rows(a: TimelineAnalysis) -> np.ndarray:
     """Rows of the sampler's wait spans (overlay spans / overlay-log windows)."""
-    tl = a.tl
-    if len(tl) == 0:
-        return np.empty(0, np.int64)
-    m = name_mask(tl, is_overlay_wait) & np.isin(tl.kind, (Kind.ANNOTATION, Kind.OVERLAY))
-    return np.flatnonzero(_pick_lane_kind(tl, m)) if m.any() else np.empty(0, np.int64)
+    return sampler_wait_rows(a.tl) if len(a.tl) else np.empty(0, np.int64)
 
 
 @dataclass

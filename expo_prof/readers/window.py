@@ -59,6 +59,8 @@ class _Counted:
             self._progress(n)
         return n
 
+    # ISA-L's reader takes an object with ``read`` for a file (it then calls ``readinto``); without it, for
+    # a buffer.
     def read(self, n: int = -1) -> bytes:
         data = self._f.read(n)
         if data:
