@@ -211,9 +211,9 @@ def _complete(
         args = [e.args for e in kev]
         corr = _corr([-1 if a is None else a.correlation for a in args])
         corr[~may_corr] = -1
-        tt = [None if a is None else a.task_type for a in args]
+        tt = [None if a is None else a.task_type for a in compress(args, may_task.tolist())]
         if tt.count(None) != len(tt):
-            task = c.task.codes(tt)
+            task[may_task] = c.task.codes(tt)
         del args
     ts = [e.ts for e in kev]
     dur = [e.dur for e in kev]
