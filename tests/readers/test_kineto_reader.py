@@ -44,6 +44,8 @@ KINETO_FILES = [
 KERNEL_CATS = {"kernel", "Kernel"}
 CPU_CATS = {"cpu_op", "Operator"}
 RUNTIME_CATS = {"cuda_runtime", "Runtime", "cuda_driver"}
+#: Complete-event categories the Kineto reader drops (Python frames, the whole-trace span, overhead).
+DROPPED_CATS = {"python_function", "Trace", "overhead", "cpu_instant_event", "Python", "python"}
 
 
 def _stream_id(tid) -> int:
@@ -161,6 +163,32 @@ def test_kineto_correlation_links_runtime_to_kernel(rt):
     k = corr[tl.kind == Kind.KERNEL]
     r = Counter(corr[tl.kind == Kind.RUNTIME].tolist())
     assert len(k) and all(r[c] == 1 for c in k.tolist())
+
+
+@pytest.mark.parametrize("rel", KINETO_FILES)
+def test_kineto_correlation_column_is_the_files_args_correlation(rt, rel):
+    """GIVEN a real Kineto trace
+    WHEN it is loaded (the reader skips args.correlation for categories that never carry it)
+    THEN every kept event's correlation is its own args.correlation in the file (-1 where it has none):
+    the (name, start, correlation) multiset equals a plain json reading of the file."""
+    path = rt / rel
+    doc = plain_json(path)
+    base = doc.get("baseTimeNanoseconds") or 0
+    tl = load([path]).timelines[0]
+    corr = tl.meta["correlation"]
+
+    def corr_of(e) -> int:
+        c = (e.get("args") or {}).get("correlation")
+        return c if isinstance(c, int) and not isinstance(c, bool) else -1
+
+    kept_names = set(tl.names)
+    want = Counter(
+        (e["name"], base + us_to_ns(e["ts"]), corr_of(e))
+        for e in doc["traceEvents"]
+        if e.get("ph") == "X" and e.get("name") in kept_names and e.get("cat") not in DROPPED_CATS and "dur" in e
+    )
+    got = Counter(zip((tl.names[i] for i in tl.name.tolist()), tl.start.tolist(), corr.tolist()))
+    assert got == want
 
 
 def test_relative_timestamps_add_base_time(rt):
