@@ -1,8 +1,13 @@
-"""Overlap figures read back from the overlay's JSONL event log, shared by the overlay benchmarks."""
+"""Overlap figures read back from the overlay's JSONL event log, shared by the overlay benchmarks.
+
+The figures go through expo-prof's own reader and analysis (the same pipeline
+``expo-prof analyze`` runs), so a README figure and the tool's output can
+never disagree; tests/bench/test_eventlog_stats.py checks them against
+windows known by construction.
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 
@@ -12,14 +17,13 @@ def overlap(a, b) -> int:
 
 
 def event_log_hidden(out_dir: str) -> tuple[float, float, int]:
-    """Hidden fraction and mean wait (ms) from the event log the instrumented overlay wrote, and the steps used."""
-    exp = hid = wait = n = 0
-    for p in Path(out_dir).glob("expo-prof-events-*.jsonl"):
-        for line in p.read_text().splitlines():
-            o = json.loads(line)
-            if o.get("type") == "step" and o.get("used") and o.get("exp") and o.get("fwd"):
-                exp += o["exp"][1] - o["exp"][0]
-                hid += overlap(o["exp"], o["fwd"])
-                wait += o["wait"][1] - o["wait"][0]
-                n += 1
-    return (hid / exp if exp else float("nan")), (wait / n / 1e6 if n else float("nan")), n
+    """Hidden fraction of the draws, mean sampler wait per draw (ms) and the number of draws, from the
+    event logs the instrumented overlay wrote in ``out_dir``."""
+    from expo_prof.analysis import analyze
+    from expo_prof.readers import load
+
+    loaded = load([Path(out_dir)])
+    s = analyze(loaded.timelines).summary
+    n = s.instances
+    hidden = s.hidden_fraction if s.hidden_fraction is not None else float("nan")
+    return hidden, (s.wait_ns / n / 1e6 if n else float("nan")), n

@@ -12,6 +12,7 @@ screen with ``textContent`` only, or through plotly text escaped by
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 import orjson
@@ -57,4 +58,8 @@ def inline_script(code: str) -> str:
     element cannot end early (``<\\/`` and ``\\x3C`` mean ``</`` and ``<``
     inside JS strings and regexes alike).
     """
-    return code.replace("</script", "<\\/script").replace("<!--", "\\x3C!--")
+    # HTML tag names are case-insensitive: </SCRIPT> and </Script end the element too.
+    return _SCRIPT_END.sub(r"<\\/\1", code).replace("<!--", "\\x3C!--")
+
+
+_SCRIPT_END = re.compile(r"</(script)", re.IGNORECASE)

@@ -60,10 +60,12 @@ def _find(header: list[str], field: str) -> int | None:
 
 
 def _int_cell(s: str) -> int | None:
+    """An integer cell (Step Id, Device_id), or None when it is not one or does not fit an int64 column."""
     s = s.strip().strip('"').strip()
-    if s.lstrip("-").isdigit():
-        return int(s)
-    return None
+    if not s.lstrip("-").isdecimal():
+        return None
+    v = int(s)
+    return v if -(2**63) <= v < 2**63 else None
 
 
 def read_kernel_csv(data: bytes | bytearray, path: Path, *, fmt: str, rank_hint: int | None) -> Timeline:

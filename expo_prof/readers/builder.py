@@ -66,6 +66,14 @@ def build_timeline(
             step_a = step_a[order]
         if aligned:
             aligned = {k: np.asarray(v)[order] for k, v in aligned.items()}
+    warnings = list(warnings or [])
+    if len(dur) and (dur < 0).any():
+        # A negative duration (a "-" in a CSV cell, a broken DB row) would make
+        # every interval sum below it wrong: the event is kept as an instant,
+        # and said so, the way the Chrome reader treats its own.
+        neg = int((dur < 0).sum())
+        warnings.append(f"{source}: {neg} event(s) with a negative duration set to 0")
+        dur = np.maximum(dur, 0)
     meta = dict(meta or {})
     if aligned:
         meta.update(aligned)
@@ -83,7 +91,7 @@ def build_timeline(
         kind=kind_a,
         step=step_a,
         meta=meta,
-        warnings=list(warnings or []),
+        warnings=warnings,
     )
 
 

@@ -303,16 +303,19 @@ def _salvage_prefix(
     if container == "auto":
         container = "array" if stripped[:1] == b"[" else "object"
     closer = b"]" if container == "array" else b"]}"
-    # Candidate cut points: the end of an element ("}" followed by ","), last first.
-    cut = len(view)
+    # Candidate cut points, last first: the end of the text when it ends in
+    # "}" (a file cut right after an element keeps that element), then every
+    # end of an element ("}" followed by ","). A "}" that closes a nested
+    # object instead fails to decode and the next candidate is tried.
+    end = len(view.rstrip())
+    cut = end - 1 if view[:end].endswith(b"}") else view.rfind(b"},", 0, end)
     for _ in range(64):
-        cut = view.rfind(b"},", 0, cut)
         if cut < 0:
             break
         try:
             return decoder.decode(view[: cut + 1] + closer), cut + 1
         except (msgspec.DecodeError, msgspec.ValidationError):
-            continue
+            cut = view.rfind(b"},", 0, cut)
     # Nothing complete: an empty event list still tells the caller "recognised but empty".
     if container == "array" and stripped[:1] == b"[":
         try:

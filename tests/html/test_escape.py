@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -46,3 +48,12 @@ def test_inline_script_breaks_closing_tags_and_text_escapes_markup():
     code = inline_script('var s = "</script>"; var c = "<!-- x";')
     assert "</script" not in code and "<!--" not in code
     assert text('"><img src=x>') == "&quot;&gt;&lt;img src=x&gt;"
+
+
+@pytest.mark.parametrize("closing", ["</script>", "</SCRIPT>", "</Script >", "</sCrIpT\n>"])
+def test_inline_script_breaks_closing_tags_in_any_case(closing):
+    """GIVEN code holding a closing script tag in any letter case (HTML tag names are case-insensitive)
+    WHEN prepared for an inline script THEN no case-insensitive '</script' survives, and the JS text means the same."""
+    code = inline_script(f'var s = "{closing}";')
+    assert "</script" not in code.lower()
+    assert code.replace("<\\/", "</") == f'var s = "{closing}";'

@@ -231,3 +231,24 @@ def test_wal_mode_db_leaves_no_side_files(rt, tmp_path):
     load([tmp_path])
     assert sorted(p.name for p in dst.iterdir()) == before
     assert (dst / src.name).read_bytes() == data_before
+
+
+def test_kernel_details_negative_duration_is_clamped_and_said(rt, tmp_path):
+    """GIVEN a real kernel_details.csv in which one Duration(us) cell gained a '-' (the bug the fuzz run found)
+    WHEN loaded THEN that kernel is kept with duration 0 and one warning says so, as the Chrome reader does;
+    every other row is unchanged."""
+    src = rt / "msinsight/test/data/pytorch/text/level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"
+    lines = src.read_text(encoding="utf-8-sig").splitlines(keepends=True)
+    assert ",53.741," in lines[1]
+    lines[1] = lines[1].replace(",53.741,", ",-53.741,", 1)
+    bad = tmp_path / "kernel_details.csv"
+    bad.write_text("".join(lines), encoding="utf-8")
+    good = load([src]).timelines[0]
+    res = load([bad])
+    tl = res.timelines[0]
+    assert len(tl) == len(good)
+    assert (tl.dur >= 0).all()
+    expected = good.dur.tolist()
+    expected.remove(53741)
+    assert sorted(tl.dur.tolist()) == sorted(expected + [0])
+    assert sum("1 event(s) with a negative duration set to 0" in w for w in res.warnings) == 1

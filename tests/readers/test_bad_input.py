@@ -181,3 +181,21 @@ def test_bad_file_among_good_ones_is_skipped(rt, tmp_path):
     assert len(res.timelines) == 1
     assert [p for p, _ in res.skipped] == [bad]
     _one_line(res.skipped[0][1])
+
+
+def test_size_cap_holds_on_the_careful_gzip_path(tmp_path):
+    """GIVEN a gzip bomb (60 MB of zeros) that is also truncated, so only the careful inflater can read it
+    WHEN read with an 8 MB cap THEN one-line BadInput names the cap; with a cap above what the cut file holds,
+    the readable bytes come back with a truncation warning."""
+    from expo_prof.readers.source import read_bytes
+
+    comp = gzip.compress(b"\0" * 60_000_000, compresslevel=9)
+    p = tmp_path / "cut-bomb.json.gz"
+    p.write_bytes(comp[: len(comp) // 2])
+    with pytest.raises(BadInput) as ei:
+        read_bytes(p, max_bytes=8_000_000)
+    msg = _one_line(str(ei.value))
+    assert "decompresses to more than 8.0 MB" in msg and "--max-bytes" in msg
+    got = read_bytes(p, max_bytes=100_000_000)
+    assert 8_000_000 < len(got.data) < 60_000_000 and not any(got.data)
+    assert any("gzip stream is truncated" in w for w in got.warnings)

@@ -59,3 +59,37 @@ def test_float_conversion_rounds_half_away_from_zero_and_handles_signs():
     vals = np.array([0.0005, -0.0005, 1.5, -2.25, 0.0, 123.0])
     # 0.0005 is not exactly representable: its double is slightly above 0.0005 -> rounds to 1 ns.
     assert us_floats_to_ns(vals).tolist() == [1, -1, 1500, -2250, 0, 123000]
+
+
+@given(st.integers(min_value=-9 * 10**17, max_value=9 * 10**17), st.text(alphabet="0123456789", min_size=1, max_size=4))
+def test_negative_and_long_fractions_round_half_away_from_zero(ns, more):
+    """GIVEN any µs decimal, negative ones included, with 4 to 7 fraction digits
+    WHEN parsed (scalar and vectorised) THEN both equal the Decimal reference (half away from zero)."""
+    sign = "-" if ns < 0 else ""
+    text = f"{sign}{abs(ns) // 1000}.{abs(ns) % 1000:03d}{more}"
+    assert us_text_to_ns(text) == _ref(text)
+    out, bad = us_texts_to_ns(f"{text},{text}".encode(), 2)
+    assert not bad.any()
+    assert out.tolist() == [_ref(text), _ref(text)]
+
+
+def test_negative_rounding_examples():
+    """GIVEN -3.2506 µs and -3.2504 µs WHEN parsed THEN -3251 ns and -3250 ns (away from zero, not toward +inf)."""
+    toks = ["-3.2506", "-3.2504", "-0.0005", "3.2506"]
+    out, bad = us_texts_to_ns(",".join(toks).encode(), len(toks))
+    assert not bad.any()
+    assert out.tolist() == [-3251, -3250, -1, 3251]
+    assert [us_text_to_ns(t) for t in toks] == [-3251, -3250, -1, 3251]
+
+
+def test_separator_count_mismatch_marks_every_token_bad():
+    """GIVEN a buffer whose separators do not split into n tokens (a separator inside a cell)
+    WHEN parsed vectorised THEN every token is marked bad (callers then parse them one by one)."""
+    out, bad = us_texts_to_ns(b"1.5,2,5,3.0", 3)
+    assert bad.tolist() == [True, True, True] and out.tolist() == [0, 0, 0]
+    # A trailing separator is allowed and does not count as a token.
+    out, bad = us_texts_to_ns(b"1.5,2.25,", 2)
+    assert not bad.any() and out.tolist() == [1500, 2250]
+    # One separator too few is a mismatch too.
+    _, bad = us_texts_to_ns(b"1.5", 2)
+    assert bad.all()
