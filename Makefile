@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.expo-prof-installed
 
-.PHONY: demo test install bench
+.PHONY: demo test install bench mutate fuzz
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -29,3 +29,14 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_overlay.py
 	$(BIN)/python bench/bench_ingest.py
+
+# Mutation testing of the core modules against the fast, non-server tests (docs/testing.md).
+mutate: $(STAMP)
+	$(BIN)/pip install -q -e '.[mutation]'
+	rm -rf mutants
+	EXPO_PROF_REALTRACES=$$(realpath ../shared/realtraces) OMP_NUM_THREADS=1 $(BIN)/mutmut run --max-children $$(nproc)
+	$(BIN)/python tests/mutation_report.py
+
+# A longer fuzz run over the readers with new seeds (CI runs a fixed range; docs/testing.md).
+fuzz: $(STAMP)
+	$(BIN)/python bench/fuzz_readers.py --seeds $${FUZZ_SEEDS:-2000}

@@ -15,10 +15,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
-REPO = Path(__file__).resolve().parents[1]
-#: Real public profiler outputs, shared between checkouts; never copied into the repo.
-REALTRACES = REPO / ".." / "shared" / "realtraces"
+from shared_paths import REALTRACES, REPO  # noqa: E402  (tests/ is on sys.path for its conftest)
 #: Only one real vLLM server at a time on this machine (2 cores, ~3 GB each).
 SERVER_LOCK = Path("/tmp/vllm-server.lock")
 
@@ -34,6 +33,14 @@ def require(ok: bool, what: str) -> None:
         if in_ci():
             pytest.fail(f"missing requirement under CI=true: {what}")
         pytest.skip(f"missing requirement: {what}")
+
+
+# Property tests draw the same examples on every CI run (a red CI is never luck, and the failing example is
+# printed with its reproduction blob); elsewhere they explore new ones. `make fuzz` runs the readers'
+# fuzz cases with new seeds for longer.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+if in_ci():
+    settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")

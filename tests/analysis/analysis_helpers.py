@@ -41,7 +41,7 @@ def build_timeline(lanes, events, *, rank=0, fmt="kineto", backend="cuda", step=
     )
 
 
-REALTRACES = (Path(__file__).resolve().parents[2] / ".." / "shared" / "realtraces").resolve()
+from shared_paths import REALTRACES  # noqa: E402,F401  (tests/shared_paths.py)
 
 
 def require(ok: bool, what: str) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from expo_prof.cli.main import main
 
-ROOT = (Path(__file__).resolve().parents[2] / ".." / "shared" / "realtraces").resolve()
+from shared_paths import REALTRACES as ROOT  # noqa: E402  (tests/shared_paths.py)
 FILES = sorted(p for p in ROOT.rglob("*") if p.is_file()) if ROOT.is_dir() else []
 DIRS = sorted(p for p in ROOT.iterdir() if p.is_dir()) if ROOT.is_dir() else []
 
