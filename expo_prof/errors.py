@@ -15,10 +15,12 @@ class ExpoProfError(Exception):
 
     exit_code = EXIT_BAD_INPUT
 
-    def __init__(self, message: str, exit_code: int | None = None) -> None:
+    def __init__(self, message: str, exit_code: int | None = None, *, warnings: list[str] | None = None) -> None:
         super().__init__(message)
         if exit_code is not None:
             self.exit_code = exit_code
+        #: Warnings gathered before the failure (e.g. while reading): printed before the error line.
+        self.warnings: list[str] = list(warnings or [])
 
 
 class BadInput(ExpoProfError):

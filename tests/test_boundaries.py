@@ -73,3 +73,82 @@ def test_overlay_imports_without_offline_libraries_or_torch():
     )
     # THEN they import lazily: nothing of torch/vllm or the offline side was loaded
     assert n >= 3
+
+
+# ------------------------------------------------------------------------------------------------ layering
+#: Which package (or top-level module) of expo_prof may import which — the one path from paths to pages:
+#: readers → timeline; analysis → timeline; runs / pipeline → readers, analysis; html / report / abtest →
+#: pipeline; record → pipeline, runs; cli → everything. Any package may import the root (``__version__``).
+LAYERS: dict[str, set[str] | None] = {
+    "timeline": set(),
+    "errors": set(),
+    "console": set(),
+    "clocks": {"timeline"},
+    "readers": {"timeline", "errors"},
+    "analysis": {"timeline", "clocks", "errors"},
+    "runs": {"timeline", "clocks", "errors"},
+    "pipeline": {"readers", "analysis", "runs", "timeline", "errors"},
+    "report": {"pipeline", "analysis", "console", "errors"},
+    "html": {"pipeline", "analysis", "timeline", "clocks", "errors"},
+    "abtest": {"pipeline", "runs", "errors"},
+    "record": {"pipeline", "runs", "server", "workload", "console", "errors"},
+    "server": {"errors"},
+    "workload": {"errors"},
+    "tinymodel": {"errors"},
+    "__init__": {"pipeline"},
+    "__main__": {"cli"},
+    "cli": None,  # the commands put everything together
+}
+
+
+def _imports_by_package() -> dict[str, set[str]]:
+    """Every ``expo_prof.X`` each package imports, at module level or inside functions (ast, not a regex)."""
+    import ast
+
+    out: dict[str, set[str]] = {}
+    pkg_root = ROOT / "expo_prof"
+    for path in pkg_root.rglob("*.py"):
+        rel = path.relative_to(pkg_root)
+        me = rel.parts[0].removesuffix(".py")
+        deps = out.setdefault(me, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] + ([f"{node.module}.{a.name}" for a in node.names] if node.module == "expo_prof" else [])
+            for n in names:
+                parts = n.split(".")
+                if parts[0] != "expo_prof" or len(parts) < 2 or parts[1] == me:
+                    continue
+                if (pkg_root / parts[1]).is_dir() or (pkg_root / f"{parts[1]}.py").is_file():
+                    deps.add(parts[1])
+    return out
+
+
+def test_every_package_imports_only_what_its_layer_allows():
+    # GIVEN the layering table WHEN every import of every expo_prof module is read THEN none crosses it
+    graph = _imports_by_package()
+    assert set(graph) <= set(LAYERS), f"packages missing from the table: {sorted(set(graph) - set(LAYERS))}"
+    bad = {pkg: sorted(deps - allowed) for pkg, deps in graph.items()
+           if (allowed := LAYERS[pkg]) is not None and deps - allowed}
+    assert not bad, f"imports across layers: {bad}"
+
+
+def test_no_cycle_between_packages():
+    # GIVEN the package import graph WHEN searched depth-first THEN no package reaches itself
+    graph = _imports_by_package()
+    state: dict[str, int] = {}
+
+    def visit(p: str, path: list[str]) -> None:
+        state[p] = 1
+        for q in sorted(graph.get(p, ())):
+            if state.get(q) == 1:
+                raise AssertionError("import cycle: " + " → ".join(path + [p, q]))
+            if q not in state:
+                visit(q, path + [p])
+        state[p] = 2
+
+    for p in sorted(graph):
+        if p not in state:
+            visit(p, [])

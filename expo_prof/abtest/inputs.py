@@ -24,10 +24,8 @@ from typing import Any
 from expo_prof.abtest import tables
 from expo_prof.abtest.metrics import METRICS
 from expo_prof.abtest.runs import Loaded, Run, Side
-from expo_prof.errors import BadInput
-
-MANIFEST = "manifest.json"
-SESSION = "session.json"
+from expo_prof.errors import BadInput, ExpoProfError
+from expo_prof.runs.layout import MANIFEST, SESSION
 #: Workload keys of a run directory's spec compared between runs.
 _SPEC_KEYS = (
     "num_prompts", "input_len", "output_len", "range_ratio", "max_concurrency", "request_rate", "burstiness",
@@ -53,17 +51,6 @@ def _spec_workload(spec: dict | None) -> dict[str, Any]:
     return out
 
 
-def _model_name(manifest: dict) -> str | None:
-    model = manifest.get("model")
-    argv = manifest.get("command") or []
-    if not model:
-        for flag in ("--served-model-name", "--model"):
-            if flag in argv and argv.index(flag) + 1 < len(argv):
-                model = argv[argv.index(flag) + 1]
-                break
-    return Path(str(model).rstrip("/")).name if model else None
-
-
 def mechanism_values(analysis: dict) -> tuple[dict[str, float], dict[str, Any]]:
     """Per-step mechanism metrics (µs) from an ``analyze --json`` result, and facts about them."""
     summary = analysis.get("summary") or {}
@@ -78,10 +65,8 @@ def mechanism_values(analysis: dict) -> tuple[dict[str, float], dict[str, Any]]:
         ("forward_ns", "forward_us_per_step"),
         ("wait_ns", "wait_us_per_step"),
     ):
-        d = per_step.get(key) or {}
+        d = per_step.get(key) or {}  # null: not measured in this run (unknown, not zero)
         if d.get("n"):
-            if key in ("forward_ns", "wait_ns") and not d.get("mean"):
-                continue  # no forward / wait spans in this run: unknown, not zero
             values[name] = float(d["mean"]) / 1e3
     ranks = analysis.get("ranks") or []
     info = {
@@ -91,6 +76,27 @@ def mechanism_values(analysis: dict) -> tuple[dict[str, float], dict[str, Any]]:
         "backend": ranks[0].get("backend") if ranks else None,
     }
     return values, info
+
+
+def run_mechanism(path: Path, warnings: list[str]) -> tuple[dict[str, float], dict[str, Any]]:
+    """The mechanism figures of a run directory, from the same pipeline every command uses (its traces and
+    overlay logs). A run whose traces are gone (or were never kept) falls back to its ``analysis.json``, the
+    pipeline's document saved by ``record``; a run that traced nothing has none."""
+    import msgspec
+
+    from expo_prof.pipeline import run
+
+    traced = any(d.is_dir() and any(d.iterdir()) for d in (path / "overlay", path / "profiler", path / "msprof"))
+    if traced:
+        try:
+            return mechanism_values(msgspec.to_builtins(run([path]).document))
+        except ExpoProfError as exc:
+            warnings.append(f"{path}: no mechanism figures ({exc})")
+            return {}, {}
+    saved = path / "analysis.json"
+    if saved.is_file():
+        return mechanism_values(_read_json(saved))
+    return {}, {}
 
 
 def load_run_dir(path: Path, warnings: list[str]) -> Run | None:
@@ -108,15 +114,15 @@ def load_run_dir(path: Path, warnings: list[str]) -> Run | None:
     values = {k: float(v) for k, v in metrics.items() if k in METRICS and tables.number(v) is not None}
     spec = (wl.get("spec") if isinstance(wl, dict) else None) or manifest.get("workload")
     workload = _spec_workload(spec)
-    model = _model_name(manifest)
+    from expo_prof.runs.manifest import Manifest
+
+    model = Manifest(path / MANIFEST, manifest).model
     if model:
         workload["model"] = model
     info: dict[str, Any] = {"overlay": manifest.get("overlay"), "device": manifest.get("device")}
-    analysis_file = path / "analysis.json"
-    if analysis_file.is_file():
-        mech, facts = mechanism_values(_read_json(analysis_file))
-        values.update(mech)
-        info.update(facts)
+    mech, facts = run_mechanism(path, warnings)
+    values.update(mech)
+    info.update(facts)
     if not values:
         warnings.append(f"{path}: no workload metrics and no analysis (recorded with --no-load?); left out")
         return None

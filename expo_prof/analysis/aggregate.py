@@ -52,7 +52,7 @@ def _fmt_rank(fmt: str) -> int:
     return FORMAT_PRIORITY.index(fmt) if fmt in FORMAT_PRIORITY else len(FORMAT_PRIORITY)
 
 
-def _steps_of(a: TimelineAnalysis, run: str | None = None) -> list[StepResult]:
+def _steps_of(a: TimelineAnalysis, run: str | None = None, *, wait: bool = True, forward: bool = True) -> list[StepResult]:
     """One row per step that holds instances (and per step with only wait/forward when no instance has a step)."""
     rows: list[StepResult] = []
     if len(a) == 0:
@@ -76,8 +76,8 @@ def _steps_of(a: TimelineAnalysis, run: str | None = None) -> list[StepResult]:
                 hidden_ns=hid,
                 exposed_ns=tot - hid,
                 hidden_fraction=fraction(hid, tot),
-                forward_ns=int(a.forward_by_step.get(int(sid), 0)),
-                wait_ns=int(a.wait_by_step.get(int(sid), 0)),
+                forward_ns=int(a.forward_by_step.get(int(sid), 0)) if forward else None,
+                wait_ns=int(a.wait_by_step.get(int(sid), 0)) if wait else None,
             )
         )
     return rows
@@ -97,9 +97,20 @@ def _step_dists(steps: list[StepResult]) -> StepDists:
         total_ns=dist([s.total_ns for s in steps]),
         hidden_ns=dist([s.hidden_ns for s in steps]),
         exposed_ns=dist([s.exposed_ns for s in steps]),
-        forward_ns=dist([s.forward_ns for s in steps]),
-        wait_ns=dist([s.wait_ns for s in steps]),
+        forward_ns=_opt_dist([s.forward_ns for s in steps]),
+        wait_ns=_opt_dist([s.wait_ns for s in steps]),
     )
+
+
+def _opt_dist(values: list[int | None]) -> Dist | None:
+    """Distribution of the measured values; None when none was measured."""
+    known = [v for v in values if v is not None]
+    return dist(known) if known else None
+
+
+def _opt_sum(values) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
 
 
 def _names(parts: list[TimelineAnalysis]) -> dict[str, int]:
@@ -119,10 +130,36 @@ def analyze(
     skipped: Sequence[tuple[str, str]] = (),
     progress: Callable[[int, int], None] | None = None,
     runs: Sequence[str] | None = None,
+    source: str = "auto",
 ) -> AnalysisResult:
     """Analyse every Timeline and roll the results up per step, per rank and for the run.
 
-    ``runs`` gives each Timeline's run (:func:`expo_prof.runs.run_labels`);
+    See :func:`analyze_parts`, which also returns the per-Timeline analyses it counted.
+    """
+    return analyze_parts(timelines, op=op, inputs=inputs, warnings=warnings, skipped=skipped,
+                         progress=progress, runs=runs, source=source)[0]
+
+
+#: Where a rank has both: ``auto`` counts the trace when it found instances (else the log),
+#: ``trace`` only traces, ``overlay-log`` only the overlay event log.
+SOURCES = ("auto", "trace", "overlay-log")
+
+
+def analyze_parts(
+    timelines: Sequence[Timeline],
+    *,
+    op: str | None = None,
+    inputs: Sequence[str] = (),
+    warnings: Sequence[str] = (),
+    skipped: Sequence[tuple[str, str]] = (),
+    progress: Callable[[int, int], None] | None = None,
+    runs: Sequence[str] | None = None,
+    source: str = "auto",
+) -> tuple[AnalysisResult, list[TimelineAnalysis]]:
+    """Analyse every Timeline and roll the results up per step, per rank and for the run;
+    also return the analyses that were counted (one source per rank, overlay-log waits attached).
+
+    ``runs`` gives each Timeline's run (:func:`expo_prof.runs.labels.run_labels`);
     ranks are grouped per (run, rank), so rank 0 of two runs gives two rows,
     each with its ``run`` label. With one run (or ``runs`` None) ``run`` is
     null everywhere and the result is that of one run.
@@ -130,6 +167,10 @@ def analyze(
     Raises :class:`NothingFound` (exit 1) when no Timeline holds a target
     instance, with the names looked for and similar names present.
     """
+    if source not in SOURCES:
+        from expo_prof.errors import BadInput
+
+        raise BadInput(f"--source {source!r}: expected one of {', '.join(SOURCES)}")
     pattern = None
     if op is not None:
         try:
@@ -139,6 +180,7 @@ def analyze(
 
             raise BadInput(f"--op {op!r} is not a valid regular expression: {exc}") from None
     warn = list(warnings)
+    info: list[str] = []
     analyses: list[TimelineAnalysis] = []
     for i, tl in enumerate(timelines):
         analyses.append(analyze_timeline(tl, pattern))
@@ -163,12 +205,16 @@ def analyze(
     rank_only_wait: dict[tuple[int, int], int] = {}
     for key, parts in sorted(by_rank.items()):
         found = [a for a in parts if len(a)]
+        if source == "trace":
+            found = [a for a in found if a.tl.fmt != "overlay-log"]
+        elif source == "overlay-log":
+            found = [a for a in found if a.tl.fmt == "overlay-log"]
         if not found:
             continue
         who = f"{run_order[key[0]]}: rank {key[1]}" if several else f"rank {key[1]}"
         best = min(_fmt_rank(a.tl.fmt) for a in found)
         keep = [a for a in found if _fmt_rank(a.tl.fmt) == best]
-        dropped = {a.tl.fmt for a in found if _fmt_rank(a.tl.fmt) != best}
+        dropped = {a.tl.fmt for a in parts if len(a) and _fmt_rank(a.tl.fmt) != best}
         # The overlay log is the only source of the sampler's wait for traces without expo_prof::wait spans.
         logs = []
         if keep[0].tl.fmt != "overlay-log" and not any(a.wait_by_step for a in keep):
@@ -180,10 +226,11 @@ def analyze(
             rank_only_wait[key] = att.rank_only_wait_ns
             dropped.discard("overlay-log")  # used for the wait: not ignored
         if dropped:
-            warn.append(
-                f"{who}: used the {keep[0].tl.fmt} input(s); ignored {', '.join(sorted(dropped))} input(s) "
-                "of the same rank "
-                "(another export of the same run would count each instance twice)"
+            n = sum(len(a) for a in keep)
+            info.append(
+                f"{who}: {n} instance{'' if n == 1 else 's'} from {keep[0].tl.fmt}; the "
+                f"{' and '.join(sorted(dropped))} input(s) of the same rank not counted "
+                "(another view of the same draws would count each twice; choose with --source)"
             )
         warn.extend(notes)
         chosen[key] = keep
@@ -195,12 +242,14 @@ def analyze(
     all_steps: list[StepResult] = []
     for key, parts in chosen.items():
         run = run_order[key[0]] if several else None
-        steps = [s for a in parts for s in _steps_of(a, run)]
+        wait_known = any(a.wait_measured for a in parts) or key in rank_only_wait
+        fwd_known = any(a.forward_measured for a in parts)
+        steps = [s for a in parts for s in _steps_of(a, run, wait=wait_known, forward=fwd_known)]
         steps.sort(key=lambda s: (s.start_ns, s.step if s.step is not None else -1))
         tot = int(sum(int(a.total.sum()) for a in parts))
         hid = int(sum(int(a.hidden.sum()) for a in parts))
-        wait = int(sum(a.wait_total for a in parts)) + rank_only_wait.get(key, 0)
-        fwd = int(sum(sum(a.forward_by_step.values()) for a in parts))
+        wait = int(sum(a.wait_total for a in parts)) + rank_only_wait.get(key, 0) if wait_known else None
+        fwd = int(sum(sum(a.forward_by_step.values()) for a in parts)) if fwd_known else None
         wall = int(sum(a.wall for a in parts))
         wall_hid = int(sum(a.wall_hidden for a in parts))
         ranks.append(
@@ -241,24 +290,27 @@ def analyze(
         hidden_ns=hid,
         exposed_ns=tot - hid,
         hidden_fraction=fraction(hid, tot),
-        forward_ns=sum(r.forward_ns for r in ranks),
-        wait_ns=sum(r.wait_ns for r in ranks),
+        forward_ns=_opt_sum(r.forward_ns for r in ranks),
+        wait_ns=_opt_sum(r.wait_ns for r in ranks),
         wall_ns=sum(r.wall_ns for r in ranks),
         wall_hidden_ns=sum(r.wall_hidden_ns for r in ranks),
         wall_hidden_fraction=fraction(sum(r.wall_hidden_ns for r in ranks), sum(r.wall_ns for r in ranks)),
         per_instance=_instance_dists(used),
         per_step=_step_dists(all_steps),
     )
-    return AnalysisResult(
+    result = AnalysisResult(
         tool_version=__version__,
         op=op,
+        source=source,
         inputs=list(inputs),
         summary=summary,
         ranks=ranks,
         steps=all_steps,
         warnings=warn,
+        info=info,
         skipped=[[str(p), str(r)] for p, r in skipped],
     )
+    return result, used
 
 
 def _rule(parts: list[TimelineAnalysis]) -> str:

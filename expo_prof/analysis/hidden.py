@@ -80,6 +80,10 @@ class TimelineAnalysis:
     wait_total: int
     wall: int  # ns covered by the union of all instances
     wall_hidden: int  # ns of that union covered by compute on the device
+    #: The inputs hold the sampler's wait (overlay spans / event log) and something to measure the forward by:
+    #: without them wait / forward are unknown, not zero.
+    wait_measured: bool = False
+    forward_measured: bool = False
 
     def __len__(self) -> int:
         return len(self.inst)
@@ -338,7 +342,8 @@ def analyze_timeline(tl: Timeline, op: re.Pattern | None = None) -> TimelineAnal
         step = assign_steps(steps, when[first_member])
 
     # Sampler wait: overlay spans / overlay-log windows.
-    wait_by_step = _spans_by_step(tl, steps, wait_rows(tl), when)
+    w_rows = wait_rows(tl)
+    wait_by_step = _spans_by_step(tl, steps, w_rows, when)
     wait_total = int(sum(wait_by_step.values()))
 
     # Forward time: the best forward span present, else the compute busy time of the step.
@@ -371,4 +376,6 @@ def analyze_timeline(tl: Timeline, op: re.Pattern | None = None) -> TimelineAnal
         wait_total=wait_total,
         wall=wall,
         wall_hidden=wall_hidden,
+        wait_measured=len(w_rows) > 0,
+        forward_measured=len(fwd_rows) > 0,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import msgspec
 
 #: Version of the ``analyze --json`` schema (docs/json-output.md).
-SCHEMA = 1
+SCHEMA = 2
 SCHEMA_NAME = "expo-prof.analyze"
 
 
@@ -34,8 +34,10 @@ class Totals(msgspec.Struct, kw_only=True):
     exposed_ns: int
     #: hidden_ns / total_ns; null when total_ns == 0.
     hidden_fraction: float | None
-    forward_ns: int
-    wait_ns: int
+    #: Forward-pass time; null when the inputs hold nothing to measure it by.
+    forward_ns: int | None
+    #: The sampler's wait for q (overlay spans or event log); null when not measured (a plain trace).
+    wait_ns: int | None
 
 
 class StepResult(Totals, kw_only=True):
@@ -63,8 +65,9 @@ class StepDists(msgspec.Struct, kw_only=True):
     total_ns: Dist
     hidden_ns: Dist
     exposed_ns: Dist
-    forward_ns: Dist
-    wait_ns: Dist
+    #: Null when not measured (see Totals).
+    forward_ns: Dist | None
+    wait_ns: Dist | None
 
 
 class WallTotals(Totals, kw_only=True):
@@ -100,6 +103,24 @@ class Summary(WallTotals, kw_only=True):
     per_step: StepDists
 
 
+class RunEntry(msgspec.Struct, kw_only=True):
+    """One recording (one profile window of one job) of the inputs, with its own summary."""
+
+    #: The recording's label (run directory, input PATH, or the folder/file its sources share).
+    label: str
+    #: The run directory or input PATH it was found under.
+    path: str
+    #: "on" / "off" as the run's manifest says; null for plain traces.
+    overlay: str | None
+    ranks: list[int]
+    #: Same keys as the top-level summary; null when nothing was found in this recording.
+    summary: Summary | None
+    #: Why there is no summary (e.g. no target instance found).
+    error: str | None = None
+    #: The one-line headline every command prints: "N instances, H % hidden, exposed X".
+    headline: str
+
+
 class AnalysisResult(msgspec.Struct, kw_only=True):
     """Top level of ``analyze --json``."""
 
@@ -107,9 +128,16 @@ class AnalysisResult(msgspec.Struct, kw_only=True):
     schema_name: str = SCHEMA_NAME
     tool_version: str
     op: str | None
+    #: Which source counted where a rank has both a trace and an overlay log: auto | trace | overlay-log.
+    source: str = "auto"
     inputs: list[str]
-    summary: Summary
+    #: The recording's summary when the inputs hold one recording; null with several (see runs).
+    summary: Summary | None
     ranks: list[RankResult]
     steps: list[StepResult]
+    #: One entry per recording, in input order.
+    runs: list[RunEntry] = []
     warnings: list[str]
+    #: What was read and chosen, in one line each (sources chosen, expo-prof's own files passed over).
+    info: list[str] = []
     skipped: list[list[str]]

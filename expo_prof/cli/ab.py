@@ -40,7 +40,8 @@ def command(settings, repeat, out, traces_dir, profiler, profile_requests, ready
     """
     from expo_prof.abtest import inputs
     from expo_prof.record.command import parse_target
-    from expo_prof.record.rundir import new_dir, short_name
+    from expo_prof.cli.run_summary import after_run
+    from expo_prof.runs.layout import new_dir, short_name
     from expo_prof.record.runner import RecordOptions
     from expo_prof.record.session import record_session
 
@@ -67,7 +68,7 @@ def command(settings, repeat, out, traces_dir, profiler, profile_requests, ready
         console.file = sys.stderr  # stdout carries only the JSON; the recording's lines go to stderr
     try:
         record_session(argv, opts, modes=[False, True], repeat=repeat, out=top, traces_dir=traces_dir,
-                       quiet=quiet, analyze_after=True)
+                       quiet=quiet, analyze_after=True, after_run=after_run(quiet))
     finally:
         console.file = saved
     pairing = kw.pop("pairing")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 
 import click
 
+from expo_prof.cli.common import options, show_notes, target_options
 from expo_prof.errors import BadInput
 
 #: Show a progress bar only when the inputs are at least this large on disk
@@ -20,18 +20,6 @@ def _progress_min_bytes() -> int:
     raw = os.environ.get("EXPO_PROF_PROGRESS_MIN_BYTES", "")
     return int(raw) if raw.strip().isdigit() else PROGRESS_MIN_BYTES
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
-
-
-def parse_size(text: str) -> int:
-    """``"800M"``, ``"4GiB"``, ``"1.5g"``, ``"1000000"`` → bytes (powers of 1024 for suffixes)."""
-    m = _SIZE_RE.match(text)
-    if not m:
-        raise BadInput(f"--max-bytes {text!r}: expected a size such as 800M, 4G or 1000000")
-    value = float(m.group(1)) * 1024 ** "_kmgt".index(m.group(2).lower() or "_")
-    if value < 1:
-        raise BadInput(f"--max-bytes {text!r}: must be at least 1 byte")
-    return int(value)
 
 
 def _total_size(paths: list[Path]) -> int:
@@ -73,7 +61,7 @@ def _check_json_target(target: str, paths: list[Path]) -> None:
 
 @click.command("analyze")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--op", metavar="REGEX", help="Analyse events whose name matches REGEX instead of the exponential draw (e.g. nccl).")
+@target_options
 @click.option(
     "--json",
     "json_out",
@@ -83,18 +71,20 @@ def _check_json_target(target: str, paths: list[Path]) -> None:
     metavar="[FILE|-]",
     help="Write the versioned JSON result (docs/json-output.md) to FILE, or to stdout with '-' / no value.",
 )
-@click.option("--max-bytes", metavar="SIZE", help="Cap on the decompressed size of one input file (e.g. 800M, 4G).")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows in the worst-steps table.")
 @click.pass_obj
-def command(settings, paths: tuple[Path, ...], op: str | None, json_out: str | None, max_bytes: str | None, top: int) -> int:
+def command(settings, paths: tuple[Path, ...], op: str | None, source: str, max_bytes: str | None,
+            json_out: str | None, top: int) -> int:
     """Split the exponential draw's time into hidden (under other lanes' compute) and exposed.
 
     PATH is a trace file or a directory (walked recursively, many ranks at
     once): PyTorch profiler traces (.json/.json.gz), torch_npu / msprof output,
-    or the overlay's event logs. Exit codes: 0 ok, 1 no target instance found,
+    or the overlay's event logs. Each recording (one profile window of one
+    job) gets its own figures. Exit codes: 0 ok, 1 no target instance found,
     2 bad input.
     """
-    from expo_prof.console import err_console, warn
+    from expo_prof.console import err_console
+    from expo_prof.pipeline import run
 
     quiet = bool(getattr(settings, "quiet", False))
     no_progress = bool(getattr(settings, "no_progress", False))
@@ -103,20 +93,7 @@ def command(settings, paths: tuple[Path, ...], op: str | None, json_out: str | N
         _check_json_target(json_out, path_list)
     if not path_list:
         raise BadInput("analyze needs at least one PATH (a trace file or a directory)")
-    for p in path_list:
-        if not p.exists():
-            raise BadInput(f"{p}: no such file or directory")
-    kwargs = {}
-    if max_bytes is not None:
-        kwargs["max_bytes"] = parse_size(max_bytes)
-    if op is not None:
-        try:
-            re.compile(op)
-        except re.error as exc:
-            raise BadInput(f"--op {op!r} is not a valid regular expression: {exc}") from None
-
-    from expo_prof import readers
-    from expo_prof.analysis import analyze
+    opts = options(op, source, max_bytes)
 
     show_progress = not no_progress and not quiet and err_console.is_terminal
     total = _total_size(path_list) if show_progress else 0
@@ -132,39 +109,22 @@ def command(settings, paths: tuple[Path, ...], op: str | None, json_out: str | N
             def advance(done: int, of: int) -> None:
                 bar.update(task, completed=done, total=of)
 
-            loaded = readers.load(path_list, progress=advance, **kwargs)
+            result = run(path_list, opts, progress=advance)
     else:
-        loaded = readers.load(path_list, **kwargs)
-
-    from expo_prof.runs import run_labels
-
-    result = analyze(
-        loaded.timelines,
-        op=op,
-        inputs=[str(p) for p in path_list],
-        warnings=loaded.warnings,
-        skipped=loaded.skipped,
-        # Rank 0 of two runs (analyze off/ on/) is two ranks: group by run too.
-        runs=run_labels(loaded.timelines, path_list),
-    )
-    if not quiet:
-        from rich.markup import escape
-
-        for w in result.warnings:
-            warn(escape(w))
-        for path, reason in result.skipped:
-            warn(f"skipped {escape(path)}: {escape(reason)}")
+        result = run(path_list, opts)
+    doc = result.document
+    show_notes(settings, result.warnings, result.info)
 
     from expo_prof.report import JsonReporter, TableReporter
 
     if json_out == "-":
-        JsonReporter().render(result, sys.stdout)
+        JsonReporter().render(doc, sys.stdout)
         return 0
-    TableReporter(top=top).render(result)
+    TableReporter(top=top).render(doc)
     if json_out is not None:
         try:
             with open(json_out, "w", encoding="utf-8") as f:
-                JsonReporter().render(result, f)
+                JsonReporter().render(doc, f)
         except OSError as exc:
             raise BadInput(f"--json {json_out}: cannot write ({exc.strerror or exc})") from None
     return 0

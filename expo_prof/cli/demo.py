@@ -31,6 +31,7 @@ DEMO_LOAD = {"num_prompts": 16, "input_len": 64, "output_len": 64}
 @click.pass_obj
 def command(settings, overlay_mode, repeat, num_prompts, input_len, output_len, traces_dir, model_dir, ready_timeout) -> int:
     """Record the built-in tiny model on CPU with the overlay on, and report."""
+    from expo_prof.cli.run_summary import after_run
     from expo_prof.console import err_console
     from expo_prof.record.runner import RecordOptions
     from expo_prof.record.session import record_session
@@ -49,5 +50,5 @@ def command(settings, overlay_mode, repeat, num_prompts, input_len, output_len, 
     modes = {"on": [True], "off": [False], "both": [False, True]}[overlay_mode]
     return record_session(
         argv, opts, modes=modes, repeat=repeat, out=None, traces_dir=traces_dir,
-        quiet=settings.quiet, name="demo",
+        quiet=settings.quiet, name="demo", after_run=after_run(settings.quiet),
     )

@@ -6,21 +6,21 @@ from pathlib import Path
 
 import click
 
+from expo_prof.cli.common import options, show_notes, target_options
+
 
 @click.command("export")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("annotated.json"), show_default=True,
               help="The Chrome-trace JSON to write (.json.gz compresses).")
-@click.option("--op", metavar="REGEX", help="Annotate events whose name matches REGEX instead of the exponential draw.")
-@click.option("--max-bytes", metavar="SIZE", help="Cap on the decompressed size of one input file (e.g. 800M, 4G).")
+@target_options
 @click.pass_obj
-def command(settings, paths, output, op, max_bytes) -> int:
+def command(settings, paths, output, op, source, max_bytes) -> int:
     """Write the run's traces as one Chrome-trace JSON (Perfetto UI, chrome://tracing,
     MindStudio Insight) with added tracks: each exponential instance, its hidden and
     exposed parts, and the steps.
     """
-    from expo_prof.cli.analyze import parse_size
-    from expo_prof.console import console, warn
+    from expo_prof.console import console
     from expo_prof.html import output as out_mod
     from expo_prof.html.build import export_document
     from rich.markup import escape
@@ -28,14 +28,13 @@ def command(settings, paths, output, op, max_bytes) -> int:
     if not paths:
         raise click.UsageError("export needs a run directory or trace PATHs")
     out_mod.check_target(output, list(paths), out_mod.EXPORT)
-    doc = export_document(list(paths), op=op, max_bytes=parse_size(max_bytes) if max_bytes else None)
+    doc = export_document(list(paths), options=options(op, source, max_bytes))
     n = out_mod.write(output, doc.text)
-    if not getattr(settings, "quiet", False):
-        for w in doc.warnings:
-            warn(escape(w))
+    show_notes(settings, doc.warnings, doc.info)
     s = doc.payload
     console.print(
         f"export: {escape(str(output))} ({n / 1e6:.1f} MB; {s['events']} events + {s['instances']} instances, "
         f"{s['hidden']} hidden / {s['exposed']} exposed slices, {s['steps']} steps)"
     )
+    console.print(escape(doc.headlines[0]))
     return 0

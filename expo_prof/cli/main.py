@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> None:
     except ExpoProfError as exc:
         from rich.markup import escape
 
+        # What was gathered before the failure (e.g. "gzip stream is truncated") explains it: always shown.
+        for w in getattr(exc, "warnings", []):
+            err_console.print(f"[yellow]warning:[/] {escape(w)}")
         err_console.print(f"[red]error:[/] {escape(str(exc))}")
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:

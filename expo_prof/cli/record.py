@@ -80,8 +80,9 @@ def command(settings, out, traces_dir, overlay_mode, repeat, profiler, profile_r
     expo-prof record -- vllm serve Qwen/Qwen3-32B --port 8000
     expo-prof record --overlay both --repeat 3 -- python -m vllm.entrypoints.openai.api_server --model M
     """
-    from expo_prof.record.session import record_session
+    from expo_prof.cli.run_summary import after_run
     from expo_prof.record.runner import RecordOptions
+    from expo_prof.record.session import record_session
 
     if repeat < 1:
         raise BadInput("--repeat must be at least 1")
@@ -99,5 +100,5 @@ def command(settings, out, traces_dir, overlay_mode, repeat, profiler, profile_r
     modes = {"on": [True], "off": [False], "both": [False, True]}[overlay_mode]
     return record_session(
         list(cmd), opts, modes=modes, repeat=repeat, out=out, traces_dir=traces_dir,
-        quiet=settings.quiet, analyze_after=not no_analyze,
+        quiet=settings.quiet, analyze_after=not no_analyze, after_run=after_run(settings.quiet),
     )

@@ -6,16 +6,17 @@ from pathlib import Path
 
 import click
 
+from expo_prof.cli.common import options, show_notes, target_options
+
 
 @click.command("report")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("report.html"), show_default=True,
               help="The HTML file to write (self-contained: opens offline).")
-@click.option("--op", metavar="REGEX", help="Report events whose name matches REGEX instead of the exponential draw.")
-@click.option("--max-bytes", metavar="SIZE", help="Cap on the decompressed size of one input file (e.g. 800M, 4G).")
+@target_options
 @click.option("--title", help="Page title.")
 @click.pass_obj
-def command(settings, paths, output, op, max_bytes, title) -> int:
+def command(settings, paths, output, op, source, max_bytes, title) -> int:
     """Write the summary page of a run: hidden fraction, exposed and forward time per
     step, estimated tok/s effect, per-step chart and distribution, per-rank table, the
     manifest.
@@ -24,8 +25,7 @@ def command(settings, paths, output, op, max_bytes, title) -> int:
     With overlay-off and overlay-on runs (two run directories, or a session of
     `record --overlay both`) the page adds an A/B section.
     """
-    from expo_prof.cli.analyze import parse_size
-    from expo_prof.console import console, warn
+    from expo_prof.console import console
     from expo_prof.html import output as out_mod
     from expo_prof.html.build import report_document
     from rich.markup import escape
@@ -33,12 +33,19 @@ def command(settings, paths, output, op, max_bytes, title) -> int:
     if not paths:
         raise click.UsageError("report needs a run directory, a session directory or trace PATHs")
     out_mod.check_target(output, list(paths), out_mod.PAGE)
-    doc = report_document(list(paths), op=op, max_bytes=parse_size(max_bytes) if max_bytes else None, title=title)
+    from expo_prof.abtest.recordings import compare_recordings
+    from expo_prof.pipeline import run
+
+    opts = options(op, source, max_bytes)
+    # The A/B section is compare's result on the same runs (the pipeline's per-run mechanism included).
+    result = run(list(paths), opts)
+    doc = report_document(list(paths), title=title, compare=compare_recordings(result), result=result)
     n = out_mod.write(output, doc.text)
-    if not getattr(settings, "quiet", False):
-        for w in doc.warnings:
-            warn(escape(w))
+    show_notes(settings, doc.warnings, doc.info)
     p = doc.payload
-    ab = " with an A/B section" if p["ab"] else ""
-    console.print(f"report: {escape(str(output))} ({n / 1e6:.1f} MB; {len(p['runs'])} run(s){ab})")
+    ab = " with the A/B section of `expo-prof compare`" if p["ab"] else ""
+    k = len(p["runs"])
+    console.print(f"report: {escape(str(output))} ({n / 1e6:.1f} MB; {k} recording{'' if k == 1 else 's'}{ab})")
+    for line in doc.headlines:
+        console.print(escape(line))
     return 0

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from expo_prof.cli.common import options, show_notes, target_options
 from expo_prof.html import lod
 
 
@@ -13,15 +14,14 @@ from expo_prof.html import lod
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("timeline.html"), show_default=True,
               help="The HTML file to write (self-contained: opens offline).")
-@click.option("--op", metavar="REGEX", help="Draw events whose name matches REGEX as the instances instead of the exponential draw.")
-@click.option("--max-bytes", metavar="SIZE", help="Cap on the decompressed size of one input file (e.g. 800M, 4G).")
+@target_options
 @click.option("--title", help="Page title (default: from the run).")
 @click.option("--detail-budget", type=click.IntRange(min=0), default=lod.DETAIL_BUDGET, show_default=True,
               help="Other events drawn one by one; beyond it they merge into busy intervals per lane.")
 @click.option("--busy-budget", type=click.IntRange(min=1), default=lod.BUSY_BUDGET, show_default=True,
               help="Merged busy intervals drawn; beyond it the smallest gaps close.")
 @click.pass_obj
-def command(settings, paths, output, op, max_bytes, title, detail_budget, busy_budget) -> int:
+def command(settings, paths, output, op, source, max_bytes, title, detail_budget, busy_budget) -> int:
     """Write an interactive timeline of one run: lanes per rank and stream/thread, every
     exponential draw split into its hidden and exposed parts, forward passes, sampler
     waits and steps.
@@ -29,8 +29,7 @@ def command(settings, paths, output, op, max_bytes, title, detail_budget, busy_b
     RUN_OR_TRACE is a run directory (from `expo-prof record`), or trace files /
     folders of one run. The page needs no network: plotly.js and the data are inline.
     """
-    from expo_prof.cli.analyze import parse_size
-    from expo_prof.console import console, warn
+    from expo_prof.console import console
     from expo_prof.html import output as out_mod
     from expo_prof.html.build import timeline_document
     from rich.markup import escape
@@ -39,17 +38,15 @@ def command(settings, paths, output, op, max_bytes, title, detail_budget, busy_b
         raise click.UsageError("timeline needs a run directory or trace PATH")
     out_mod.check_target(output, list(paths), out_mod.PAGE)
     doc = timeline_document(
-        list(paths), op=op, max_bytes=parse_size(max_bytes) if max_bytes else None, title=title,
+        list(paths), options=options(op, source, max_bytes), title=title,
         detail_budget=detail_budget, busy_budget=busy_budget,
     )
     n = out_mod.write(output, doc.text)
-    quiet = bool(getattr(settings, "quiet", False))
-    if not quiet:
-        for w in doc.warnings:
-            warn(escape(w))
+    show_notes(settings, doc.warnings, doc.info)
     p = doc.payload
     console.print(
         f"timeline: {escape(str(output))} ({n / 1e6:.1f} MB; {len(p['inst']['start'])} instances, "
         f"{len(p['lanes'])} lanes; {escape(p['lod']['text'])})"
     )
+    console.print(escape(doc.headlines[0]))
     return 0

@@ -1,20 +1,21 @@
-"""From command inputs to finished documents: read, analyse, lay out, render.
+"""From command inputs to finished documents: the pipeline's Result, laid out and rendered.
 
 The CLI commands (``timeline``, ``report``, ``export``) are thin wrappers
-around these functions; tests and the benchmark call them directly.
+around these functions; tests and the benchmark call them directly. Nothing
+here reads a trace: :func:`expo_prof.pipeline.run` does, once, for every
+command, so a page counts exactly what ``analyze`` counts.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from expo_prof.errors import BadInput, ExpoProfError, NothingFound
-from expo_prof.html import inputs as inp
+from expo_prof.errors import BadInput
 from expo_prof.html import lod
+from expo_prof.pipeline import Options, RecordingResult, Result, run
 
 
 @dataclass
@@ -25,27 +26,24 @@ class Document:
     payload: dict
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The pipeline's one-line headline per recording shown (the same line `analyze` prints).
+    headlines: list[str] = field(default_factory=list)
+    info: list[str] = field(default_factory=list)
 
 
-def compile_op(op: str | None) -> re.Pattern | None:
-    if op is None:
-        return None
-    try:
-        return re.compile(op)
-    except re.error as exc:
-        raise BadInput(f"--op {op!r} is not a valid regular expression: {exc}") from None
+def _options(op: str | None, max_bytes: int | None, source: str, options: Options | None) -> Options:
+    return options if options is not None else Options.make(op=op, source=source, max_bytes=max_bytes)
 
 
-def analyse_timelines(timelines, op: str | None):
-    """Per-Timeline analyses (every source is drawn; ``analyze`` would pick one per rank)."""
-    from expo_prof.analysis.hidden import analyze_timeline
-
-    pattern = compile_op(op)
-    return [analyze_timeline(tl, pattern) for tl in timelines]
-
-
-def _skipped_lines(loaded) -> list[str]:
-    return [f"skipped {p}: {why}" for p, why in loaded.skipped]
+def one_recording(result: Result, what: str) -> RecordingResult:
+    """The single recording a timeline or export is drawn from (BadInput naming them when there are several)."""
+    found = result.found
+    if len(result.recordings) > 1:
+        names = ", ".join(r.label for r in result.recordings[:4])
+        more = f" (+{len(result.recordings) - 4} more)" if len(result.recordings) > 4 else ""
+        raise BadInput(f"{what} draws one recording; the inputs hold {len(result.recordings)}: {names}{more}; "
+                       "pass one of them")
+    return found[0]
 
 
 def timeline_document(
@@ -53,35 +51,25 @@ def timeline_document(
     *,
     op: str | None = None,
     max_bytes: int | None = None,
+    source: str = "auto",
+    options: Options | None = None,
     title: str | None = None,
     detail_budget: int = lod.DETAIL_BUDGET,
     busy_budget: int = lod.BUSY_BUDGET,
 ) -> Document:
-    """The timeline page of one run (or of plain traces)."""
+    """The timeline page of one recording."""
     from expo_prof.html import timeline_data, timeline_page
 
-    runs = inp.resolve(list(paths), allow_session=False)
-    if len(runs) > 1:
-        raise BadInput("timeline draws one run: pass one run directory (or trace files of one run)")
-    run = runs[0]
-    loaded = inp.load_run(run, max_bytes)
-    analyses = analyse_timelines(loaded.timelines, op)
-    warnings = list(loaded.warnings) + _skipped_lines(loaded)
-    notes = []
-    n_inst = sum(len(a) for a in analyses)
-    if n_inst == 0:
-        from expo_prof.analysis.targets import LOOKED_FOR
-
-        looked = f"--op {op!r}" if op else "; ".join(LOOKED_FOR)
-        msg = f"no target instance found (looked for {looked}); the page shows the trace only"
-        warnings.append(msg)
-        notes.append(msg)
-    meta = {"label": run.label, "path": str(run.path), "overlay": run.overlay}
-    name = title or f"expo-prof timeline — {run.label}"
+    result = run(list(paths), _options(op, max_bytes, source, options))
+    rr = one_recording(result, "timeline")
+    rec = rr.recording
+    meta = {"label": rec.label, "path": rec.path, "overlay": rec.overlay, "headline": rr.headline,
+            "target": result.options.op}
+    name = title or f"expo-prof timeline — {Path(rec.label).name or rec.label}"
     payload = timeline_data.build_payload(
-        analyses, title=name, detail_budget=detail_budget, busy_budget=busy_budget, warnings=warnings, run=meta
+        rr.parts, title=name, detail_budget=detail_budget, busy_budget=busy_budget, warnings=result.warnings, run=meta
     )
-    return Document(timeline_page.render(payload), payload, warnings, notes)
+    return Document(timeline_page.render(payload), payload, list(result.warnings), [], [rr.headline], result.info)
 
 
 def report_document(
@@ -89,50 +77,38 @@ def report_document(
     *,
     op: str | None = None,
     max_bytes: int | None = None,
+    source: str = "auto",
+    options: Options | None = None,
     title: str | None = None,
     compare: Any = None,
+    result: Result | None = None,
 ) -> Document:
-    """The summary page of one or more runs (A/B section with overlay-off and -on runs)."""
-    from expo_prof.analysis import analyze
+    """The summary page of one or more recordings; ``compare`` (``expo-prof compare``'s result on the same runs,
+    :func:`expo_prof.abtest.recordings.compare_recordings`) becomes the A/B section."""
     from expo_prof.html import report_data, report_page
 
-    compile_op(op)
-    runs = inp.resolve(list(paths))
+    if result is None:
+        result = run(list(paths), _options(op, max_bytes, source, options))
     entries = []
-    warnings: list[str] = []
-    first_error: ExpoProfError | None = None
-    for run in runs:
-        result, error = None, None
-        try:
-            loaded = inp.load_run(run, max_bytes)
-            result = analyze(
-                loaded.timelines, op=op, inputs=[str(p) for p in run.trace_paths],
-                warnings=loaded.warnings, skipped=loaded.skipped,
-            )
-            warnings.extend(f"{run.label}: {w}" for w in result.warnings)
-        except (BadInput, NothingFound) as exc:
-            error = str(exc)
-            first_error = first_error or exc
-            warnings.append(f"{run.label}: {error}")
-        entries.append(report_data.run_entry(run.label, str(run.path), run.overlay, run.manifest, result, error))
-    if first_error is not None and not any(e["analysis"] or e["metrics"] for e in entries):
-        raise first_error
-    label = entries[0]["label"] if len(entries) == 1 else f"{len(entries)} runs"
-    payload = report_data.build_payload(entries, title=title or f"expo-prof report — {label}", warnings=warnings, compare=compare)
-    return Document(report_page.render(payload), payload, warnings)
+    for rr in result.recordings:
+        rec = rr.recording
+        manifest = rec.manifest.raw if rec.manifest is not None else None
+        entries.append(report_data.run_entry(rec.label, rec.path, rec.overlay, manifest, rr.analysis, rr.error,
+                                             op=result.options.op))
+    label = Path(entries[0]["label"]).name if len(entries) == 1 else f"{len(entries)} recordings"
+    payload = report_data.build_payload(entries, title=title or f"expo-prof report — {label}",
+                                        warnings=result.warnings, compare=compare, op=result.options.op)
+    return Document(report_page.render(payload), payload, list(result.warnings), [],
+                    [f"{rr.label}: {rr.headline}" if len(result.recordings) > 1 else rr.headline
+                     for rr in result.recordings], result.info)
 
 
-def export_document(paths: Sequence[Path], *, op: str | None = None, max_bytes: int | None = None) -> Document:
-    """The annotated Chrome trace of one run."""
+def export_document(paths: Sequence[Path], *, op: str | None = None, max_bytes: int | None = None,
+                    source: str = "auto", options: Options | None = None) -> Document:
+    """The annotated Chrome trace of one recording."""
     from expo_prof.html import chrome_export
 
-    runs = inp.resolve(list(paths), allow_session=False)
-    if len(runs) > 1:
-        raise BadInput("export writes one run: pass one run directory (or trace files of one run)")
-    loaded = inp.load_run(runs[0], max_bytes)
-    analyses = analyse_timelines(loaded.timelines, op)
-    data, stats = chrome_export.export(analyses)
-    warnings = list(loaded.warnings) + _skipped_lines(loaded)
-    if stats["instances"] == 0:
-        warnings.append("no target instance found: the export holds the trace and its steps only")
-    return Document(data, stats, warnings)
+    result = run(list(paths), _options(op, max_bytes, source, options))
+    rr = one_recording(result, "export")
+    data, stats = chrome_export.export(rr.parts, result.options.op)
+    return Document(data, stats, list(result.warnings), [], [rr.headline], result.info)

@@ -71,7 +71,7 @@ def _slices(name: list[str], cat: str, pid: int, tid: list[int] | int, ts: list[
             for n, t, a, d, g in zip(name, tids, ts, dur, args)]
 
 
-def export(analyses: list[TimelineAnalysis]) -> tuple[bytes, dict]:
+def export(analyses: list[TimelineAnalysis], op: str | None = None) -> tuple[bytes, dict]:
     """The annotated trace (UTF-8 JSON bytes) and counts of what was written."""
     tls = [a.tl for a in analyses]
     offs, _note = clock_offsets(tls)
@@ -138,7 +138,8 @@ def export(analyses: list[TimelineAnalysis]) -> tuple[bytes, dict]:
             base = 10 * (k + 1)
             lname = tl.lanes[int(ln)].name
             for j, what in enumerate(("instances", "hidden", "exposed")):
-                events.append(_meta(apid, base + j, "thread_name", f"exponential {what} · {lname}"))
+                target = "exponential" if op is None else f"op {op}"
+                events.append(_meta(apid, base + j, "thread_name", f"{target} {what} · {lname}"))
                 events.append(_meta(apid, base + j, "thread_sort_index", base + j))
             sel = np.flatnonzero(inst.lane == ln)
             tot = a.total[sel]

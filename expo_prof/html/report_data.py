@@ -1,23 +1,25 @@
-"""The data of a report page: analysis results and manifests of one or more runs.
+"""The data of a report page: per recording, the pipeline's analysis and the run's manifest.
 
 Headline figures (all from :class:`~expo_prof.analysis.model.AnalysisResult`
 and the manifest's workload metrics; docs/html.md explains each):
 
-* **hidden fraction** — hidden / total exponential time (``summary.hidden_fraction``);
-* **exposed per step** — mean (p50, p99) of the steps' exposed exponential time;
+* **hidden fraction** — hidden / total time of the target (``summary.hidden_fraction``);
+* **exposed per step** — mean (p50, p99) of the steps' exposed time;
+* **sampler wait per step** — the sampler's wait for ``q`` (overlay on): time the
+  overlay itself puts on the critical path; "–" when not measured;
+* **on the critical path per step** — exposed + wait: what the draw still costs a step;
 * **forward per step** — mean forward-pass time of the steps;
 * **step time** — mean length of the step windows;
-* **estimated tok/s effect** — ``-exposed_per_step / step_time``: decode
-  throughput is tokens per step over step time, and the exposed draw is time
-  the step would not take if the draw were fully hidden, so this is the share
-  of tokens per second the remaining exposed draw costs (first order, steps
-  of equal size). With measured tok/s in the manifest the page also shows
-  ``tok/s × step / (step − exposed)``: the throughput with the draw fully hidden.
+* **tok/s upper bound** — ``(exposed + wait) / step time``: the most decode
+  throughput could gain if that time left the step entirely (first order,
+  steps of equal size). It is an *upper bound*: it ignores what overlapping
+  costs the forward pass, which only an off/on pair measures — the A/B section.
 
-With runs of both overlay settings an A/B section lists every metric per run
-and side, with the difference of the means. It is data-driven (rows are
-whatever metrics the runs share) and takes an optional ``compare`` object —
-the statistics of ``expo-prof compare`` when that exists — rendered as given.
+With runs of both overlay settings the A/B section *is* ``expo-prof compare``'s
+result on those runs (the same function, the same numbers): per metric the
+change, its 95 % CI, p, outcome; the verdict; warm-up/outlier flags; and the
+mechanism (exponential time removed per step against the forward-pass slowdown).
+With ``--op`` the page speaks of the op: no exponential, sampler or tok/s figure.
 """
 
 from __future__ import annotations
@@ -30,31 +32,18 @@ import msgspec
 from expo_prof import __version__
 from expo_prof.analysis.model import AnalysisResult
 
-SCHEMA = 1
+SCHEMA = 2
 
-#: Workload metrics shown in the A/B section: (key, label, unit, better).
-METRICS = (
-    ("output_throughput", "output tok/s", "tok/s", "higher"),
-    ("total_token_throughput", "total tok/s", "tok/s", "higher"),
-    ("request_throughput", "requests/s", "req/s", "higher"),
-    ("median_tpot_ms", "TPOT p50", "ms", "lower"),
-    ("p99_tpot_ms", "TPOT p99", "ms", "lower"),
-    ("median_itl_ms", "ITL p50", "ms", "lower"),
-    ("p99_itl_ms", "ITL p99", "ms", "lower"),
-    ("median_ttft_ms", "TTFT p50", "ms", "lower"),
-    ("mean_e2el_ms", "E2E latency mean", "ms", "lower"),
-    ("completed", "completed requests", "", "higher"),
-    ("failed", "failed requests", "", "lower"),
-)
-#: Analysis figures shown in the A/B section: (key in headline, label, unit, better).
+#: Headline figures: (key in headline, label, unit).
 FIGURES = (
-    ("hidden_fraction", "hidden fraction", "%", "higher"),
-    ("exposed_per_step_ns", "exposed per step (mean)", "ns", "lower"),
-    ("wait_per_step_ns", "sampler wait per step (mean)", "ns", "lower"),
-    ("forward_per_step_ns", "forward per step (mean)", "ns", "lower"),
-    ("step_ns", "step time (mean)", "ns", "lower"),
-    ("instances", "exponential instances", "", ""),
-    ("tok_s_effect", "estimated tok/s effect", "%", "higher"),
+    ("hidden_fraction", "hidden fraction", "%"),
+    ("exposed_per_step_ns", "exposed per step (mean)", "ns"),
+    ("wait_per_step_ns", "sampler wait per step (mean)", "ns"),
+    ("critical_per_step_ns", "on the critical path per step (exposed + wait)", "ns"),
+    ("forward_per_step_ns", "forward per step (mean)", "ns"),
+    ("step_ns", "step time (mean)", "ns"),
+    ("instances", "instances", ""),
+    ("tok_s_upper_bound", "tok/s upper bound", "%"),
 )
 
 
@@ -67,18 +56,22 @@ def to_builtins(obj: Any) -> Any:
     return msgspec.to_builtins(obj)
 
 
-def headline(result: AnalysisResult | None, metrics: dict) -> dict:
-    """The headline figures of one run (None where the data does not say)."""
+def headline(result: AnalysisResult | None, metrics: dict, op: str | None = None) -> dict:
+    """The headline figures of one recording (None where the data does not say; see the module docstring)."""
     h: dict[str, Any] = {k: None for k, *_ in FIGURES}
-    h.update(exposed_p50_ns=None, exposed_p99_ns=None, tok_s=None, tok_s_if_hidden=None, steps=0, ranks=0)
+    h.update(exposed_p50_ns=None, exposed_p99_ns=None, tok_s=None, tok_s_if_hidden=None, steps=0, ranks=0,
+             line=None)
     tok = metrics.get("output_throughput")
     h["tok_s"] = float(tok) if isinstance(tok, (int, float)) and not isinstance(tok, bool) else None
-    if result is None:
+    if result is None or result.summary is None:
         return h
+    from expo_prof.pipeline.result import headline as one_line
+
     s = result.summary
     steps = [st for st in result.steps if st.step is not None]
     ps = s.per_step
     h.update(
+        line=one_line(s),
         hidden_fraction=s.hidden_fraction,
         instances=s.instances,
         steps=s.steps,
@@ -86,17 +79,23 @@ def headline(result: AnalysisResult | None, metrics: dict) -> dict:
         exposed_per_step_ns=ps.exposed_ns.mean if ps.exposed_ns.n else None,
         exposed_p50_ns=ps.exposed_ns.p50 if ps.exposed_ns.n else None,
         exposed_p99_ns=ps.exposed_ns.p99 if ps.exposed_ns.n else None,
-        forward_per_step_ns=ps.forward_ns.mean if ps.forward_ns.n else None,
-        wait_per_step_ns=ps.wait_ns.mean if ps.wait_ns.n else None,
+        forward_per_step_ns=ps.forward_ns.mean if ps.forward_ns is not None and ps.forward_ns.n else None,
+        wait_per_step_ns=ps.wait_ns.mean if ps.wait_ns is not None and ps.wait_ns.n else None,
     )
+    if op is not None:
+        h["wait_per_step_ns"] = None  # the sampler's wait belongs to the exponential draw, not to another op
+        h["tok_s"] = None
+    exp = h["exposed_per_step_ns"]
+    if exp is not None:
+        h["critical_per_step_ns"] = exp + (h["wait_per_step_ns"] or 0.0)
     if steps:
         step_ns = sum(st.end_ns - st.start_ns for st in steps) / len(steps)
         h["step_ns"] = step_ns
-        exp = h["exposed_per_step_ns"]
-        if exp is not None and step_ns > 0:
-            h["tok_s_effect"] = -exp / step_ns
-            if h["tok_s"] is not None and step_ns > exp:
-                h["tok_s_if_hidden"] = h["tok_s"] * step_ns / (step_ns - exp)
+        crit = h["critical_per_step_ns"]
+        if op is None and crit is not None and step_ns > 0:
+            h["tok_s_upper_bound"] = crit / step_ns
+            if h["tok_s"] is not None and step_ns > crit:
+                h["tok_s_if_hidden"] = h["tok_s"] * step_ns / (step_ns - crit)
     return h
 
 
@@ -114,14 +113,15 @@ def step_columns(result: AnalysisResult | None) -> dict:
         cols["total"].append(st.total_ns)
         cols["hidden"].append(st.hidden_ns)
         cols["exposed"].append(st.exposed_ns)
-        cols["forward"].append(st.forward_ns)
+        cols["forward"].append(st.forward_ns)  # null: not measured
         cols["wait"].append(st.wait_ns)
         cols["dur"].append(st.end_ns - st.start_ns)
     return cols
 
 
-def run_entry(label: str, path: str, overlay: str | None, manifest: dict | None, result: AnalysisResult | None, error: str | None) -> dict:
-    """One run of the report."""
+def run_entry(label: str, path: str, overlay: str | None, manifest: dict | None, result: AnalysisResult | None,
+              error: str | None, op: str | None = None) -> dict:
+    """One recording of the report."""
     metrics = (manifest or {}).get("metrics") or {}
     if not isinstance(metrics, dict):
         metrics = {}
@@ -133,46 +133,29 @@ def run_entry(label: str, path: str, overlay: str | None, manifest: dict | None,
         "metrics": metrics,
         "analysis": to_builtins(result),
         "error": error,
-        "headline": headline(result, metrics),
+        "headline": headline(result, metrics, op),
         "steps": step_columns(result),
     }
 
 
-def _mean(xs: list[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
-
-
-def ab_section(runs: list[dict], compare: Any = None) -> dict | None:
-    """Side-by-side figures of the overlay-off and overlay-on runs; None without both sides."""
-    sides = {"off": [r for r in runs if r["overlay"] == "off"], "on": [r for r in runs if r["overlay"] == "on"]}
-    if not sides["off"] or not sides["on"]:
+def ab_section(compare: Any) -> dict | None:
+    """The A/B section: compare's result as the page shows it (rows per metric, verdict, flags, mechanism)."""
+    if compare is None:
         return None
+    c = to_builtins(compare)
     rows = []
-
-    def add(key: str, label: str, unit: str, better: str, get) -> None:
-        vals = {side: [get(r) for r in rs] for side, rs in sides.items()}
-        nums = {side: [v for v in vs if isinstance(v, (int, float)) and not isinstance(v, bool)] for side, vs in vals.items()}
-        if not nums["off"] and not nums["on"]:
-            return
-        m_off, m_on = _mean(nums["off"]), _mean(nums["on"])
-        delta = m_on - m_off if m_off is not None and m_on is not None else None
-        rel = delta / abs(m_off) if delta is not None and m_off else None
-        rows.append({"key": key, "label": label, "unit": unit, "better": better, "off": vals["off"], "on": vals["on"],
-                     "mean_off": m_off, "mean_on": m_on, "delta": delta, "rel": rel})
-
-    for key, label, unit, better in METRICS:
-        add(key, label, unit, better, lambda r, key=key: r["metrics"].get(key))
-    for key, label, unit, better in FIGURES:
-        add(key, label, unit, better, lambda r, key=key: r["headline"].get(key))
-    return {
-        "sides": {side: [r["label"] for r in rs] for side, rs in sides.items()},
-        "rows": rows,
-        "compare": to_builtins(compare),
-    }
+    for m in c["metrics"]:
+        rows.append({"key": m["name"], "label": m["label"], "unit": m["unit"], "better": m["better"],
+                     "off": m["a"]["values"], "on": m["b"]["values"], "mean_off": m["a"]["mean"],
+                     "mean_on": m["b"]["mean"], "change_pct": m["change_pct"], "ci_pct": m["ci_pct"],
+                     "p": (m["t_test"] or {}).get("p"), "outcome": m["outcome"], "notes": m["notes"]})
+    return {"sides": {"off": c["a"]["runs"], "on": c["b"]["runs"]}, "design": c["design"], "rows": rows,
+            "verdict": c["verdict"], "flags": c["flags"], "mechanism": c["mechanism"], "compare": c}
 
 
-def build_payload(runs: list[dict], *, title: str = "expo-prof report", warnings: list[str] | None = None, compare: Any = None) -> dict:
-    """The report page's data: the runs, which one the headline shows, and the A/B section."""
+def build_payload(runs: list[dict], *, title: str = "expo-prof report", warnings: list[str] | None = None,
+                  compare: Any = None, op: str | None = None) -> dict:
+    """The report page's data: the recordings, which one the headline shows, and the A/B section."""
     primary = next((i for i, r in enumerate(runs) if r["overlay"] == "on" and r["analysis"]), None)
     if primary is None:
         primary = next((i for i, r in enumerate(runs) if r["analysis"]), 0)
@@ -181,8 +164,10 @@ def build_payload(runs: list[dict], *, title: str = "expo-prof report", warnings
         "kind": "report",
         "title": title,
         "tool": f"expo-prof {__version__}",
+        #: The target: null for the exponential draw, else the --op regex (the page words itself after it).
+        "op": op,
         "runs": runs,
         "primary": primary,
-        "ab": ab_section(runs, compare),
+        "ab": ab_section(compare),
         "warnings": list(warnings or []),
     }

@@ -12,18 +12,16 @@ BODY = """<header>
 </header>
 <main>
 <section id="headline"><h2>Headline <span class="note" id="headline-run"></span></h2><div class="cards" id="cards"></div>
-<p class="note">Hidden: time of the exponential draw during which another lane of the same device computed.
-Exposed: the rest — it lengthens the step. Estimated tok/s effect = − (mean exposed time per step) / (mean step time):
-the share of decode throughput the exposed draw still costs (first order; docs/html.md).</p></section>
+<p class="note" id="headline-note"></p></section>
 <section id="ab"><h2>A/B: overlay off vs on</h2><div class="note" id="ab-sides"></div><div id="ab-table"></div><div id="ab-compare"></div></section>
 <section id="per-step"><h2>Per step</h2>
 <div class="controls"><label for="rank">rank</label><select id="rank"></select></div>
-<h3 class="note">exponential time per step, split into hidden and exposed; forward-pass time on the right axis</h3>
+<h3 class="note">time per step, split into hidden and exposed; forward-pass time on the right axis</h3>
 <div id="steps-chart"></div>
 <h3 class="note">distribution over steps (cumulative)</h3>
 <div id="dist-chart"></div></section>
 <section id="ranks"><h2>Per rank</h2><div id="rank-table"></div></section>
-<section id="runs"><h2>Runs</h2><div id="run-list"></div></section>
+<section id="runs"><h2>Recordings</h2><div id="run-list"></div></section>
 </main>"""
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from expo_prof.html.assets import render_page
+from expo_prof.html.escape import text
 
 #: Our own markup only: every text that comes from a trace is set by the page's JavaScript via textContent.
 BODY = """<header>
@@ -23,10 +24,9 @@ BODY = """<header>
 <main>
 <div id="plot"></div>
 <div class="legend">
-  <span><span class="sw" style="background:var(--hidden)"></span>exponential draw, hidden part: ran while another lane of the same device computed</span>
-  <span><span class="sw" style="background:var(--exposed)"></span>exponential draw, exposed part: nothing else computed, it lengthens the step</span>
-  <span><span class="sw" style="background:var(--fwd)"></span>forward pass</span>
-  <span><span class="sw" style="background:var(--wait)"></span>sampler waiting for q</span>
+  <span><span class="sw" style="background:var(--hidden)"></span>{TARGET}, hidden part: ran while another lane of the same device computed</span>
+  <span><span class="sw" style="background:var(--exposed)"></span>{TARGET}, exposed part: nothing else computed, it lengthens the step</span>
+  <span><span class="sw" style="background:var(--fwd)"></span>forward pass</span>{WAIT}
   <span><span class="sw" style="background:rgba(31,41,51,0.45);width:3px"></span>step boundary</span>
   <span><span class="sw" style="background:var(--k0)"></span>kernels / operators</span>
   <span><span class="sw" style="background:var(--k1)"></span>communication / copies</span>
@@ -43,9 +43,13 @@ hidden/exposed split. Click a legend entry to hide that layer.</p>
 
 def render(payload: dict) -> str:
     """The complete timeline HTML document for a payload of :func:`expo_prof.html.timeline_data.build_payload`."""
+    # The legend speaks of the target: the exponential draw, or the --op regex (escaped: it is user text).
+    op = (payload.get("run") or {}).get("target")
+    body = BODY.replace("{TARGET}", "exponential draw" if op is None else f"op matching {text(op)}").replace(
+        "{WAIT}", '\n  <span><span class="sw" style="background:var(--wait)"></span>sampler waiting for q</span>' if op is None else "")
     return render_page(
         title=str(payload.get("title") or "expo-prof timeline"),
-        body=BODY,
+        body=body,
         data=payload,
         scripts=["common.js", "timeline.js"],
         styles=["common.css"],

@@ -22,7 +22,7 @@ from expo_prof import __version__
 from expo_prof.console import err_console
 from expo_prof.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, ExpoProfError
 from expo_prof.record import command as cmdmod
-from expo_prof.record.rundir import MANIFEST, MANIFEST_SCHEMA, host_info, write_json
+from expo_prof.runs.layout import MANIFEST, MANIFEST_SCHEMA, host_info, write_json
 from expo_prof.server import ServerFailed, VllmServer, live_processes
 from expo_prof.workload import WorkloadResult, WorkloadSpec, run_workload
 

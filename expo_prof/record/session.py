@@ -6,12 +6,14 @@ the machine hits both sides alike (the A/B analysis pairs them run by run).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from expo_prof.console import console, err_console
 from expo_prof.errors import EXIT_INTERRUPTED, ExpoProfError
-from expo_prof.record.rundir import SESSION, claim_out_dir, new_dir, short_name, utc_stamp, write_json
 from expo_prof.record.runner import Recorder, RecordOptions
+from expo_prof.runs.layout import claim_out_dir, new_dir, short_name, utc_stamp
+from expo_prof.runs.manifest import SessionRun, new_session, write_session
 
 
 def plan_runs(modes: list[bool], repeat: int) -> list[bool]:
@@ -30,11 +32,15 @@ def record_session(
     quiet: bool = False,
     analyze_after: bool = True,
     name: str | None = None,
+    after_run: Callable[[Path], None] | None = None,
 ) -> int:
     """Record every planned run; returns the exit code of the session.
 
     A failed or interrupted run stops the session (its directory and every
     earlier one are kept, and ``session.json`` says how far it got).
+    ``after_run(run_dir)`` is called after each successful run when ``analyze_after``: the CLI passes
+    the run summary (the pipeline's analysis, analysis.json, the tables, timeline.html;
+    expo_prof/cli/run_summary.py), which record itself never draws.
     """
     from expo_prof.record.command import parse_target
 
@@ -43,7 +49,7 @@ def record_session(
     name = name or short_name(argv)
     top = claim_out_dir(out) if out is not None else new_dir(traces_dir, name)
     single = len(runs) == 1
-    session = {"schema": 1, "command": argv, "started": utc_stamp(), "runs": [], "status": "running"}
+    session = new_session(top, argv, utc_stamp())
     code = 0
     for i, overlay in enumerate(runs, 1):
         run_dir = top if single else top / f"{i:02d}-{'on' if overlay else 'off'}"
@@ -55,22 +61,22 @@ def record_session(
             rec.run()
         except ExpoProfError as exc:
             code = exc.exit_code
-            session["runs"].append({"dir": run_dir.name, "overlay": overlay, "status": rec.manifest["status"]})
-            session["status"] = "interrupted" if code == EXIT_INTERRUPTED else "failed"
+            session.runs.append(SessionRun(run_dir.name, overlay, rec.manifest["status"]))
+            session.status = "interrupted" if code == EXIT_INTERRUPTED else "failed"
             if not single:
-                write_json(top / SESSION, session)
+                write_session(session)
             err_console.print(f"[bold]kept:[/] {run_dir}")
             raise
-        session["runs"].append({"dir": run_dir.name, "overlay": overlay, "status": "ok"})
+        session.runs.append(SessionRun(run_dir.name, overlay, "ok"))
         if not single:
-            write_json(top / SESSION, session)
+            write_session(session)
         if not quiet:
             describe_run(run_dir, rec)
-        if analyze_after:
-            summarize(run_dir, quiet=quiet)
-    session["status"] = "ok"
+        if analyze_after and after_run is not None:
+            after_run(run_dir)
+    session.status = "ok"
     if not single:
-        write_json(top / SESSION, session)
+        write_session(session)
         if not quiet:
             console.print(f"[bold]session:[/] {top} ({len(runs)} runs)")
     return code
@@ -93,45 +99,3 @@ def describe_run(run_dir: Path, rec: Recorder) -> None:
             f"  workload      {m.get('completed')} requests, {m.get('output_throughput', 0):.1f} output tok/s, "
             f"TTFT p50 {m.get('median_ttft_ms') or 0:.1f} ms, TPOT p50 {m.get('median_tpot_ms') or 0:.2f} ms"
         )
-
-
-def summarize(run_dir: Path, *, quiet: bool = False) -> None:
-    """Analyse the run (profiler traces and overlay logs) and save ``analysis.json`` next to them."""
-    from expo_prof import readers
-    from expo_prof.analysis import analyze
-    from expo_prof.report import JsonReporter, TableReporter
-
-    if not any(p.is_file() for sub in ("overlay", "profiler", "msprof") for p in (run_dir / sub).rglob("*")):
-        # Overlay off and no profiler: nothing was traced, so there is nothing to analyse.
-        if not quiet:
-            console.print("  analysis      none: this run has no overlay log and no profiler trace")
-        return
-    try:
-        loaded = readers.load([run_dir])
-        result = analyze(loaded.timelines, warnings=loaded.warnings)
-    except ExpoProfError as exc:
-        err_console.print(f"[yellow]analysis:[/] {exc}")
-        return
-    with open(run_dir / "analysis.json", "w") as f:
-        JsonReporter().render(result, file=f)
-    page = write_timeline(run_dir)
-    if not quiet:
-        TableReporter(top=5).render(result)
-        console.print(f"  analysis      {run_dir / 'analysis.json'}")
-        if page is not None:
-            console.print(f"  timeline      {page}")
-
-
-def write_timeline(run_dir: Path) -> Path | None:
-    """``timeline.html`` of the run (as ``expo-prof timeline RUN`` writes it); None when it cannot be drawn."""
-    from expo_prof.html import output as out_mod
-    from expo_prof.html.build import timeline_document
-
-    target = run_dir / "timeline.html"
-    try:
-        doc = timeline_document([run_dir])
-        out_mod.write(target, doc.text)
-    except ExpoProfError as exc:
-        err_console.print(f"[yellow]timeline:[/] {exc}")
-        return None
-    return target

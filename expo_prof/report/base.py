@@ -15,16 +15,7 @@ class Reporter(Protocol):
         ...
 
 
-def fmt_ns(ns: int | float) -> str:
-    """Compact human duration: ``812ns``, ``12.3µs``, ``4.56ms``, ``1.234s``."""
-    a = abs(ns)
-    if a < 1_000:
-        return f"{ns:.0f}ns"
-    if a < 1_000_000:
-        return f"{ns / 1e3:.1f}µs"
-    if a < 1_000_000_000:
-        return f"{ns / 1e6:.2f}ms"
-    return f"{ns / 1e9:.3f}s"
+from expo_prof.pipeline.result import fmt_ns  # noqa: E402,F401  (one formatter for every output)
 
 
 def fmt_frac(x: float | None) -> str:

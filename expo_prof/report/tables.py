@@ -6,7 +6,6 @@ row where a table would otherwise get wide.
 
 from __future__ import annotations
 
-from pathlib import PurePath
 from typing import IO
 
 from rich.console import Console
@@ -24,23 +23,14 @@ def _table(title: str, *cols: tuple[str, str]) -> Table:
     return t
 
 
-def _d(d: Dist) -> tuple[str, str, str]:
-    if d.n == 0:
-        return ("-", "-", "-")
+def _d(d: Dist | None) -> tuple[str, str, str]:
+    if d is None or d.n == 0:
+        return ("–", "–", "–")
     return (fmt_ns(d.mean), fmt_ns(d.p50), fmt_ns(d.p99))
 
 
 def _short(name: str, width: int = 48) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
-
-
-def run_names(result: AnalysisResult) -> dict[str, str]:
-    """Short display name of each run label: its last path part when those differ, else the label (shortened)."""
-    labels = list(dict.fromkeys(r.run for r in result.ranks if r.run is not None))
-    tails = [PurePath(lb).name or lb for lb in labels]
-    if len(set(tails)) == len(tails):
-        return dict(zip(labels, tails))
-    return {lb: lb if len(lb) <= 32 else "…" + lb[-31:] for lb in labels}
 
 
 class TableReporter:
@@ -56,26 +46,36 @@ class TableReporter:
             con = Console(file=file, highlight=False, soft_wrap=False)
         elif con is None:
             from expo_prof.console import console as con
-        s = result.summary
-        what = f"--op {escape(result.op)}" if result.op else "exponential draw"
-        # Several runs: each rank row and step row names its run (one run: no run column, as ever).
-        names_of = run_names(result)
-        run_col = [("run", "left")] if names_of else []
+        entries = result.runs
+        several = len(entries) > 1
+        for i, entry in enumerate(entries):
+            if several:
+                if i:
+                    con.print()
+                side = f" (overlay {entry.overlay})" if entry.overlay else ""
+                con.rule(f"[bold]{escape(entry.label)}[/]{side}", align="left")
+            if entry.summary is None:
+                con.print(f"{escape(entry.label)}: {escape(entry.error or 'no instance found')}")
+                continue
+            run = entry.label if several else None
+            self._block(con, result, entry.summary,
+                        [r for r in result.ranks if r.run == run], [s for s in result.steps if s.run == run])
+            con.print(f"[bold]{escape(entry.headline)}[/]")
 
-        def run_cell(run: str | None) -> list[str]:
-            return [escape(names_of.get(run, run or "-"))] if names_of else []
-
+    def _block(self, con: Console, result: AnalysisResult, s, ranks, steps) -> None:
+        draw = result.op is None
+        what = "exponential draw" if draw else f"--op {escape(result.op or '')}"
         t = _table(f"Hidden vs exposed time — {what}", ("", "left"), ("", "right"), ("", "left"))
         t.show_header = False
-        runs = f"{len(names_of)} run(s), " if names_of else ""
-        t.add_row("instances", str(s.instances), f"{runs}{s.ranks} rank(s), {s.steps} step(s)")
+        t.add_row("instances", str(s.instances), f"{_n(s.ranks, 'rank')}, {_n(s.steps, 'step')}")
         t.add_row("total", fmt_ns(s.total_ns), "")
         t.add_row("hidden", fmt_ns(s.hidden_ns), f"{fmt_frac(s.hidden_fraction)} under other lanes' compute")
         t.add_row("exposed", fmt_ns(s.exposed_ns), "extends the step")
         if s.wall_ns != s.total_ns:
             t.add_row("wall (union)", fmt_ns(s.wall_ns), f"{fmt_frac(s.wall_hidden_fraction)} hidden; instances overlap")
-        t.add_row("forward", fmt_ns(s.forward_ns), "")
-        t.add_row("sampler wait", fmt_ns(s.wait_ns), "")
+        t.add_row("forward", fmt_ns(s.forward_ns), "" if s.forward_ns is not None else "not measured")
+        if draw:
+            t.add_row("sampler wait", fmt_ns(s.wait_ns), "" if s.wait_ns is not None else "not measured (no overlay spans or log)")
         con.print(t)
         con.print()
 
@@ -89,48 +89,52 @@ class TableReporter:
         d.add_row("hidden", *_d(pi.hidden_ns), *_d(ps.hidden_ns))
         d.add_row("exposed", *_d(pi.exposed_ns), *_d(ps.exposed_ns))
         d.add_row("forward", "", "", "", *_d(ps.forward_ns))
-        d.add_row("wait", "", "", "", *_d(ps.wait_ns))
+        if draw:
+            d.add_row("wait", "", "", "", *_d(ps.wait_ns))
         con.print(d)
         con.print()
 
+        wait_col = [("wait", "right")] if draw else []
         r = _table(
             "Per rank",
-            *run_col,
             ("rank", "right"), ("n", "right"), ("total", "right"), ("hidden", "right"), ("exposed", "right"),
-            ("hidden %", "right"), ("exp/step p99", "right"), ("wait", "right"),
+            ("hidden %", "right"), ("exp/step p99", "right"), *wait_col,
         )
-        for rk in result.ranks:
+        for rk in ranks:
             r.add_row(
-                *run_cell(rk.run),
                 str(rk.rank), str(rk.instances), fmt_ns(rk.total_ns), fmt_ns(rk.hidden_ns), fmt_ns(rk.exposed_ns),
-                fmt_frac(rk.hidden_fraction), fmt_ns(rk.per_step.exposed_ns.p99), fmt_ns(rk.wait_ns),
+                fmt_frac(rk.hidden_fraction), fmt_ns(rk.per_step.exposed_ns.p99), *([fmt_ns(rk.wait_ns)] if draw else []),
             )
         con.print(r)
         con.print()
-        src = _table("Found", *run_col, ("rank", "right"), ("format", "left"), ("rule", "left"), ("names", "left"))
-        for rk in result.ranks:
+        src = _table("Found", ("rank", "right"), ("format", "left"), ("rule", "left"), ("names", "left"))
+        for rk in ranks:
             items = list(rk.names.items())
             names = ", ".join(f"{escape(_short(n))} ×{c}" for n, c in items[:2])
             if len(items) > 2:
                 names += f", +{len(items) - 2} more"
-            src.add_row(*run_cell(rk.run), str(rk.rank), escape(rk.fmt), escape(rk.rule), names)
+            src.add_row(str(rk.rank), escape(rk.fmt), escape(rk.rule), names)
         src.columns[-1].no_wrap = False
         con.print(src)
 
-        worst = sorted(result.steps, key=lambda x: (-x.exposed_ns, x.run or "", x.rank, x.start_ns))[: self.top]
+        worst = sorted(steps, key=lambda x: (-x.exposed_ns, x.rank, x.start_ns))[: self.top]
         if worst:
             con.print()
             w = _table(
                 f"Worst steps by exposed time (top {len(worst)})",
-                *run_col,
                 ("rank", "right"), ("step", "right"), ("n", "right"), ("total", "right"), ("hidden", "right"),
-                ("exposed", "right"), ("hidden %", "right"), ("forward", "right"), ("wait", "right"),
+                ("exposed", "right"), ("hidden %", "right"), ("forward", "right"), *wait_col,
             )
             for st in worst:
                 w.add_row(
-                    *run_cell(st.run),
                     str(st.rank), "-" if st.step is None else str(st.step), str(st.instances), fmt_ns(st.total_ns),
                     fmt_ns(st.hidden_ns), fmt_ns(st.exposed_ns), fmt_frac(st.hidden_fraction),
-                    fmt_ns(st.forward_ns), fmt_ns(st.wait_ns),
+                    fmt_ns(st.forward_ns), *([fmt_ns(st.wait_ns)] if draw else []),
                 )
             con.print(w)
+            con.print()
+
+
+def _n(k: int, word: str) -> str:
+    """``1 rank``, ``2 ranks``."""
+    return f"{k} {word}{'' if k == 1 else 's'}"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from expo_prof.cli.main import main
-from expo_prof.runs import run_labels
+from expo_prof.runs.labels import run_labels
 from expo_prof.timeline import Timeline
 
 SESSION = Path(__file__).resolve().parents[2] / "traces" / "samples" / "tiny-cpu-off-on"
@@ -60,8 +60,13 @@ def test_two_runs_of_rank_0_give_two_rows_each_as_analysed_alone(capsys):
         assert without_run(row) == without_run(one["ranks"][0])
         mine = [without_run(s) for s in both["steps"] if s["run"] == row["run"]]
         assert mine == [without_run(s) for s in one["steps"]]
-    assert both["summary"]["ranks"] == 2
-    assert both["summary"]["instances"] == sum(a["summary"]["instances"] for a in alone.values())
+    # Two recordings: no combined summary (it would mix overlay off and on); each run entry carries its own,
+    # equal to the run analysed alone, and names its overlay setting.
+    assert both["summary"] is None
+    assert [(r["label"], r["overlay"]) for r in both["runs"]] == [(str(OFF), "off"), (str(ON), "on")]
+    for entry in both["runs"]:
+        assert entry["summary"] == alone[entry["label"]]["summary"]
+        assert entry["headline"] == alone[entry["label"]]["runs"][0]["headline"]
 
 
 def test_another_runs_export_is_never_dropped_as_a_duplicate(capsys):
@@ -76,30 +81,31 @@ def test_another_runs_export_is_never_dropped_as_a_duplicate(capsys):
     assert not any("ignored" in w for w in doc["warnings"])
 
 
-def test_tables_show_a_run_column_only_for_several_runs(capsys):
+def test_tables_show_one_block_per_recording(capsys):
     """GIVEN the two real runs
     WHEN analyze prints its tables for both, and for 02-on alone
-    THEN with both the per-rank, found and worst-steps tables start with a run column naming 01-off and
-    02-on; alone there is no run column.
+    THEN with both there is one block per run, each headed by its run directory and overlay setting and ending
+    with that run's own headline (the same line as alone); no line combines them.
     """
     both = analyze_tables(capsys, OFF, ON)
     one = analyze_tables(capsys, ON)
+    one_head = [ln for ln in one.splitlines() if " instances, " in ln and "hidden, exposed" in ln]
 
-    heads = [ln.split() for ln in both.splitlines() if ln.split()[:2] == ["run", "rank"]]
-    assert len(heads) == 3
-    assert any(ln.split()[:2] == ["01-off", "0"] for ln in both.splitlines())
-    assert any(ln.split()[:2] == ["02-on", "0"] for ln in both.splitlines())
-    assert "2 run(s), 2 rank(s)" in both
-    assert not any(ln.split()[:1] == ["run"] for ln in one.splitlines())
-    assert any(ln.split()[:2] == ["rank", "n"] for ln in one.splitlines())
+    heads = [ln for ln in both.splitlines() if ln.startswith(str(OFF)) or ln.startswith(str(ON))]
+    assert len(heads) == 2 and "(overlay off)" in heads[0] and "(overlay on)" in heads[1]
+    lines = [ln for ln in both.splitlines() if " instances, " in ln and "hidden, exposed" in ln]
+    assert len(lines) == 2 and lines[1] == one_head[0]
+    assert lines[0].startswith("42 instances") and lines[1].startswith("33 instances")
+    assert "1 rank, " in both and "rank(s)" not in both
 
 
 def test_without_manifests_the_input_paths_are_the_runs(capsys, tmp_path):
     """GIVEN the two runs' rank-0 traces copied to two plain folders (no manifest.json), and both copied into
     one folder
     WHEN analyze reads the two folders, and the one folder
-    THEN the two folders are two runs labelled by the PATHs as given; the one folder is one run whose rank 0
-    holds both traces' instances, as before.
+    THEN the two folders are two recordings labelled by the PATHs as given; the one folder holds two
+    recordings too (two traces of rank 0 at different times are two profile windows, never merged), each
+    labelled by its file.
     """
     a, b, ab = tmp_path / "a", tmp_path / "b", tmp_path / "ab"
     for d in (a, b, ab):
@@ -115,7 +121,8 @@ def test_without_manifests_the_input_paths_are_the_runs(capsys, tmp_path):
     one = analyze_json(capsys, ab)
 
     assert [(r["run"], r["instances"]) for r in two["ranks"]] == [(str(a), 42), (str(b), 33)]
-    assert [(r["run"], r["instances"]) for r in one["ranks"]] == [(None, 75)]
+    assert [(Path(r["run"]).parent, r["instances"]) for r in one["ranks"]] == [(ab, 42), (ab, 33)]
+    assert [Path(r["label"]).name for r in one["runs"]] == [off_trace.name, on_trace.name]
 
 
 def _tl(source: Path) -> Timeline:

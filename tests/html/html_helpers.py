@@ -62,7 +62,14 @@ def fmt_ns(ns: float) -> str:
     return f"{ns / 1e9:.3f} s"
 
 
-def signed_pct(x: float) -> str:
-    """Python twin of the report's signedPct (static/report.js)."""
-    sign = "+" if x > 0 else "−" if x < 0 else ""
-    return f"{sign}{abs(100 * x):.2f}%"
+def to_precision3(x: float) -> str:
+    """Python twin of JavaScript's ``x.toPrecision(3)`` (what the report prints for a p-value)."""
+    import math
+
+    if x == 0:
+        return "0.00"
+    e = math.floor(math.log10(abs(float(f"{x:.2e}"))))
+    if e < -6 or e >= 3:
+        mant, exp = f"{x:.2e}".split("e")
+        return f"{mant}e{'+' if int(exp) >= 0 else '-'}{abs(int(exp))}"
+    return f"{x:.{max(0, 2 - e)}f}"

@@ -11,7 +11,7 @@ const Expo = (() => {
   }
   /** Compact duration of a number of nanoseconds: 812 ns, 12.3 µs, 4.56 ms, 1.234 s. */
   function fmtNs(ns) {
-    if (ns === null || ns === undefined || !isFinite(ns)) return "-";
+    if (ns === null || ns === undefined || !isFinite(ns)) return "–";  // not measured
     const a = Math.abs(ns);
     if (a < 1e3) return ns.toFixed(0) + " ns";
     if (a < 1e6) return (ns / 1e3).toFixed(1) + " µs";
@@ -23,7 +23,7 @@ const Expo = (() => {
     return (ns / 1e6).toFixed(6) + " ms";
   }
   function fmtPct(x) {
-    return x === null || x === undefined || !isFinite(x) ? "-" : (100 * x).toFixed(1) + "%";
+    return x === null || x === undefined || !isFinite(x) ? "–" : (100 * x).toFixed(1) + "%";
   }
   /** Plotly renders a small HTML subset in labels: escape so a name always shows as itself. */
   function ptext(s) {

@@ -10,7 +10,7 @@
   const plots = [];
 
   Expo.setText("title", D.title);
-  Expo.setText("sub", D.tool + " · " + D.runs.length + " run(s): " + D.runs.map((r) => r.label + (r.overlay ? " (overlay " + r.overlay + ")" : "")).join(", "));
+  Expo.setText("sub", D.tool + " · " + D.runs.length + (D.runs.length === 1 ? " recording: " : " recordings: ") + D.runs.map((r) => r.label + (r.overlay ? " (overlay " + r.overlay + ")" : "")).join(", "));
   Expo.setText("headline-run", "— " + P.label + (P.overlay ? " (overlay " + P.overlay + ")" : ""));
 
   // ------------------------------------------------------------------ headline cards
@@ -20,21 +20,35 @@
   }
   const signedPct = (x) => (x === null || x === undefined ? "-" : (x > 0 ? "+" : x < 0 ? "−" : "") + Math.abs(100 * x).toFixed(2) + "%");
   const cards = document.getElementById("cards");
+  const draw = D.op === null || D.op === undefined;  // the exponential draw, or another op (--op)
+  const what = draw ? "exponential" : "op";
   if (!P.analysis) {
     cards.appendChild(Expo.el("div", { className: "warn" }, "no analysis for this run: " + (P.error || "no traces")));
   } else {
     cards.append(
-      card("c-hidden", "hidden fraction", Expo.fmtPct(H.hidden_fraction),
-        H.instances + " instances · " + H.steps + " steps · " + H.ranks + " rank(s)"),
+      card("c-hidden", "hidden fraction", Expo.fmtPct(H.hidden_fraction), H.line || ""),
       card("c-exposed", "exposed time per step", Expo.fmtNs(H.exposed_per_step_ns),
         "p50 " + Expo.fmtNs(H.exposed_p50_ns) + " · p99 " + Expo.fmtNs(H.exposed_p99_ns)),
       card("c-forward", "forward time per step", Expo.fmtNs(H.forward_per_step_ns), "step time " + Expo.fmtNs(H.step_ns)),
-      card("c-wait", "sampler wait per step", Expo.fmtNs(H.wait_per_step_ns), "waiting for q after the forward pass"),
-      card("c-toks", "estimated tok/s effect", signedPct(H.tok_s_effect),
-        H.tok_s !== null ? "measured " + H.tok_s.toFixed(1) + " tok/s; fully hidden ≈ " + (H.tok_s_if_hidden !== null ? H.tok_s_if_hidden.toFixed(1) : "-") + " tok/s"
-          : "= −exposed per step / step time"),
     );
+    if (draw) {
+      cards.append(
+        card("c-wait", "sampler wait per step", Expo.fmtNs(H.wait_per_step_ns),
+          H.wait_per_step_ns === null ? "not measured (no overlay spans or log)" : "waiting for q: the overlay's own cost"),
+        card("c-toks", "tok/s upper bound", H.tok_s_upper_bound === null ? "–" : "≤ +" + Math.abs(100 * H.tok_s_upper_bound).toFixed(2) + "%",
+          "if exposed + wait (" + Expo.fmtNs(H.critical_per_step_ns) + "/step) left the step; ignores the forward-pass cost of overlap" +
+          (H.tok_s !== null ? " · measured " + H.tok_s.toFixed(1) + " tok/s" : "")),
+      );
+    }
+    const mech = D.ab && D.ab.mechanism;
+    if (mech && mech.available && mech.forward_slowdown_us !== null) {
+      cards.append(card("c-fwdcost", "forward-pass cost of overlap", (mech.forward_slowdown_us > 0 ? "+" : "") + mech.forward_slowdown_us.toFixed(1) + " µs/step",
+        "measured on the off/on runs (A/B below)"));
+    }
   }
+  Expo.setText("headline-note", draw
+    ? "Hidden: time of the exponential draw during which another lane of the same device computed. Exposed: the rest — it lengthens the step. The tok/s figure is an upper bound from this run alone; the A/B section measures the real effect."
+    : "Hidden: time of the matched op during which another lane of the same device computed. Exposed: the rest.");
 
   // ------------------------------------------------------------------ per-step chart + distribution
   const S = P.steps;
@@ -68,7 +82,7 @@
     ];
     const layout = {
       barmode: "stack", height: 330, margin: { l: 60, r: 60, t: 36, b: 44 },
-      xaxis: { title: { text: "step" } }, yaxis: { title: { text: "exponential time (µs)" }, rangemode: "tozero" },
+      xaxis: { title: { text: "step" } }, yaxis: { title: { text: what + " time (µs)" }, rangemode: "tozero" },
       yaxis2: { title: { text: "forward (ms)" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false },
       legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
     };
@@ -132,19 +146,21 @@
   if (!ab) {
     document.getElementById("ab").remove();
   } else {
-    Expo.setText("ab-sides", "off: " + ab.sides.off.join(", ") + " · on: " + ab.sides.on.join(", ") +
-      " · Δ = mean(on) − mean(off); the verdict column says whether on is better by that row's sense");
-    const rows = ab.rows.map((r) => {
-      let verdict = "";
-      if (r.delta !== null && r.better && r.delta !== 0) verdict = (r.delta > 0) === (r.better === "higher") ? "better" : "worse";
-      const dv = r.unit === "%" ? signedPct(r.delta).replace("%", " pt") : (r.delta === null ? "-" : (r.delta > 0 ? "+" : "") + fmtVal(r.delta, r.unit));
-      return [r.label, r.off.map((v) => fmtVal(v, r.unit)).join(" · "), r.on.map((v) => fmtVal(v, r.unit)).join(" · "),
-        fmtVal(r.mean_off, r.unit), fmtVal(r.mean_on, r.unit), dv, r.rel === null ? "-" : signedPct(r.rel), verdict];
-    });
-    const t = Expo.table(["metric", "off runs", "on runs", "mean off", "mean on", "Δ", "Δ rel", ""], rows);
+    Expo.setText("ab-sides", "off: " + ab.sides.off.join(", ") + " · on: " + ab.sides.on.join(", ") + " · " + ab.design.reason +
+      " — the same result as `expo-prof compare`");
+    const pct = (x) => (x === null || x === undefined ? "–" : (x > 0 ? "+" : x < 0 ? "−" : "") + Math.abs(x).toFixed(2) + "%");
+    const rows = ab.rows.map((r) => [r.label, r.off.map((v) => fmtVal(v, r.unit)).join(" · "), r.on.map((v) => fmtVal(v, r.unit)).join(" · "),
+      fmtVal(r.mean_off, r.unit), fmtVal(r.mean_on, r.unit), pct(r.change_pct),
+      r.ci_pct ? pct(r.ci_pct[0]) + " … " + pct(r.ci_pct[1]) : "–", r.p === null || r.p === undefined ? "–" : r.p.toPrecision(3), r.outcome]);
+    const t = Expo.table(["metric", "off runs", "on runs", "mean off", "mean on", "change", "95% CI", "p", "outcome"], rows);
     t.id = "ab-tbl";
-    document.getElementById("ab-table").appendChild(t);
-    if (ab.compare) document.getElementById("ab-compare").append(Expo.el("h2", null, "Statistics"), anyTable(ab.compare));
+    const wrap = Expo.el("div", { className: "scroll" });
+    wrap.appendChild(t);
+    document.getElementById("ab-table").append(Expo.el("p", { id: "ab-verdict", className: "verdict" }, "verdict: " + ab.verdict.decision + " — " + ab.verdict.statement), wrap);
+    const extra = document.getElementById("ab-compare");
+    if (ab.mechanism) extra.append(Expo.el("p", { id: "ab-mechanism" }, "mechanism: " + ab.mechanism.statement));
+    for (const f of ab.flags) extra.append(Expo.el("div", { className: "warn" }, f.kind + ": " + f.side + " run " + f.run + " (" + f.metric + ")"));
+    for (const c of ab.verdict.caveats) extra.append(Expo.el("div", { className: "note" }, c));
   }
 
   // ------------------------------------------------------------------ manifests

@@ -475,7 +475,8 @@
   });
   Expo.setText("summary", summary.join(" · "));
   const nSteps = Array.from(stepWins.values()).reduce((m, w) => Math.max(m, w.size), 0);
-  const notes = [D.lod.text + ".", nInst + " exponential instances drawn individually.", nSteps + " steps."];
+  const target = D.run && D.run.target ? "matched-op" : "exponential";
+  const notes = [D.lod.text + ".", nInst + " " + target + " instances drawn individually.", nSteps + " steps."];
   if (D.clock_note) notes.push(D.clock_note + ".");
   if (D.origin_is_epoch) notes.push("t = 0 is " + new Date(Number(BigInt(D.origin_ns) / 1000000n)).toISOString() + ".");
   Expo.setText("lod", notes.join(" "));

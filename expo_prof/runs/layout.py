@@ -1,4 +1,4 @@
-"""Run directories and their ``manifest.json``.
+"""Run and session directories on disk: names, creation, atomic JSON writes.
 
 A run directory is self-describing: every later command (analyze, timeline,
 compare) reads it without being told how it was made. Layout::
@@ -32,6 +32,9 @@ from expo_prof.errors import BadInput
 MANIFEST = "manifest.json"
 SESSION = "session.json"
 MANIFEST_SCHEMA = 1
+SESSION_SCHEMA = 1
+#: Folders of a run directory that hold traces (the profiler folder is also named in the manifest).
+TRACE_DIRS = ("overlay", "profiler", "msprof")
 
 
 def utc_stamp() -> str:
@@ -98,14 +101,3 @@ def write_json(path: Path, data: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
     os.replace(tmp, path)
-
-
-def read_manifest(run_dir: Path) -> dict:
-    """The manifest of a run directory (BadInput when missing or unreadable)."""
-    p = run_dir / MANIFEST
-    try:
-        return json.loads(p.read_text())
-    except FileNotFoundError:
-        raise BadInput(f"{run_dir} is not a run directory (no {MANIFEST})") from None
-    except (OSError, ValueError) as exc:
-        raise BadInput(f"{p}: unreadable manifest ({exc})") from None

@@ -1,4 +1,4 @@
-"""Which run each Timeline belongs to, so ranks of different runs are never merged.
+"""Which run (directory or input PATH) each Timeline belongs to: the container a recording lies in.
 
 Two runs can both have a rank 0 (``analyze off/ on/``); their numbers must
 stay apart. A Timeline's run is the nearest directory above its source that
@@ -10,52 +10,12 @@ this: it is worked out here from the Timelines and the inputs.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from expo_prof.clocks import OVERLAY_LOG, log_onto_trace
-from expo_prof.record.rundir import MANIFEST
+from expo_prof.runs.manifest import run_dir_of
 from expo_prof.timeline import Timeline
-
-
-def _is_run_dir(d: str) -> bool:
-    """``d`` holds an expo-prof manifest (not any file called manifest.json: web apps have those too)."""
-    p = os.path.join(d, MANIFEST)
-    if not os.path.isfile(p):
-        return False
-    try:
-        with open(p, "rb") as f:
-            obj = json.loads(f.read(1 << 20))
-    except (OSError, ValueError):
-        return False
-    return isinstance(obj, dict) and "expo_prof" in obj
-
-
-def run_dir_of(source: str | Path, cache: dict[str, bool] | None = None) -> Path | None:
-    """The nearest directory at or above ``source`` (a file or a directory) that is a run directory.
-
-    ``cache`` (directory → is a run directory) saves re-reading manifests for many sources.
-    """
-    seen = {} if cache is None else cache
-
-    def is_run(d: str) -> bool:
-        if d not in seen:
-            seen[d] = _is_run_dir(d)
-        return seen[d]
-
-    p = Path(source)
-    here = p if p.is_dir() else p.parent
-    # Walk the spelling the user gave first (labels read like the input), then the resolved path.
-    for d in (here, *here.parents):
-        if is_run(str(d) or "."):
-            return d
-    absolute = here.resolve()
-    for d in (absolute, *absolute.parents):
-        if is_run(str(d)):
-            return d
-    return None
 
 
 def _under(path: Path, top: Path) -> bool:
@@ -67,7 +27,7 @@ def _log_pid(tl: Timeline) -> int | None:
     return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
 
 
-def _same_process(log: Timeline, trace: Timeline) -> bool:
+def same_process(log: Timeline, trace: Timeline) -> bool:
     """``log`` is the overlay event log of a process that ``trace`` profiled: same rank and pid, times overlap."""
     pid = _log_pid(log)
     return (pid is not None and trace.rank == log.rank and any(ln.pid == pid for ln in trace.lanes)
@@ -114,7 +74,7 @@ def run_labels(timelines: Sequence[Timeline], inputs: Sequence[str | Path]) -> l
     for i, tl in enumerate(timelines):
         if tl.fmt != OVERLAY_LOG or from_manifest[i]:
             continue
-        runs = {keys[j] for j, t in enumerate(timelines) if t.fmt != OVERLAY_LOG and _same_process(tl, t)}
+        runs = {keys[j] for j, t in enumerate(timelines) if t.fmt != OVERLAY_LOG and same_process(tl, t)}
         if len(runs) == 1:
             keys[i] = runs.pop()
     return [label_of[k] for k in keys]

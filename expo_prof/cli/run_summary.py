@@ -1,0 +1,65 @@
+"""What ``record``, ``demo`` and ``ab`` do after each run: the pipeline's analysis and the timeline page.
+
+Lives on the CLI side so that ``record`` (launching, loading, run directories)
+never imports the page builders: record → pipeline, runs; cli → everything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from expo_prof.console import console, err_console
+from expo_prof.errors import ExpoProfError
+
+
+def after_run(quiet: bool):
+    """A callback for :func:`expo_prof.record.session.record_session`: analysis.json, tables, timeline.html."""
+
+    def done(run_dir: Path) -> None:
+        result = summarize(run_dir, quiet=quiet)
+        if result is None:
+            return
+        page = write_timeline(run_dir)
+        if not quiet and page is not None:
+            console.print(f"  timeline      {page}")
+
+    return done
+
+
+def summarize(run_dir: Path, *, quiet: bool = False) -> object | None:
+    """Analyse the run through the pipeline and save ``analysis.json`` next to it; returns the pipeline
+    Result (None when the run traced nothing or the analysis failed, said in one line)."""
+    from expo_prof.pipeline import run
+    from expo_prof.report import JsonReporter, TableReporter
+
+    if not any(p.is_file() for sub in ("overlay", "profiler", "msprof") for p in (run_dir / sub).rglob("*")):
+        # Overlay off and no profiler: nothing was traced, so there is nothing to analyse.
+        if not quiet:
+            console.print("  analysis      none: this run has no overlay log and no profiler trace")
+        return None
+    try:
+        result = run([run_dir])
+    except ExpoProfError as exc:
+        err_console.print(f"[yellow]analysis:[/] {exc}")
+        return None
+    with open(run_dir / "analysis.json", "w") as f:
+        JsonReporter().render(result.document, file=f)
+    if not quiet:
+        TableReporter(top=5).render(result.document)
+        console.print(f"  analysis      {run_dir / 'analysis.json'}")
+    return result
+
+
+def write_timeline(run_dir: Path) -> Path | None:
+    """``timeline.html`` of the run (as ``expo-prof timeline RUN`` writes it); None when it cannot be drawn."""
+    from expo_prof.html import output as out_mod
+    from expo_prof.html.build import timeline_document
+
+    target = run_dir / "timeline.html"
+    try:
+        doc = timeline_document([run_dir])
+        out_mod.write(target, doc.text)
+    except ExpoProfError as exc:
+        err_console.print(f"[yellow]timeline:[/] {exc}")
+        return None
+    return target

@@ -1,0 +1,7 @@
+"""The one pipeline every command calls: paths + :class:`Options` → :class:`Result` (see :mod:`.run`)."""
+
+from expo_prof.pipeline.options import SOURCES, Options, parse_size
+from expo_prof.pipeline.result import RecordingResult, Result, headline
+from expo_prof.pipeline.run import expand, run
+
+__all__ = ["SOURCES", "Options", "RecordingResult", "Result", "expand", "headline", "parse_size", "run"]

@@ -1,0 +1,60 @@
+"""The options every analysing command shares, validated once: target, source choice, size cap."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from expo_prof.analysis.aggregate import SOURCES
+from expo_prof.errors import BadInput
+from expo_prof.readers.source import DEFAULT_MAX_DECOMPRESSED
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """``"800M"``, ``"4GiB"``, ``"1.5g"``, ``"1000000"`` → bytes (powers of 1024 for suffixes)."""
+    m = _SIZE_RE.match(text)
+    if not m:
+        raise BadInput(f"--max-bytes {text!r}: expected a size such as 800M, 4G or 1000000")
+    value = float(m.group(1)) * 1024 ** "_kmgt".index(m.group(2).lower() or "_")
+    if value < 1:
+        raise BadInput(f"--max-bytes {text!r}: must be at least 1 byte")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Options:
+    """What to analyse and how; build with :meth:`make`, which validates everything once."""
+
+    #: ``--op REGEX``: any side-lane op instead of the exponential draw (None: the draw).
+    op: str | None = None
+    source: str = "auto"
+    max_bytes: int = DEFAULT_MAX_DECOMPRESSED
+    pattern: re.Pattern | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def make(cls, op: str | None = None, source: str = "auto", max_bytes: int | str | None = None) -> Options:
+        """Validated options (BadInput with one line on a bad regex, source or size)."""
+        pattern = None
+        if op is not None:
+            try:
+                pattern = re.compile(op)
+            except re.error as exc:
+                raise BadInput(f"--op {op!r} is not a valid regular expression: {exc}") from None
+        if source not in SOURCES:
+            raise BadInput(f"--source {source!r}: expected one of {', '.join(SOURCES)}")
+        if max_bytes is None:
+            cap = DEFAULT_MAX_DECOMPRESSED
+        elif isinstance(max_bytes, str):
+            cap = parse_size(max_bytes)
+        else:
+            cap = int(max_bytes)
+            if cap < 1:
+                raise BadInput(f"--max-bytes {max_bytes}: must be at least 1 byte")
+        return cls(op=op, source=source, max_bytes=cap, pattern=pattern)
+
+    @property
+    def is_draw(self) -> bool:
+        """True when the target is the exponential draw (the wording of every output follows the target)."""
+        return self.op is None

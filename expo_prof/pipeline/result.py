@@ -1,0 +1,139 @@
+"""What the pipeline returns: per recording, the analysis and what was counted; and the versioned document.
+
+Every command renders from a :class:`Result`: ``analyze`` (tables, JSON),
+``timeline`` / ``export`` (the counted analyses, drawn or annotated),
+``report`` (per recording), ``record``'s summary and compare's mechanism. The
+Python API (:func:`expo_prof.analyze`) returns it too, with numpy tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from expo_prof.analysis.hidden import TimelineAnalysis
+from expo_prof.analysis.model import AnalysisResult, Summary
+from expo_prof.pipeline.options import Options
+from expo_prof.runs.recordings import Recording
+
+
+def fmt_ns(ns: float | None) -> str:
+    """Compact human duration (``812ns``, ``12.3µs``, ``4.56ms``, ``1.234s``); ``–`` when not measured."""
+    if ns is None:
+        return "–"
+    a = abs(ns)
+    if a < 1_000:
+        return f"{ns:.0f}ns"
+    if a < 1_000_000:
+        return f"{ns / 1e3:.1f}µs"
+    if a < 1_000_000_000:
+        return f"{ns / 1e6:.2f}ms"
+    return f"{ns / 1e9:.3f}s"
+
+
+def headline(summary: Summary | None) -> str:
+    """The one line every command prints for a recording: ``N instances, H % hidden, exposed X``."""
+    if summary is None:
+        return "no instance found"
+    n = summary.instances
+    frac = "–" if summary.hidden_fraction is None else f"{100 * summary.hidden_fraction:.1f} %"
+    return f"{n} instance{'' if n == 1 else 's'}, {frac} hidden, exposed {fmt_ns(summary.exposed_ns)}"
+
+
+@dataclass
+class RecordingResult:
+    """One recording: what it is, its analysis (None when nothing was found in it) and what was counted."""
+
+    recording: Recording
+    analysis: AnalysisResult | None
+    #: The per-Timeline analyses that were counted (one source per rank): what pages draw and exports annotate.
+    parts: list[TimelineAnalysis] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.recording.label
+
+    @property
+    def headline(self) -> str:
+        return headline(self.analysis.summary if self.analysis is not None else None)
+
+
+@dataclass
+class Result:
+    """The pipeline's result for some inputs and options (see the module docstring)."""
+
+    options: Options
+    inputs: list[str]
+    recordings: list[RecordingResult]
+    #: The versioned ``analyze --json`` document (docs/json-output.md).
+    document: AnalysisResult
+    #: Warnings gathered while reading and analysing (always shown).
+    warnings: list[str] = field(default_factory=list)
+    #: One line each on what was read and chosen (sources, expo-prof's own files passed over).
+    info: list[str] = field(default_factory=list)
+
+    @property
+    def found(self) -> list[RecordingResult]:
+        """The recordings in which instances were found."""
+        return [r for r in self.recordings if r.analysis is not None]
+
+    # -- tables for notebooks (numpy columns; pandas optional) ------------------------------
+
+    def instances(self) -> dict[str, np.ndarray]:
+        """One row per counted instance: recording, rank, step, start, total / hidden / exposed ns, name."""
+        cols: dict[str, list[Any]] = {k: [] for k in ("recording", "rank", "step", "start_ns", "total_ns",
+                                                      "hidden_ns", "exposed_ns", "name")}
+        for rr in self.found:
+            for a in rr.parts:
+                n = len(a)
+                cols["recording"] += [rr.label] * n
+                cols["rank"] += [a.tl.rank] * n
+                cols["step"].append(a.step)
+                cols["start_ns"].append(a.inst.start)
+                cols["total_ns"].append(a.total)
+                cols["hidden_ns"].append(a.hidden)
+                cols["exposed_ns"].append(a.exposed)
+                cols["name"] += [a.tl.names[int(i)] for i in a.inst.name]
+        out: dict[str, np.ndarray] = {}
+        for k, v in cols.items():
+            if k in ("recording", "name"):
+                out[k] = np.array(v, dtype=object)
+            elif k == "rank":
+                out[k] = np.array(v, dtype=np.int64)
+            else:
+                out[k] = np.concatenate(v).astype(np.int64) if v else np.zeros(0, np.int64)
+        return out
+
+    def steps(self) -> dict[str, np.ndarray]:
+        """One row per step with instances: the document's ``steps`` as columns (None → -1 for unmeasured)."""
+        return _columns([(rr.label, s) for rr in self.found for s in rr.analysis.steps],  # type: ignore[union-attr]
+                        ("rank", "step", "start_ns", "end_ns", "instances", "total_ns", "hidden_ns", "exposed_ns",
+                         "forward_ns", "wait_ns"))
+
+    def ranks(self) -> dict[str, np.ndarray]:
+        """One row per rank: the document's ``ranks`` as columns."""
+        return _columns([(rr.label, r) for rr in self.found for r in rr.analysis.ranks],  # type: ignore[union-attr]
+                        ("rank", "instances", "total_ns", "hidden_ns", "exposed_ns", "forward_ns", "wait_ns",
+                         "wall_ns", "wall_hidden_ns", "steps"))
+
+    def to_pandas(self, table: str = "steps") -> Any:
+        """``table`` ("instances", "steps" or "ranks") as a pandas DataFrame (pandas is not a dependency)."""
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover - depends on the environment
+            raise ImportError("to_pandas() needs pandas (pip install pandas); the numpy tables need nothing") from None
+        getter = {"instances": self.instances, "steps": self.steps, "ranks": self.ranks}.get(table)
+        if getter is None:
+            raise ValueError(f"table {table!r}: expected instances, steps or ranks")
+        return pd.DataFrame(getter())
+
+
+def _columns(rows: list[tuple[str, Any]], keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {"recording": np.array([lab for lab, _ in rows], dtype=object)}
+    for k in keys:
+        vals = [getattr(r, k) for _, r in rows]
+        out[k] = np.array([-1 if v is None else v for v in vals], dtype=np.int64)
+    return out

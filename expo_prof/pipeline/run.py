@@ -1,0 +1,140 @@
+"""The one path from the paths a user gives to a :class:`~expo_prof.pipeline.result.Result`.
+
+    paths ──inputs──▶ files ──readers.load──▶ Timelines ──runs.group──▶ recordings
+          ──analysis.analyze_parts (per recording)──▶ Result ──▶ tables / JSON / pages / export
+
+Every command calls :func:`run`; nothing else reads traces for a figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from expo_prof import __version__
+from expo_prof.analysis.aggregate import analyze_parts
+from expo_prof.analysis.model import AnalysisResult, RunEntry
+from expo_prof.errors import BadInput, NothingFound
+from expo_prof.pipeline.options import Options
+from expo_prof.pipeline.result import RecordingResult, Result, headline
+from expo_prof.runs.manifest import is_session_dir, read_session
+from expo_prof.runs.recordings import Recording, group
+
+ProgressFn = Callable[[int, int], None]
+
+
+def expand(paths: Sequence[str | Path]) -> list[Path]:
+    """The user's paths with each session directory replaced by its run directories (BadInput when missing)."""
+    if not paths:
+        raise BadInput("no input path given (a trace file, a run directory or a folder of traces)")
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise BadInput(f"{p}: no such file or directory")
+        if is_session_dir(p):
+            runs = read_session(p).run_dirs()
+            if not runs:
+                raise BadInput(f"{p}: no run of the session is left on disk")
+            out.extend(runs)
+        else:
+            out.append(p)
+    return out
+
+
+def _own_file(path: str, reason: str) -> str | None:
+    """What kind of expected, self-written or duplicate file a skipped entry is (None: a real problem)."""
+    name = Path(path).name
+    if ".async_llm." in name and "no usable timed events" in reason:
+        return "vLLM front-end (async_llm) trace(s) without device or model work"
+    if reason.startswith("same profile as"):
+        return "duplicate export(s) of a profile read through another file"
+    if "expo-prof run-directory file" in reason or name in ("timeline.html", "report.html", "server.log"):
+        return "expo-prof run-directory file(s)"
+    return None
+
+
+def run(paths: Sequence[str | Path], options: Options | None = None, *,
+        progress: ProgressFn | None = None) -> Result:
+    """Read ``paths``, group them into recordings and analyse each (see the module docstring).
+
+    Raises :class:`~expo_prof.errors.BadInput` (exit 2) when nothing is readable and
+    :class:`~expo_prof.errors.NothingFound` (exit 1) when no recording holds a target instance; both
+    carry the warnings gathered so far, which the CLI prints before the error line.
+    """
+    from expo_prof import readers
+
+    opts = options or Options.make()
+    plist = expand(paths)
+    loaded = readers.load(plist, max_bytes=opts.max_bytes, progress=progress)
+    warnings = list(loaded.warnings)
+    info: list[str] = []
+    own: dict[str, int] = {}
+    skipped: list[tuple[str, str]] = []
+    for p, why in loaded.skipped:
+        kind = _own_file(str(p), why)
+        if kind is None:
+            skipped.append((str(p), why))
+        else:
+            own[kind] = own.get(kind, 0) + 1
+    if own:
+        info.append("passed over: " + "; ".join(f"{n} {kind}" for kind, n in own.items()))
+    warnings += [f"skipped {p}: {why}" for p, why in skipped]
+
+    recordings = group(loaded.timelines, plist)
+    several = len(recordings) > 1
+    results: list[RecordingResult] = []
+    for rec in recordings:
+        tls = [loaded.timelines[i] for i in rec.members]
+        try:
+            res, parts = analyze_parts(tls, op=opts.op, inputs=[rec.path], source=opts.source)
+        except NothingFound as exc:
+            results.append(RecordingResult(rec, None, [], str(exc)))
+            continue
+        if several:
+            for r in res.ranks:
+                r.run = rec.label
+            for s in res.steps:
+                s.run = rec.label
+        prefix = f"{rec.label}: " if several else ""
+        warnings += [prefix + w for w in res.warnings if w not in loaded.warnings]
+        info += [prefix + line for line in res.info]
+        results.append(RecordingResult(rec, res, parts))
+
+    found = [r for r in results if r.analysis is not None]
+    if not found:
+        msg = results[0].error if len(results) == 1 else (
+            f"no target instance found in any of {len(results)} recordings; " + (results[0].error or ""))
+        raise NothingFound(msg or "no target instance found", warnings=warnings)
+    sides = {r.recording.overlay for r in found} - {None}
+    if sides == {"on", "off"}:
+        info.append("the inputs hold overlay-off and overlay-on runs: each has its own figures, none combines "
+                    "them; for the difference with its confidence interval run `expo-prof compare OFF ON`")
+    document = _document(plist, opts, results, warnings, info, skipped)
+    return Result(opts, [str(p) for p in plist], results, document, warnings, info)
+
+
+def _entry(rr: RecordingResult) -> RunEntry:
+    rec: Recording = rr.recording
+    a = rr.analysis
+    ranks = sorted({r.rank for r in a.ranks}) if a is not None else []
+    return RunEntry(label=rec.label, path=rec.path, overlay=rec.overlay, ranks=ranks,
+                    summary=a.summary if a is not None else None, error=rr.error,
+                    headline=headline(a.summary if a is not None else None))
+
+
+def _document(plist: list[Path], opts: Options, results: list[RecordingResult], warnings: list[str],
+              info: list[str], skipped: list[tuple[str, str]]) -> AnalysisResult:
+    found = [r.analysis for r in results if r.analysis is not None]
+    return AnalysisResult(
+        tool_version=__version__,
+        op=opts.op,
+        source=opts.source,
+        inputs=[str(p) for p in plist],
+        summary=found[0].summary if len(results) == 1 else None,
+        ranks=[r for a in found for r in a.ranks],
+        steps=[s for a in found for s in a.steps],
+        runs=[_entry(r) for r in results],
+        warnings=warnings,
+        info=info,
+        skipped=[[p, why] for p, why in skipped],
+    )

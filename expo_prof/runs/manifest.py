@@ -1,0 +1,192 @@
+"""Typed views of a run directory's ``manifest.json`` and a session directory's ``session.json``.
+
+``expo-prof record`` writes them (expo_prof/record/runner.py keeps the
+manifest as a dict and rewrites it at every transition); everything that reads
+run directories — analyze, the pages, compare — reads them through here, so
+"is this a run directory" has one answer: a folder whose ``manifest.json`` is
+a JSON object with an ``expo_prof`` key (a web app's ``manifest.json`` is not
+a run).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from expo_prof.errors import BadInput
+from expo_prof.runs.layout import MANIFEST, SESSION, SESSION_SCHEMA, TRACE_DIRS, write_json
+
+
+@dataclass
+class Manifest:
+    """A run's manifest: the typed fields the tools read, and the whole document in :attr:`raw`."""
+
+    path: Path
+    raw: dict[str, Any]
+
+    @property
+    def overlay(self) -> str | None:
+        """``"on"`` / ``"off"`` (None when the manifest does not say)."""
+        v = self.raw.get("overlay")
+        return v if v in ("on", "off") else None
+
+    @property
+    def status(self) -> str | None:
+        v = self.raw.get("status")
+        return v if isinstance(v, str) else None
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """Workload metrics (``vllm bench serve`` names); empty when none."""
+        m = self.raw.get("metrics")
+        return m if isinstance(m, dict) else {}
+
+    @property
+    def workload(self) -> dict[str, Any] | None:
+        w = self.raw.get("workload")
+        return w if isinstance(w, dict) else None
+
+    @property
+    def command(self) -> list[str]:
+        c = self.raw.get("command")
+        return [str(a) for a in c] if isinstance(c, list) else []
+
+    @property
+    def model(self) -> str | None:
+        """The served model's last path part, from the manifest or the command line."""
+        model = self.raw.get("model")
+        argv = self.command
+        if not model:
+            for flag in ("--served-model-name", "--model"):
+                if flag in argv and argv.index(flag) + 1 < len(argv):
+                    model = argv[argv.index(flag) + 1]
+                    break
+        return Path(str(model).rstrip("/")).name if model else None
+
+    @property
+    def trace_dirs(self) -> list[Path]:
+        """The run's folders that hold traces (overlay logs, profiler output, msprof), existing and non-empty."""
+        run = self.path.parent
+        names = list(TRACE_DIRS)
+        prof = self.raw.get("profiler_dir")
+        if isinstance(prof, str) and prof and prof not in names and "/" not in prof and prof not in ("..", "."):
+            names.insert(1, prof)
+        return [run / n for n in names if (run / n).is_dir() and any((run / n).rglob("*"))]
+
+
+@dataclass
+class SessionRun:
+    """One run of a session: its folder (relative to the session), overlay setting and status."""
+
+    dir: str
+    overlay: bool | None
+    status: str | None
+
+
+@dataclass
+class Session:
+    """A session directory of several runs (``--repeat``, ``--overlay both``, ``expo-prof ab``)."""
+
+    path: Path
+    runs: list[SessionRun] = field(default_factory=list)
+    status: str = "running"
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def run_dirs(self) -> list[Path]:
+        """The session's run directories, in recorded order (those still present)."""
+        return [self.path / r.dir for r in self.runs if is_run_dir(self.path / r.dir)]
+
+
+def _load(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def is_run_dir(p: Path) -> bool:
+    """``p`` holds an expo-prof manifest (a JSON object with an ``expo_prof`` key)."""
+    m = p / MANIFEST
+    if not m.is_file():
+        return False
+    try:
+        with open(m, "rb") as f:
+            obj = json.loads(f.read(1 << 20))
+    except (OSError, ValueError):
+        return False
+    return isinstance(obj, dict) and "expo_prof" in obj
+
+
+def is_session_dir(p: Path) -> bool:
+    return p.is_dir() and (p / SESSION).is_file()
+
+
+def read_manifest(run_dir: Path) -> Manifest:
+    """The manifest of a run directory (BadInput when missing, unreadable or not expo-prof's)."""
+    p = run_dir / MANIFEST
+    try:
+        raw = _load(p)
+    except FileNotFoundError:
+        raise BadInput(f"{run_dir} is not a run directory (no {MANIFEST})") from None
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"{p}: unreadable manifest ({exc})") from None
+    if not isinstance(raw, dict):
+        raise BadInput(f"{p}: not a run manifest")
+    return Manifest(p, raw)
+
+
+def write_manifest(run_dir: Path, raw: dict[str, Any]) -> None:
+    """Write (atomically) a run's manifest."""
+    write_json(run_dir / MANIFEST, raw)
+
+
+def read_session(session_dir: Path) -> Session:
+    """The ``session.json`` of a session directory (BadInput when unreadable or listing no run)."""
+    p = session_dir / SESSION
+    try:
+        raw = _load(p)
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"{p}: unreadable session file ({exc})") from None
+    runs = raw.get("runs") if isinstance(raw, dict) else None
+    if not isinstance(runs, list) or not runs:
+        raise BadInput(f"{p}: lists no runs")
+    out = [SessionRun(str(r.get("dir", "")), r.get("overlay"), r.get("status")) for r in runs if isinstance(r, dict)]
+    return Session(session_dir, out, str(raw.get("status", "")), raw)
+
+
+def new_session(session_dir: Path, command: list[str], started: str) -> Session:
+    """A session about to record its first run."""
+    return Session(session_dir, [], "running", {"schema": SESSION_SCHEMA, "command": command, "started": started})
+
+
+def write_session(session: Session) -> None:
+    """Write (atomically) a session's ``session.json``."""
+    raw = dict(session.raw)
+    raw.update(runs=[{"dir": r.dir, "overlay": r.overlay, "status": r.status} for r in session.runs],
+               status=session.status)
+    write_json(session.path / SESSION, raw)
+
+
+def run_dir_of(source: str | Path, cache: dict[str, bool] | None = None) -> Path | None:
+    """The nearest directory at or above ``source`` (a file or a directory) that is a run directory.
+
+    ``cache`` (directory → is a run directory) saves re-reading manifests for many sources.
+    """
+    seen = {} if cache is None else cache
+
+    def is_run(d: Path) -> bool:
+        k = str(d) or "."
+        if k not in seen:
+            seen[k] = is_run_dir(d)
+        return seen[k]
+
+    p = Path(source)
+    here = p if p.is_dir() else p.parent
+    # Walk the spelling the user gave first (labels read like the input), then the resolved path.
+    for d in (here, *here.parents):
+        if is_run(d):
+            return d
+    absolute = here.resolve()
+    for d in (absolute, *absolute.parents):
+        if is_run(d):
+            return d
+    return None
