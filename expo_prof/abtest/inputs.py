@@ -25,7 +25,7 @@ from expo_prof.abtest import tables
 from expo_prof.abtest.metrics import METRICS
 from expo_prof.abtest.runs import Loaded, Run, Side
 from expo_prof.errors import BadInput, ExpoProfError
-from expo_prof.runs.layout import MANIFEST, SESSION
+from expo_prof.runs.manifest import is_run_dir, is_session_dir, read_manifest, read_session
 #: Workload keys of a run directory's spec compared between runs.
 _SPEC_KEYS = (
     "num_prompts", "input_len", "output_len", "range_ratio", "max_concurrency", "request_rate", "burstiness",
@@ -101,10 +101,9 @@ def run_mechanism(path: Path, warnings: list[str]) -> tuple[dict[str, float], di
 
 def load_run_dir(path: Path, warnings: list[str]) -> Run | None:
     """One run directory; None (with a warning) when the run did not end ok."""
-    manifest = _read_json(path / MANIFEST)
-    if not isinstance(manifest, dict):
-        raise BadInput(f"{path / MANIFEST}: not a run manifest")
-    status = manifest.get("status")
+    m = read_manifest(path)
+    manifest = m.raw
+    status = m.status
     if status != "ok":
         warnings.append(f"{path}: run status {status!r}; left out")
         return None
@@ -114,9 +113,7 @@ def load_run_dir(path: Path, warnings: list[str]) -> Run | None:
     values = {k: float(v) for k, v in metrics.items() if k in METRICS and tables.number(v) is not None}
     spec = (wl.get("spec") if isinstance(wl, dict) else None) or manifest.get("workload")
     workload = _spec_workload(spec)
-    from expo_prof.runs.manifest import Manifest
-
-    model = Manifest(path / MANIFEST, manifest).model
+    model = m.model
     if model:
         workload["model"] = model
     info: dict[str, Any] = {"overlay": manifest.get("overlay"), "device": manifest.get("device")}
@@ -193,21 +190,21 @@ def load_path(path: Path, warnings: list[str]) -> list[Run]:
         raise BadInput(f"{path}: no such file or directory")
     if path.is_file():
         return load_file(path, warnings)
-    if (path / SESSION).is_file():
+    if is_session_dir(path):
         raise BadInput(f"{path}: a session directory holds both sides; pass it as the only input")
-    if (path / MANIFEST).is_file():
+    if is_run_dir(path):
         run = load_run_dir(path, warnings)
         return [run] if run else []
     runs: list[Run] = []
     children = sorted(path.iterdir())
     for child in children:
-        if child.is_dir() and (child / MANIFEST).is_file():
+        if child.is_dir() and is_run_dir(child):
             run = load_run_dir(child, warnings)
             if run:
                 runs.append(run)
         elif child.is_file() and child.suffix.lower() in (".json", ".jsonl", ".csv"):
             runs.extend(load_file(child, warnings))
-    if not runs and not any(c.is_dir() and (c / MANIFEST).is_file() for c in children):
+    if not runs and not any(c.is_dir() and is_run_dir(c) for c in children):
         raise BadInput(f"{path}: no run directories or result files in it")
     return sorted(runs, key=_sort_key) if all(r.started for r in runs) else runs
 
@@ -221,25 +218,22 @@ def _side(name: str, paths: list[Path], warnings: list[str]) -> Side:
 
 def load_session(path: Path, warnings: list[str]) -> Loaded:
     """A session directory: off runs vs on runs, paired in the order they ran (off, on, off, on …)."""
-    session = _read_json(path / SESSION)
-    entries = session.get("runs") if isinstance(session, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise BadInput(f"{path / SESSION}: lists no runs")
+    session = read_session(path)
     a, b = Side("off", sources=[str(path)]), Side("on", sources=[str(path)])
     order: list[tuple[bool, int | None]] = []  # per entry: (overlay, index into its side or None)
-    for e in entries:
-        overlay = bool(e.get("overlay"))
+    for e in session.runs:
+        overlay = bool(e.overlay)
         side = b if overlay else a
         run = None
-        if e.get("status") == "ok":
-            run = load_run_dir(path / str(e.get("dir")), warnings)
+        if e.status == "ok":
+            run = load_run_dir(path / e.dir, warnings)
         else:
-            warnings.append(f"{path / str(e.get('dir'))}: run status {e.get('status')!r}; left out")
+            warnings.append(f"{path / e.dir}: run status {e.status!r}; left out")
         if run:
             side.runs.append(run)
         order.append((overlay, len(side.runs) - 1 if run else None))
-    if session.get("status") not in (None, "ok"):
-        warnings.append(f"{path}: session status {session.get('status')!r} (it stopped early)")
+    if session.status not in ("", "ok"):
+        warnings.append(f"{path}: session status {session.status!r} (it stopped early)")
     if not a.runs or not b.runs:
         missing = "off" if not a.runs else "on"
         raise BadInput(f"{path}: the session has no usable overlay-{missing} run; nothing to compare")
@@ -305,7 +299,7 @@ def _unique_labels(side: Side) -> None:
 
 
 def _load_single(path: Path, warnings: list[str], labels: tuple[str, str]) -> Loaded:
-    if path.is_dir() and (path / SESSION).is_file():
+    if is_session_dir(path):
         return load_session(path, warnings)
     if path.is_file() and path.suffix.lower() in (".csv", ".json", ".jsonl"):
         if path.suffix.lower() == ".csv":

@@ -121,23 +121,34 @@ def _names(parts: list[TimelineAnalysis]) -> dict[str, int]:
     return dict(c.most_common())
 
 
-def analyze(
-    timelines: Sequence[Timeline],
-    *,
-    op: str | None = None,
-    inputs: Sequence[str] = (),
-    warnings: Sequence[str] = (),
-    skipped: Sequence[tuple[str, str]] = (),
-    progress: Callable[[int, int], None] | None = None,
-    runs: Sequence[str] | None = None,
-    source: str = "auto",
-) -> AnalysisResult:
+def analyze(timelines: Sequence[Timeline], **kw) -> AnalysisResult:
     """Analyse every Timeline and roll the results up per step, per rank and for the run.
 
-    See :func:`analyze_parts`, which also returns the per-Timeline analyses it counted.
+    Takes the keyword arguments of :func:`analyze_parts`, which also returns the per-Timeline analyses it
+    counted.
     """
-    return analyze_parts(timelines, op=op, inputs=inputs, warnings=warnings, skipped=skipped,
-                         progress=progress, runs=runs, source=source)[0]
+    return analyze_parts(timelines, **kw)[0]
+
+
+def compile_op(op: str | None) -> re.Pattern | None:
+    """``--op REGEX`` compiled (None for the exponential draw); BadInput with one line when it is not a regex."""
+    if op is None:
+        return None
+    try:
+        return re.compile(op)
+    except re.error as exc:
+        from expo_prof.errors import BadInput
+
+        raise BadInput(f"--op {op!r} is not a valid regular expression: {exc}") from None
+
+
+def check_source(source: str) -> str:
+    """``--source``, checked (BadInput naming the choices)."""
+    if source not in SOURCES:
+        from expo_prof.errors import BadInput
+
+        raise BadInput(f"--source {source!r}: expected one of {', '.join(SOURCES)}")
+    return source
 
 
 #: Where a rank has both: ``auto`` counts the trace when it found instances (else the log),
@@ -167,18 +178,8 @@ def analyze_parts(
     Raises :class:`NothingFound` (exit 1) when no Timeline holds a target
     instance, with the names looked for and similar names present.
     """
-    if source not in SOURCES:
-        from expo_prof.errors import BadInput
-
-        raise BadInput(f"--source {source!r}: expected one of {', '.join(SOURCES)}")
-    pattern = None
-    if op is not None:
-        try:
-            pattern = re.compile(op)
-        except re.error as exc:
-            from expo_prof.errors import BadInput
-
-            raise BadInput(f"--op {op!r} is not a valid regular expression: {exc}") from None
+    check_source(source)
+    pattern = compile_op(op)
     warn = list(warnings)
     info: list[str] = []
     analyses: list[TimelineAnalysis] = []

@@ -37,28 +37,6 @@ def _total_size(paths: list[Path]) -> int:
     return total
 
 
-def _check_json_target(target: str, paths: list[Path]) -> None:
-    """Never overwrite an input (``--json trace.json.gz`` takes the trace as the output file)."""
-    if target == "-":
-        return
-    out = Path(target)
-    hint = "put --json last, or write --json=FILE / --json=-"
-    if not paths:
-        if out.exists():
-            raise BadInput(f"--json took {target!r} as its output file and no input path is left; {hint}")
-        return
-    resolved = out.resolve()
-    if any(resolved == p.resolve() for p in paths):
-        raise BadInput(f"--json {target!r} would overwrite an input; {hint}")
-    if out.is_dir():
-        raise BadInput(f"--json {target!r} is a directory")
-    if out.exists() and out.stat().st_size:
-        with open(out, "rb") as f:
-            head = f.read(4096)
-        if b'"schema_name"' not in head or b"expo-prof.analyze" not in head:
-            raise BadInput(f"--json {target!r} exists and is not an earlier analyze output; refusing to overwrite it")
-
-
 @click.command("analyze")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @target_options
@@ -90,7 +68,9 @@ def command(settings, paths: tuple[Path, ...], op: str | None, source: str, max_
     no_progress = bool(getattr(settings, "no_progress", False))
     path_list = list(paths)
     if json_out is not None:
-        _check_json_target(json_out, path_list)
+        from expo_prof.output import ANALYZE_JSON, check_target
+
+        check_target(json_out, path_list, ANALYZE_JSON, "--json")
     if not path_list:
         raise BadInput("analyze needs at least one PATH (a trace file or a directory)")
     opts = options(op, source, max_bytes)

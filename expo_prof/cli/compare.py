@@ -35,21 +35,10 @@ def comparison_options(f):
 
 
 def check_out(target: str, inputs: list[Path], what: str) -> None:
-    """Never overwrite an input, nor a file that is not an earlier compare output."""
-    if target == "-":
-        return
-    out = Path(target)
-    hint = "put --json last, or write --json=FILE / --json=-" if what == "--json" else ""
-    for p in inputs:
-        if out.resolve() == p.resolve():
-            raise BadInput(f"{what} {target!r} would overwrite an input; {hint}".rstrip("; "))
-    if out.is_dir():
-        raise BadInput(f"{what} {target!r} is a directory")
-    if out.exists() and out.stat().st_size:
-        head = out.read_bytes()[:4096]
-        marker = b"expo-prof.compare" if what == "--json" else b"expo-prof A/B"
-        if marker not in head:
-            raise BadInput(f"{what} {target!r} exists and is not an earlier compare output; refusing to overwrite it")
+    """Never overwrite an input, nor a file that is not an earlier compare output (``--json`` / ``--html``)."""
+    from expo_prof.output import COMPARE_JSON, COMPARE_PAGE, check_target
+
+    check_target(target, inputs, COMPARE_JSON if what == "--json" else COMPARE_PAGE, what)
 
 
 def report(result, *, settings, json_out: str | None, html_out: Path | None, all_metrics: bool) -> None:

@@ -21,7 +21,7 @@ def command(settings, paths, output, op, source, max_bytes) -> int:
     exposed parts, and the steps.
     """
     from expo_prof.console import console
-    from expo_prof.html import output as out_mod
+    from expo_prof import output as out_mod
     from expo_prof.html.build import export_document
     from rich.markup import escape
 

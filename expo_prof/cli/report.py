@@ -26,7 +26,7 @@ def command(settings, paths, output, op, source, max_bytes, title) -> int:
     `record --overlay both`) the page adds an A/B section.
     """
     from expo_prof.console import console
-    from expo_prof.html import output as out_mod
+    from expo_prof import output as out_mod
     from expo_prof.html.build import report_document
     from rich.markup import escape
 

@@ -52,7 +52,7 @@ def summarize(run_dir: Path, *, quiet: bool = False) -> object | None:
 
 def write_timeline(run_dir: Path) -> Path | None:
     """``timeline.html`` of the run (as ``expo-prof timeline RUN`` writes it); None when it cannot be drawn."""
-    from expo_prof.html import output as out_mod
+    from expo_prof import output as out_mod
     from expo_prof.html.build import timeline_document
 
     target = run_dir / "timeline.html"

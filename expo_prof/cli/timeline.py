@@ -30,7 +30,7 @@ def command(settings, paths, output, op, source, max_bytes, title, detail_budget
     folders of one run. The page needs no network: plotly.js and the data are inline.
     """
     from expo_prof.console import console
-    from expo_prof.html import output as out_mod
+    from expo_prof import output as out_mod
     from expo_prof.html.build import timeline_document
     from rich.markup import escape
 

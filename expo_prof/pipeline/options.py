@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from expo_prof.analysis.aggregate import SOURCES
+from expo_prof.analysis.aggregate import SOURCES, check_source, compile_op
 from expo_prof.errors import BadInput
 from expo_prof.readers.source import DEFAULT_MAX_DECOMPRESSED
 
@@ -36,14 +36,8 @@ class Options:
     @classmethod
     def make(cls, op: str | None = None, source: str = "auto", max_bytes: int | str | None = None) -> Options:
         """Validated options (BadInput with one line on a bad regex, source or size)."""
-        pattern = None
-        if op is not None:
-            try:
-                pattern = re.compile(op)
-            except re.error as exc:
-                raise BadInput(f"--op {op!r} is not a valid regular expression: {exc}") from None
-        if source not in SOURCES:
-            raise BadInput(f"--source {source!r}: expected one of {', '.join(SOURCES)}")
+        pattern = compile_op(op)
+        check_source(source)
         if max_bytes is None:
             cap = DEFAULT_MAX_DECOMPRESSED
         elif isinstance(max_bytes, str):

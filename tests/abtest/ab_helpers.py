@@ -85,7 +85,8 @@ def run_dir(path: Path, *, overlay: bool, metrics: dict, spec: dict | None = Non
     path.mkdir(parents=True)
     spec = {"num_prompts": 48, "input_len": 1536, "output_len": 2048, "range_ratio": 0.0, "request_rate": "inf",
             "max_concurrency": None, "temperature": 1.0, **(spec or {})}
-    manifest = {"schema": 1, "status": status, "command": ["vllm", "serve", model], "overlay": "on" if overlay else "off",
+    manifest = {"schema": 1, "expo_prof": "test", "status": status, "command": ["vllm", "serve", model],
+                "overlay": "on" if overlay else "off",
                 "workload": {"builtin": True, **spec}, "started": started, "model": model, "metrics": metrics}
     (path / "manifest.json").write_text(json.dumps(manifest))
     (path / "workload.json").write_text(json.dumps({"spec": spec, "metrics": metrics, "notes": [], "requests": []}))
