@@ -22,7 +22,8 @@ from expo_prof import __version__
 from expo_prof.console import err_console
 from expo_prof.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, ExpoProfError
 from expo_prof.record import command as cmdmod
-from expo_prof.runs.layout import MANIFEST, MANIFEST_SCHEMA, host_info, write_json
+from expo_prof.runs.layout import MANIFEST_SCHEMA, host_info, write_json
+from expo_prof.runs.manifest import write_manifest
 from expo_prof.server import ServerFailed, VllmServer, live_processes
 from expo_prof.workload import WorkloadResult, WorkloadSpec, run_workload
 
@@ -168,7 +169,7 @@ class Recorder:
         return {"builtin": True, **d}
 
     def _save(self) -> None:
-        write_json(self.run_dir / MANIFEST, self.manifest)
+        write_manifest(self.run_dir, self.manifest)
 
     def _status(self, status: str, **extra) -> None:
         self.manifest["status"] = status
