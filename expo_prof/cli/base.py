@@ -1,0 +1,74 @@
+"""What every command shares: its help layout, the exit-code table, ``-q``, and refusing conflicting options.
+
+Each command module builds its click command with :func:`command`, which
+gives it a one-line summary that survives click's shortening in the command
+list, an examples block and the same exit-code table in every ``--help``
+(docs/cli.md), and ``-q/--quiet`` at the command's level as well as the root's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import click
+
+from expo_prof.errors import BadInput
+
+#: The exit codes of every command (expo_prof/errors.py), as each --help prints them.
+EXIT_CODES = """\b
+Exit codes (every command):
+  0    done
+  1    nothing found: the inputs were read but hold no target instance
+  2    bad input or options (one line says which)
+  3    a launched command or server failed (record, ab, demo)
+  130  interrupted (Ctrl-C); what was captured so far is kept"""
+
+
+def command(name: str, *, summary: str, examples: Iterable[str] = (), **kw: Any) -> Callable:
+    """A click command with ``summary`` as its short help, ``examples`` and the exit codes as its epilog,
+    and ``-q/--quiet`` (which sets the root's ``settings.quiet``)."""
+    lines = list(examples)
+    epilog = ("\b\nExamples:\n" + "\n".join(f"  {e}" for e in lines) + "\n\n" if lines else "") + EXIT_CODES
+
+    def deco(f: Callable) -> click.Command:
+        f = click.option("-q", "--quiet", "cmd_quiet", is_flag=True, help="Print only results and errors.")(f)
+        f = _absorb_quiet(f)
+        return click.command(name, short_help=summary, epilog=epilog, **kw)(f)
+
+    return deco
+
+
+def _absorb_quiet(f: Callable) -> Callable:
+    """Fold the command-level ``-q`` into the shared settings object, so commands read one flag."""
+    import functools
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, cmd_quiet: bool = False, **kwargs: Any) -> Any:
+        if cmd_quiet:
+            ctx = click.get_current_context()
+            if ctx.obj is not None:
+                ctx.obj.quiet = True
+        return f(*args, **kwargs)
+
+    return wrapper
+
+
+def given(ctx: click.Context, name: str) -> bool:
+    """Whether option ``name`` was given on the command line (not its default)."""
+    src = ctx.get_parameter_source(name)
+    return src is not None and src.name == "COMMANDLINE"
+
+
+def refuse_together(ctx: click.Context, first: str, others: Iterable[str], why: str = "") -> None:
+    """BadInput (exit 2, one line) when option ``first`` is given together with any of ``others``."""
+    clash = [o for o in others if given(ctx, o)]
+    if given(ctx, first) and clash:
+        flag = lambda n: "--" + n.replace("_", "-")  # noqa: E731
+        raise BadInput(f"{flag(first)} cannot be combined with {', '.join(flag(c) for c in clash)}"
+                       + (f": {why}" if why else ""))
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 run``, ``2 runs`` (``many`` for irregular plurals)."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
