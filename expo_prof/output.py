@@ -36,7 +36,9 @@ class Kind:
 PAGE = Kind("an HTML page", (".html", ".htm"), b"<!DOCTYPE html>", b'<meta name="generator" content="expo-prof')
 EXPORT = Kind("a Chrome-trace JSON", (".json", ".json.gz"), b'{"schemaVersion":1,"displayTimeUnit":"ns"', b'"tool":"expo-prof')
 ANALYZE_JSON = Kind("an analyze result", (), b"{", b'"schema_name": "expo-prof.analyze"', "an earlier analyze output")
+TEXT = Kind("text tables", (".txt", ".log", ".md", ".text"), b"", b" hidden, exposed ", "an earlier analyze output")
 COMPARE_JSON = Kind("a compare result", (), b"{", b"expo-prof.compare", "an earlier compare output")
+COMPARE_TEXT = Kind("compare tables", (".txt", ".log", ".md", ".text"), b"", b"verdict", "an earlier compare output")
 COMPARE_PAGE = Kind("a compare page", (), b"<!doctype html>", b"<title>expo-prof A/B</title>", "an earlier compare output")
 
 

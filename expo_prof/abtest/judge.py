@@ -47,6 +47,7 @@ from expo_prof.abtest.runs import Loaded
 from expo_prof.abtest.verdict import verdict_of
 from expo_prof.abtest.workloads import check as check_workloads
 from expo_prof.errors import BadInput
+from expo_prof.words import plural
 
 CONFIDENCE = 0.95
 
@@ -136,7 +137,8 @@ def metric_result(metric: Metric, a_runs: list[str], a_vals: list[float | None],
         significant = False
         notes.append(f"the {perm.name} test disagrees (p={perm.p:.3g}): not settled")
     elif perm.min_p > alpha:
-        runs = f"{n_eff} pairs" if paired else f"{len(a)} runs per side" if len(a) == len(b) else f"{len(a)} vs {len(b)} runs"
+        runs = (plural(n_eff, "pair") if paired else f"{plural(len(a), 'run')} per side" if len(a) == len(b)
+                else f"{len(a)} vs {plural(len(b), 'run')}")
         notes.append(f"with {runs} the {perm.name} test cannot go below "
                      f"p={perm.min_p:.3g}; the t-test (normal errors assumed) decides")
     if significant:

@@ -18,6 +18,8 @@ SCHEMA_NAME = "expo-prof.compare"
 ENABLE = "enable"
 KEEP_OFF = "keep off"
 NO_DIFFERENCE = "no significant difference"
+#: Too few runs for any test (e.g. one run per side): nothing can be said either way.
+INCONCLUSIVE = "inconclusive"
 
 #: Per-metric outcomes.
 BETTER = "better"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from expo_prof.words import plural
+
 from rich import box
 from rich.console import Console
 from rich.markup import escape
@@ -86,15 +88,16 @@ def metric_table(result: ComparisonResult, *, all_metrics: bool = False) -> Tabl
     a, b = result.a.name, result.b.name
     test = "paired t" if result.design.paired else "Welch t"
     t = Table(title=f"{escape(b)} vs {escape(a)}: change of the means", title_justify="left",
-              caption="n.s.: no significant difference (~N: runs that would settle it)", caption_justify="left",
-              box=box.SIMPLE_HEAD)
-    t.add_column("metric", min_width=14)
+              caption=f"p: {test} / permutation test · n.s.: no significant difference (~N: runs that would "
+                      "settle it)", caption_justify="left", box=box.SIMPLE_HEAD)
+    t.add_column("metric", min_width=10, max_width=18)
     t.add_column(escape(a), justify="right", no_wrap=True)
     t.add_column(escape(b), justify="right", no_wrap=True)
     t.add_column("change", justify="right", no_wrap=True)
     t.add_column("95% CI", justify="right", no_wrap=True)
-    t.add_column("outcome", min_width=14)
-    t.add_column(f"p {test}/perm", justify="right")
+    # At 80 columns (a pipe, a CI log) the outcome wraps; no column is ever dropped.
+    t.add_column("outcome", max_width=14, overflow="fold")
+    t.add_column("p", justify="right", no_wrap=True, min_width=9)
     for r in _shown(result, all_metrics):
         ci = "–" if r.ci_pct is None else f"{_ci(r.ci_pct[0])}…{_ci(r.ci_pct[1])}%"
         style = _OUTCOME_STYLE.get(r.outcome, "")
@@ -113,8 +116,8 @@ def render(result: ComparisonResult, console: Console, *, all_metrics: bool = Fa
     wl = ", ".join(f"{k} {'inf' if v is None and k == 'request_rate' else v}" for k, v in result.workload.items()
                    if k in keys) or "not described by the inputs"
     console.print(
-        f"[bold]A/B[/] {escape(result.a.name)} ({len(result.a.runs)} runs) vs {escape(result.b.name)} "
-        f"({len(result.b.runs)} runs) — {'paired' if d.paired else 'unpaired'}: {escape(d.reason)}"
+        f"[bold]A/B[/] {escape(result.a.name)} ({plural(len(result.a.runs), 'run')}) vs {escape(result.b.name)} "
+        f"({plural(len(result.b.runs), 'run')}) — {'paired' if d.paired else 'unpaired'}: {escape(d.reason)}"
     )
     console.print(f"[dim]workload: {escape(wl)}[/]")
     if d.excluded:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from expo_prof.words import plural
 from expo_prof.abtest.model import (
     BETTER,
     ENABLE,
+    INCONCLUSIVE,
     KEEP_OFF,
     MISSING,
     NO_DIFFERENCE,
@@ -25,8 +27,8 @@ def _ci(r: MetricResult) -> str:
 
 def _runs(r: MetricResult) -> str:
     if r.paired:
-        return f"{r.pairs} pairs"
-    return f"{r.a.n} vs {r.b.n} runs" if r.a.n != r.b.n else f"{r.a.n} runs per side"
+        return plural(r.pairs, "pair")
+    return f"{r.a.n} vs {plural(r.b.n, 'run')}" if r.a.n != r.b.n else f"{plural(r.a.n, 'run')} per side"
 
 
 def verdict_of(primary: MetricResult | None, results: list[MetricResult], alpha: float) -> Verdict:
@@ -43,10 +45,11 @@ def verdict_of(primary: MetricResult | None, results: list[MetricResult], alpha:
         decision = NO_DIFFERENCE
         statement = f"no verdict: {primary.label} is missing on one side"
     elif primary.outcome == UNTESTABLE:
-        decision = NO_DIFFERENCE
+        # With one run per side no test exists: "no significant difference" would claim too much.
+        decision = INCONCLUSIVE
         why = primary.notes[-1].split(":")[0] if primary.notes else "too few runs"
-        statement = (f"no significant difference can be established: {change} observed with {why} — "
-                     "no confidence interval or test is possible; run at least 3 per side")
+        statement = (f"inconclusive: {why} — {change} observed, but no confidence interval or test is "
+                     "possible; run at least 3 per side")
     elif primary.outcome in (BETTER, WORSE):
         decision = ENABLE if primary.outcome == BETTER else KEEP_OFF
         statement = f"{decision}: {change}, {test} p={p:.3g} with {_runs(primary)}"

@@ -7,18 +7,29 @@ from pathlib import Path
 
 import click
 
-from expo_prof.cli.compare import check_out, comparison_options, run_comparison
+from expo_prof.cli.base import command as cli_command
+from expo_prof.cli.common import resolve_format
+from expo_prof.cli.compare import check_out, comparison_options, pairing, run_comparison
 from expo_prof.cli.record import build_spec, workload_options
 from expo_prof.errors import BadInput
 
 
-@click.command("ab", context_settings={"ignore_unknown_options": False})
+@cli_command(
+    "ab",
+    summary="Should the overlay be on here? Record off, on, off, on … runs, then compare them.",
+    examples=[
+        "expo-prof ab --repeat 3 -- vllm serve Qwen/Qwen3-32B --port 8000",
+        "expo-prof ab --repeat 2 --num-prompts 8 --input-len 64 --output-len 32 -- python -m vllm.entrypoints.openai.api_server --model ./tiny",
+        "expo-prof ab --repeat 3 --json -o ab.json -- vllm serve MODEL",
+    ],
+    context_settings={"ignore_unknown_options": False},
+)
 @click.option("--repeat", type=int, default=3, show_default=True, help="Runs per side (off, on, off, on … = 2×N runs).")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="Session directory (default: traces/<UTC stamp>-<name>).")
+@click.option("--session-dir", "--out", "out", type=click.Path(path_type=Path), default=None, metavar="DIR",
+              help="Session directory of the runs (default: traces/<UTC stamp>-<name>); -o is the comparison's file.")
 @click.option("--traces-dir", type=click.Path(path_type=Path), default=Path("traces"), show_default=True,
-              help="Where new session directories go.")
-@click.option("--profiler", type=click.Choice(["none", "torch", "msprof"]), default="none", show_default=True,
+              metavar="DIR", help="Where new session directories go.")
+@click.option("--profiler", type=click.Choice(["torch", "msprof", "none"]), default="none", show_default=True,
               help="Profile every run: gives the off runs' forward time (the 'why'), but slows both sides.")
 @click.option("--profile-requests", type=int, default=None, help="Close the profiler window after this many finished requests.")
 @click.option("--ready-timeout", type=float, default=600.0, show_default=True, help="Seconds to wait for /health.")
@@ -32,11 +43,6 @@ def command(settings, repeat, out, traces_dir, profiler, profile_requests, ready
     Every run is recorded as by `record` (same built-in workload, a fresh
     server each time) into one session directory; the runs are paired in
     the order they ran, so drift of the machine hits both sides alike.
-
-    \b
-    expo-prof ab --repeat 3 -- vllm serve Qwen/Qwen3-32B --port 8000
-    expo-prof ab --repeat 2 --num-prompts 8 --input-len 64 --output-len 32 -- \\
-        python -m vllm.entrypoints.openai.api_server --model ./tiny
     """
     from expo_prof.abtest import inputs
     from expo_prof.record.command import parse_target
@@ -53,13 +59,12 @@ def command(settings, repeat, out, traces_dir, profiler, profile_requests, ready
     spec = build_spec(wl)
     argv = list(cmd)
     parse_target(argv)  # a bad command fails before any directory is created
-    for target, what in ((kw["json_out"], "--json"), (str(kw["html_out"]) if kw["html_out"] else None, "--html")):
-        if target is not None:
-            check_out(target, [out] if out is not None else [], what)
+    kw["fmt"] = resolve_format(kw["fmt"], kw.pop("as_json"), kw["output"])
+    check_out(kw["output"], [out] if out is not None else [], kw["fmt"])
     top = out if out is not None else new_dir(traces_dir, short_name(argv))
     opts = RecordOptions(profiler=profiler, workload=spec, ready_timeout_s=ready_timeout,
                          profile_requests=profile_requests)
-    to_stdout = kw["json_out"] == "-"
+    to_stdout = kw["fmt"] == "json" and kw["output"] is None
     quiet = bool(getattr(settings, "quiet", False)) or to_stdout
     from expo_prof.console import console
 
@@ -71,11 +76,11 @@ def command(settings, repeat, out, traces_dir, profiler, profile_requests, ready
                        quiet=quiet, analyze_after=True, after_run=after_run(quiet))
     finally:
         console.file = saved
-    pairing = kw.pop("pairing")
-    loaded = inputs.load([top], [], paired={"paired": True, "unpaired": False}.get(pairing))
+    loaded = inputs.load([top], [], paired=pairing(kw))
     return run_comparison(loaded, kw, settings, [top])
 
 
 _COMPARISON_KEYS = {
-    "pairing", "alpha", "primary", "drop_warmup", "drop_outliers", "allow_mismatch", "all_metrics", "json_out", "html_out",
+    "paired", "unpaired", "alpha", "primary", "drop_warmup", "drop_outliers", "allow_mismatch", "all_metrics", "fmt",
+    "as_json", "output",
 }

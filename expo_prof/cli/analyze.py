@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import click
 
-from expo_prof.cli.common import options, show_notes, target_options
+from expo_prof.cli.base import command as cli_command
+from expo_prof.cli.common import (
+    check_output,
+    options,
+    output_options,
+    resolve_format,
+    show_notes,
+    target_options,
+    write_report,
+)
 from expo_prof.errors import BadInput
 
 #: Show a progress bar only when the inputs are at least this large on disk
@@ -37,29 +45,32 @@ def _total_size(paths: list[Path]) -> int:
     return total
 
 
-@click.command("analyze")
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@target_options
-@click.option(
-    "--json",
-    "json_out",
-    is_flag=False,
-    flag_value="-",
-    default=None,
-    metavar="[FILE|-]",
-    help="Write the versioned JSON result (docs/json-output.md) to FILE, or to stdout with '-' / no value.",
+@cli_command(
+    "analyze",
+    summary="Hidden vs exposed time of the exponential draw (or any --op) in traces.",
+    examples=[
+        "expo-prof analyze trace.pt.trace.json.gz",
+        "expo-prof analyze traces/RUN --json -o analysis.json",
+        "expo-prof analyze PROFILER_DIR EXPO_PROF_OUT        # a trace and the overlay's event logs",
+        "expo-prof analyze hta_trace.json.gz --op nccl       # any side-lane op, e.g. NCCL under compute",
+        "expo-prof analyze RUN --format html -o report.html  # the report page of the result",
+    ],
 )
+@click.argument("paths", nargs=-1, metavar="PATH...", type=click.Path(path_type=Path))
+@target_options
+@output_options
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows in the worst-steps table.")
 @click.pass_obj
 def command(settings, paths: tuple[Path, ...], op: str | None, source: str, max_bytes: str | None,
-            json_out: str | None, top: int) -> int:
-    """Split the exponential draw's time into hidden (under other lanes' compute) and exposed.
+            fmt: str, as_json: bool, output: Path | None, top: int) -> int:
+    """Split the time of the exponential draw (or of any op matched by --op) into hidden — under
+    another lane's compute on the same device — and exposed, per recording, rank and step.
 
-    PATH is a trace file or a directory (walked recursively, many ranks at
-    once): PyTorch profiler traces (.json/.json.gz), torch_npu / msprof output,
-    or the overlay's event logs. Each recording (one profile window of one
-    job) gets its own figures. Exit codes: 0 ok, 1 no target instance found,
-    2 bad input.
+    PATH is a trace file or a folder (walked recursively, many ranks at once):
+    PyTorch profiler traces (.json / .json.gz), torch_npu output (*_ascend_pt),
+    msprof output (PROF_*), expo-prof run or session directories, or the
+    overlay's event logs. Each recording (one profile window of one job) gets
+    its own figures and headline.
     """
     from expo_prof.console import err_console
     from expo_prof.pipeline import run
@@ -67,10 +78,8 @@ def command(settings, paths: tuple[Path, ...], op: str | None, source: str, max_
     quiet = bool(getattr(settings, "quiet", False))
     no_progress = bool(getattr(settings, "no_progress", False))
     path_list = list(paths)
-    if json_out is not None:
-        from expo_prof.output import ANALYZE_JSON, check_target
-
-        check_target(json_out, path_list, ANALYZE_JSON, "--json")
+    fmt = resolve_format(fmt, as_json, output)
+    check_output(output, path_list, fmt)
     if not path_list:
         raise BadInput("analyze needs at least one PATH (a trace file or a directory)")
     opts = options(op, source, max_bytes)
@@ -92,19 +101,15 @@ def command(settings, paths: tuple[Path, ...], op: str | None, source: str, max_
             result = run(path_list, opts, progress=advance)
     else:
         result = run(path_list, opts)
-    doc = result.document
     show_notes(settings, result.warnings, result.info)
 
+    from expo_prof.html import HtmlReporter
     from expo_prof.report import JsonReporter, TableReporter
 
-    if json_out == "-":
-        JsonReporter().render(doc, sys.stdout)
-        return 0
-    TableReporter(top=top).render(doc)
-    if json_out is not None:
-        try:
-            with open(json_out, "w", encoding="utf-8") as f:
-                JsonReporter().render(doc, f)
-        except OSError as exc:
-            raise BadInput(f"--json {json_out}: cannot write ({exc.strerror or exc})") from None
+    reporter = {"text": TableReporter(top=top), "json": JsonReporter(), "html": HtmlReporter(label="analysis")}[fmt]
+    write_report(reporter, result.document, output)
+    if output is not None and not quiet:
+        from expo_prof.console import console
+
+        console.print(f"{fmt}: {output}")
     return 0

@@ -67,8 +67,3 @@ def refuse_together(ctx: click.Context, first: str, others: Iterable[str], why: 
         flag = lambda n: "--" + n.replace("_", "-")  # noqa: E731
         raise BadInput(f"{flag(first)} cannot be combined with {', '.join(flag(c) for c in clash)}"
                        + (f": {why}" if why else ""))
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``1 run``, ``2 runs`` (``many`` for irregular plurals)."""
-    return f"{n} {word if n == 1 else (many or word + 's')}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -44,3 +45,56 @@ def show_notes(settings: Any, warnings: list[str], info: list[str]) -> None:
         warn(escape(w))
     for line in info:
         info_line(escape(line))
+
+
+#: --format / --json / -o: where and how a command's result is written.
+_OUTPUT_OPTIONS = (
+    click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default=None,
+                 help="text: tables (default); json: the versioned document; html: a self-contained page."),
+    click.option("--json", "as_json", is_flag=True, help="Same as --format json."),
+    click.option("-o", "--output", type=click.Path(path_type=Path), default=None, metavar="FILE",
+                 help="Write to FILE instead of stdout (never over an input or a file expo-prof did not write)."),
+)
+
+
+def output_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--format``, ``--json`` and ``-o/--output`` to a command."""
+    for opt in reversed(_OUTPUT_OPTIONS):
+        f = opt(f)
+    return f
+
+
+def resolve_format(fmt: str | None, as_json: bool, output: Path | None) -> str:
+    """The output format: ``--json`` is ``--format json``; an html page needs ``-o`` (never a page on a terminal)."""
+    from expo_prof.errors import BadInput
+
+    if as_json and fmt not in (None, "json"):
+        raise BadInput(f"--json cannot be combined with --format {fmt}")
+    fmt = "json" if as_json else (fmt or "text")
+    if fmt == "html" and output is None:
+        raise BadInput("--format html writes a page: give the file with -o FILE.html")
+    return fmt
+
+
+def check_output(output: Path | None, inputs: list[Path], fmt: str) -> None:
+    """The one output guard (expo_prof/output.py) for ``-o`` in ``fmt``."""
+    if output is None:
+        return
+    from expo_prof.output import ANALYZE_JSON, PAGE, TEXT, check_target
+
+    check_target(output, inputs, {"json": ANALYZE_JSON, "html": PAGE, "text": TEXT}[fmt], "-o")
+
+
+def write_report(reporter: Any, result: Any, output: Path | None) -> None:
+    """Render ``result`` with ``reporter`` to stdout, or atomically to ``output``."""
+    import io
+    import sys
+
+    if output is None:
+        reporter.render(result, None if type(reporter).__name__ == "TableReporter" else sys.stdout)
+        return
+    from expo_prof.output import write
+
+    buf = io.StringIO()
+    reporter.render(result, buf)
+    write(output, buf.getvalue())

@@ -7,15 +7,17 @@ from pathlib import Path
 
 import click
 
+from expo_prof.cli.base import command as cli_command
+from expo_prof.cli.common import output_options, resolve_format
 from expo_prof.errors import BadInput
 
 
 def comparison_options(f):
     """Options of the analysis itself (shared with ``ab``)."""
     opts = [
-        click.option("--paired", "pairing", flag_value="paired", default=None,
+        click.option("--paired", is_flag=True,
                      help="Runs of the two sides were interleaved: pair them by position (paired t + sign-flip test)."),
-        click.option("--unpaired", "pairing", flag_value="unpaired",
+        click.option("--unpaired", is_flag=True,
                      help="Analyse unpaired (Welch t + permutation test) even for an interleaved session."),
         click.option("--alpha", type=float, default=0.05, show_default=True, help="Significance level."),
         click.option("--primary", metavar="METRIC", default=None,
@@ -24,44 +26,59 @@ def comparison_options(f):
         click.option("--drop-outliers", is_flag=True, help="Leave flagged outlier runs out of the main analysis."),
         click.option("--allow-mismatch", is_flag=True, help="Compare even when the workloads differ (warns)."),
         click.option("--all-metrics", is_flag=True, help="Show every metric, not only the main ones."),
-        click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE|-]",
-                     help="Write the JSON result (docs/ab.md) to FILE, or to stdout with '-' (put it last or use --json=FILE)."),
-        click.option("--html", "html_out", type=click.Path(path_type=Path), default=None,
-                     help="Write a self-contained HTML page with the figures."),
     ]
     for o in reversed(opts):
         f = o(f)
-    return f
+    return output_options(f)
 
 
-def check_out(target: str, inputs: list[Path], what: str) -> None:
-    """Never overwrite an input, nor a file that is not an earlier compare output (``--json`` / ``--html``)."""
-    from expo_prof.output import COMPARE_JSON, COMPARE_PAGE, check_target
+def pairing(kw: dict) -> bool | None:
+    """``--paired`` → True, ``--unpaired`` → False, neither → decided by the inputs; both → refused."""
+    paired, unpaired = kw.pop("paired"), kw.pop("unpaired")
+    if paired and unpaired:
+        raise BadInput("--paired and --unpaired contradict each other: give one")
+    return True if paired else False if unpaired else None
 
-    check_target(target, inputs, COMPARE_JSON if what == "--json" else COMPARE_PAGE, what)
+
+def check_out(output: Path | None, inputs: list[Path], fmt: str) -> None:
+    """The one output guard for ``-o`` in ``fmt``: never an input, never a file that is not an earlier compare output."""
+    if output is None:
+        return
+    from expo_prof.output import COMPARE_JSON, COMPARE_PAGE, COMPARE_TEXT, check_target
+
+    check_target(output, inputs, {"json": COMPARE_JSON, "html": COMPARE_PAGE, "text": COMPARE_TEXT}[fmt], "-o")
 
 
-def report(result, *, settings, json_out: str | None, html_out: Path | None, all_metrics: bool) -> None:
-    """Print the tables (unless JSON goes to stdout) and write the requested files."""
+def report(result, *, fmt: str, output: Path | None, all_metrics: bool) -> None:
+    """The tables, the JSON document or the page, on stdout or in ``output``."""
+    import io
+
     from expo_prof.abtest import report_json, report_table
     from expo_prof.console import console
+    from expo_prof.output import write
 
-    if json_out == "-":
-        report_json.write(result, sys.stdout)
-    else:  # --quiet still prints results (it silences progress and notes)
-        report_table.render(result, console, all_metrics=all_metrics)
-    if json_out not in (None, "-"):
-        try:
-            Path(json_out).write_bytes(report_json.encode(result))
-        except OSError as exc:
-            raise BadInput(f"--json {json_out}: cannot write ({exc.strerror or exc})") from None
-    if html_out is not None:
+    if fmt == "html":
         from expo_prof.abtest import report_html
 
         try:
-            report_html.write_page(result, html_out)
+            report_html.write_page(result, output)
         except OSError as exc:
-            raise BadInput(f"--html {html_out}: cannot write ({exc.strerror or exc})") from None
+            raise BadInput(f"-o {output}: cannot write ({exc.strerror or exc})") from None
+        return
+    if output is None:
+        if fmt == "json":
+            report_json.write(result, sys.stdout)
+        else:  # --quiet still prints results (it silences progress and notes)
+            report_table.render(result, console, all_metrics=all_metrics)
+        return
+    if fmt == "json":
+        write(output, report_json.encode(result))
+    else:
+        from rich.console import Console
+
+        buf = io.StringIO()
+        report_table.render(result, Console(file=buf, width=100, highlight=False), all_metrics=all_metrics)
+        write(output, buf.getvalue())
 
 
 def run_comparison(loaded, kw: dict, settings, inputs: list[Path]) -> int:
@@ -72,12 +89,26 @@ def run_comparison(loaded, kw: dict, settings, inputs: list[Path]) -> int:
         loaded, alpha=kw["alpha"], primary=kw["primary"], drop_warmup=kw["drop_warmup"],
         drop_outliers=kw["drop_outliers"], allow_mismatch=kw["allow_mismatch"],
     )
-    report(result, settings=settings, json_out=kw["json_out"], html_out=kw["html_out"], all_metrics=kw["all_metrics"])
+    report(result, fmt=kw["fmt"], output=kw["output"], all_metrics=kw["all_metrics"])
+    if kw["output"] is not None and not getattr(settings, "quiet", False):
+        from expo_prof.console import console
+
+        console.print(f"{kw['fmt']}: {kw['output']}")
     return 0
 
 
-@click.command("compare")
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@cli_command(
+    "compare",
+    summary="Is B (overlay on) better than A (overlay off)? Change, 95% CI, test and verdict per metric.",
+    examples=[
+        "expo-prof compare traces/SESSION            # an `ab` / `record --overlay both` session: paired",
+        "expo-prof compare off/ on/                  # run directories (sets of them): unpaired",
+        "expo-prof compare off.csv on.csv            # tables: one row per run",
+        "expo-prof compare -a r1.json -a r2.json -b r3.json -b r4.json   # vllm bench serve results",
+        "expo-prof compare traces/SESSION --json -o ab.json",
+    ],
+)
+@click.argument("paths", nargs=-1, metavar="[A B | SESSION]", type=click.Path(path_type=Path))
 @click.option("-a", "a_paths", multiple=True, type=click.Path(path_type=Path),
               help="A run / result / table of side A (repeatable).")
 @click.option("-b", "b_paths", multiple=True, type=click.Path(path_type=Path),
@@ -86,16 +117,13 @@ def run_comparison(loaded, kw: dict, settings, inputs: list[Path]) -> int:
 @comparison_options
 @click.pass_obj
 def command(settings, paths, a_paths, b_paths, labels, **kw) -> int:
-    """Is B (overlay on) better than A (overlay off)? Per metric: each run, means, change, 95% CI, test, verdict.
+    """Is B (overlay on) better than A (overlay off)? Per metric: each run, the means, the change
+    with its 95 % confidence interval, a paired or unpaired test, and a verdict (docs/ab.md).
 
-    \b
-    expo-prof compare traces/SESSION            # an `ab` session: paired
-    expo-prof compare off/ on/                  # run directories (sets of them)
-    expo-prof compare off.csv on.csv            # tables: one row per run
-    expo-prof compare -a r1.json -a r2.json -b r3.json -b r4.json   # vllm bench serve results
-
-    Exit codes: 0 result printed (whatever the verdict), 2 bad input
-    (unreadable inputs, mismatched workloads, no common metric).
+    A and B are run directories, folders of them, `vllm bench serve
+    --save-result` files or CSV tables; one session directory holds both.
+    Exit 0 whatever the verdict; 2 on unusable inputs (mismatched workloads,
+    no common metric).
     """
     from expo_prof.abtest import inputs
 
@@ -116,9 +144,7 @@ def command(settings, paths, a_paths, b_paths, labels, **kw) -> int:
     else:
         raise BadInput(f"{len(paths)} arguments: give A and B (use -a/-b for several runs per side)")
     every = a_list + b_list
-    for target, what in ((kw["json_out"], "--json"), (str(kw["html_out"]) if kw["html_out"] else None, "--html")):
-        if target is not None:
-            check_out(target, every, what)
-    pairing = kw.pop("pairing")
-    loaded = inputs.load(a_list, b_list, paired={"paired": True, "unpaired": False}.get(pairing), labels=names)
+    kw["fmt"] = resolve_format(kw["fmt"], kw.pop("as_json"), kw["output"])
+    check_out(kw["output"], every, kw["fmt"])
+    loaded = inputs.load(a_list, b_list, paired=pairing(kw), labels=names)
     return run_comparison(loaded, kw, settings, every)

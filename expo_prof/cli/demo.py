@@ -15,19 +15,31 @@ from pathlib import Path
 
 import click
 
+from expo_prof.cli.base import command as cli_command
+
 DEMO_LOAD = {"num_prompts": 16, "input_len": 64, "output_len": 64}
 
 
-@click.command("demo")
-@click.option("--overlay", "overlay_mode", type=click.Choice(["on", "off", "both"]), default="on", show_default=True)
+@cli_command(
+    "demo",
+    summary="The main job on the built-in default: record a tiny Llama on a real vLLM CPU server, and report.",
+    examples=["expo-prof demo", "expo-prof demo --overlay both --repeat 2    # off/on runs, then: expo-prof compare traces/<session>"],
+)
+@click.option("--overlay", "overlay_mode", type=click.Choice(["on", "off", "both"]), default="on", show_default=True,
+              help="Overlay switch; 'both' alternates off/on runs.")
 @click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True, help="Runs per overlay mode.")
-@click.option("--num-prompts", type=click.IntRange(1, 1000), default=DEMO_LOAD["num_prompts"], show_default=True)
-@click.option("--input-len", type=click.IntRange(1, 200), default=DEMO_LOAD["input_len"], show_default=True)
-@click.option("--output-len", type=click.IntRange(1, 200), default=DEMO_LOAD["output_len"], show_default=True)
-@click.option("--traces-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("traces"), show_default=True)
+@click.option("--num-prompts", type=click.IntRange(1, 1000), default=DEMO_LOAD["num_prompts"], show_default=True,
+              help="Measured requests.")
+@click.option("--input-len", type=click.IntRange(1, 200), default=DEMO_LOAD["input_len"], show_default=True,
+              help="Prompt tokens.")
+@click.option("--output-len", type=click.IntRange(1, 200), default=DEMO_LOAD["output_len"], show_default=True,
+              help="Generated tokens per request.")
+@click.option("--traces-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("traces"), show_default=True,
+              metavar="DIR", help="Where the run directory goes.")
 @click.option("--model", "model_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Serve this model instead of the built-in tiny Llama.")
-@click.option("--ready-timeout", type=click.FloatRange(10), default=600.0, show_default=True)
+              metavar="DIR", help="Serve this model instead of the built-in tiny Llama.")
+@click.option("--ready-timeout", type=click.FloatRange(10), default=600.0, show_default=True,
+              help="Seconds to wait for the server to be ready.")
 @click.pass_obj
 def command(settings, overlay_mode, repeat, num_prompts, input_len, output_len, traces_dir, model_dir, ready_timeout) -> int:
     """Record the built-in tiny model on CPU with the overlay on, and report."""

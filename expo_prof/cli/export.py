@@ -6,11 +6,19 @@ from pathlib import Path
 
 import click
 
+from expo_prof.cli.base import command as cli_command
 from expo_prof.cli.common import options, show_notes, target_options
 
 
-@click.command("export")
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@cli_command(
+    "export",
+    summary="The recording's traces as one Chrome-trace JSON with hidden/exposed/step tracks added.",
+    examples=[
+        "expo-prof export traces/RUN -o annotated.json.gz    # open in Perfetto UI or chrome://tracing",
+        "expo-prof export trace.json.gz --op nccl -o nccl.json",
+    ],
+)
+@click.argument("paths", nargs=-1, metavar="PATH...", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("annotated.json"), show_default=True,
               help="The Chrome-trace JSON to write (.json.gz compresses).")
 @target_options

@@ -25,28 +25,29 @@ class Settings:
     no_progress: bool = False
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="expo-prof")
 @click.option("-q", "--quiet", is_flag=True, help="Print only results and errors.")
 @click.option("--no-progress", is_flag=True, help="Never show progress bars.")
 @click.pass_context
 def cli(ctx: click.Context, quiet: bool, no_progress: bool) -> None:
-    """expo-prof: how much of vLLM's exponential sampling hides under the forward pass."""
+    """expo-prof: how much of vLLM's exponential sampling hides under the forward pass.
+
+    \b
+    I have a trace:        expo-prof analyze TRACE_OR_DIR      (then: timeline, report, export)
+    I have a vLLM server:  expo-prof record -- vllm serve MODEL  (A/B: expo-prof ab --repeat 3 -- …)
+
+    Exit codes (every command): 0 done, 1 nothing found, 2 bad input or options,
+    3 a launched server failed, 130 interrupted. docs/cli.md has the details.
+    """
     ctx.obj = Settings(quiet=quiet, no_progress=no_progress)
 
 
 def _register() -> None:
-    # Commands are imported here (not at module top) so that a broken command
-    # module cannot break `expo-prof --help` for the others.
-    import importlib
+    """The commands, listed explicitly: a broken command module is an error, never a silently missing command."""
+    from expo_prof.cli import ab, analyze, compare, demo, export, record, report, timeline
 
-    for name in ("analyze", "demo", "record", "timeline", "report", "export", "ab", "compare"):
-        try:
-            mod = importlib.import_module(f"expo_prof.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"expo_prof.cli.{name}":
-                continue  # command not built yet
-            raise
+    for mod in (analyze, timeline, report, export, record, ab, compare, demo):
         cli.add_command(mod.command)
 
 
@@ -73,8 +74,14 @@ def main(argv: list[str] | None = None) -> None:
         err_console.print("[red]error:[/] interrupted")
         sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:
-        exc.show()
-        sys.exit(EXIT_BAD_INPUT if exc.exit_code == 1 else exc.exit_code)
+        # One error style for every failure: click's own usage errors too ("error: …", one line, exit 2).
+        from rich.markup import escape
+
+        msg = " ".join(exc.format_message().split())
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None and isinstance(exc, click.UsageError) else ""
+        err_console.print(f"[red]error:[/] {escape(msg)}{escape(hint)}")
+        sys.exit(EXIT_BAD_INPUT if exc.exit_code in (1, 2) else exc.exit_code)
     except KeyboardInterrupt:
         err_console.print("[red]error:[/] interrupted")
         sys.exit(EXIT_INTERRUPTED)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from expo_prof.cli.base import command as cli_command, refuse_together
 from expo_prof.errors import BadInput
 
 OVERLAY_MODES = ("on", "off", "both")
@@ -32,6 +33,11 @@ def workload_options(f):
     for o in reversed(opts):
         f = o(f)
     return f
+
+
+#: The built-in load's options: meaningless with --no-load.
+LOAD_OPTIONS = ("num_prompts", "input_len", "output_len", "range_ratio", "max_concurrency", "request_rate",
+                "temperature", "top_p", "top_k", "seeded", "warmup")
 
 
 def build_spec(kw: dict):
@@ -60,9 +66,20 @@ def build_spec(kw: dict):
     )
 
 
-@click.command("record", context_settings={"ignore_unknown_options": False})
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="Run directory (default: traces/<UTC stamp>-<name>).")
-@click.option("--traces-dir", type=click.Path(path_type=Path), default=Path("traces"), show_default=True, help="Where new run directories go.")
+@cli_command(
+    "record",
+    summary="Run a vLLM server with the overlay and a profiler, drive a load, keep everything in a run directory.",
+    examples=[
+        "expo-prof record -- vllm serve Qwen/Qwen3-32B --port 8000",
+        "expo-prof record --overlay both --repeat 3 -- python -m vllm.entrypoints.openai.api_server --model M",
+        "expo-prof record --no-load --duration 120 -- ./my_launch_script.sh --port 8000   # your own traffic",
+    ],
+    context_settings={"ignore_unknown_options": False},
+)
+@click.option("-o", "--output", "--out", "out", type=click.Path(path_type=Path), default=None, metavar="DIR",
+              help="Run directory (new or empty; default: traces/<UTC stamp>-<name>).")
+@click.option("--traces-dir", type=click.Path(path_type=Path), default=Path("traces"), show_default=True, metavar="DIR",
+              help="Where new run directories go.")
 @click.option("--overlay", "overlay_mode", type=click.Choice(OVERLAY_MODES), default="on", show_default=True, help="Overlay switch; 'both' alternates off/on runs.")
 @click.option("--repeat", type=int, default=1, show_default=True, help="Runs per overlay mode.")
 @click.option("--profiler", type=click.Choice(["torch", "msprof", "none"]), default="torch", show_default=True)
@@ -74,11 +91,10 @@ def build_spec(kw: dict):
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
 def command(settings, out, traces_dir, overlay_mode, repeat, profiler, profile_requests, profile_seconds, ready_timeout, no_analyze, cmd, **wl) -> int:
-    """Run CMD (e.g. `vllm serve MODEL …`) with the overlay and a profiler, drive a load, and keep everything.
-
-    \b
-    expo-prof record -- vllm serve Qwen/Qwen3-32B --port 8000
-    expo-prof record --overlay both --repeat 3 -- python -m vllm.entrypoints.openai.api_server --model M
+    """Run CMD — `vllm serve MODEL …`, `python -m vllm.entrypoints.openai.api_server …` or your own
+    launch script — with the overlay switched as asked and a profiler configured, wait until it is
+    ready, drive the built-in load, stop it cleanly, and keep everything in one run directory
+    (manifest, server log, overlay logs, traces, workload, analysis, timeline page).
     """
     from expo_prof.cli.run_summary import after_run
     from expo_prof.record.runner import RecordOptions
@@ -89,6 +105,7 @@ def command(settings, out, traces_dir, overlay_mode, repeat, profiler, profile_r
     spec = build_spec(wl)
     if wl["duration"] is not None and not wl["no_load"]:
         raise BadInput("--duration only applies with --no-load")
+    refuse_together(click.get_current_context(), "no_load", LOAD_OPTIONS, "with --no-load nothing is sent")
     opts = RecordOptions(
         profiler=profiler,
         workload=spec,

@@ -6,24 +6,33 @@ from pathlib import Path
 
 import click
 
+from expo_prof.cli.base import command as cli_command
 from expo_prof.cli.common import options, show_notes, target_options
 
 
-@click.command("report")
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@cli_command(
+    "report",
+    summary="The summary page of recordings; with off/on runs, compare's A/B result on the same page.",
+    examples=[
+        "expo-prof report traces/RUN -o report.html",
+        "expo-prof report traces/SESSION -o report.html     # off/on runs: adds the A/B section",
+        "expo-prof report off/ on/ -o ab.html",
+    ],
+)
+@click.argument("paths", nargs=-1, metavar="PATH...", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("report.html"), show_default=True,
               help="The HTML file to write (self-contained: opens offline).")
 @target_options
 @click.option("--title", help="Page title.")
 @click.pass_obj
 def command(settings, paths, output, op, source, max_bytes, title) -> int:
-    """Write the summary page of a run: hidden fraction, exposed and forward time per
-    step, estimated tok/s effect, per-step chart and distribution, per-rank table, the
-    manifest.
+    """Write the summary page of each recording: hidden fraction and headline, exposed, forward
+    and sampler-wait time per step, the tok/s upper bound, per-step chart and distribution,
+    per-rank table, the manifest.
 
-    RUN is a run directory, a session directory (its runs in order) or trace files.
+    PATH is a run directory, a session directory (its runs in order) or trace files.
     With overlay-off and overlay-on runs (two run directories, or a session of
-    `record --overlay both`) the page adds an A/B section.
+    `record --overlay both`) the page adds the A/B section: `expo-prof compare`'s result.
     """
     from expo_prof.console import console
     from expo_prof import output as out_mod

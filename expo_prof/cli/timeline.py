@@ -6,12 +6,21 @@ from pathlib import Path
 
 import click
 
+from expo_prof.cli.base import command as cli_command
 from expo_prof.cli.common import options, show_notes, target_options
 from expo_prof.html import lod
 
 
-@click.command("timeline")
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@cli_command(
+    "timeline",
+    summary="An interactive, self-contained HTML timeline of one recording: every draw split hidden/exposed.",
+    examples=[
+        "expo-prof timeline traces/RUN -o timeline.html",
+        "expo-prof timeline rank0.pt.trace.json.gz -o t.html",
+        "expo-prof timeline nccl_trace.json.gz --op nccl -o nccl.html",
+    ],
+)
+@click.argument("paths", nargs=-1, metavar="PATH...", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("timeline.html"), show_default=True,
               help="The HTML file to write (self-contained: opens offline).")
 @target_options
@@ -26,8 +35,8 @@ def command(settings, paths, output, op, source, max_bytes, title, detail_budget
     exponential draw split into its hidden and exposed parts, forward passes, sampler
     waits and steps.
 
-    RUN_OR_TRACE is a run directory (from `expo-prof record`), or trace files /
-    folders of one run. The page needs no network: plotly.js and the data are inline.
+    PATH is a run directory (from `expo-prof record`), or trace files /
+    folders of one recording. The page needs no network: plotly.js and the data are inline.
     """
     from expo_prof.console import console
     from expo_prof import output as out_mod

@@ -17,6 +17,7 @@ from expo_prof.analysis.hidden import TimelineAnalysis
 from expo_prof.analysis.model import AnalysisResult, Summary
 from expo_prof.pipeline.options import Options
 from expo_prof.runs.recordings import Recording
+from expo_prof.words import plural
 
 
 def fmt_ns(ns: float | None) -> str:
@@ -37,9 +38,8 @@ def headline(summary: Summary | None) -> str:
     """The one line every command prints for a recording: ``N instances, H % hidden, exposed X``."""
     if summary is None:
         return "no instance found"
-    n = summary.instances
     frac = "–" if summary.hidden_fraction is None else f"{100 * summary.hidden_fraction:.1f} %"
-    return f"{n} instance{'' if n == 1 else 's'}, {frac} hidden, exposed {fmt_ns(summary.exposed_ns)}"
+    return f"{plural(summary.instances, 'instance')}, {frac} hidden, exposed {fmt_ns(summary.exposed_ns)}"
 
 
 @dataclass

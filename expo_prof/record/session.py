@@ -11,6 +11,7 @@ from pathlib import Path
 
 from expo_prof.console import console, err_console
 from expo_prof.errors import EXIT_INTERRUPTED, ExpoProfError
+from expo_prof.words import plural
 from expo_prof.record.runner import Recorder, RecordOptions
 from expo_prof.runs.layout import claim_out_dir, new_dir, short_name, utc_stamp
 from expo_prof.runs.manifest import SessionRun, new_session, write_session
@@ -78,7 +79,7 @@ def record_session(
     if not single:
         write_session(session)
         if not quiet:
-            console.print(f"[bold]session:[/] {top} ({len(runs)} runs)")
+            console.print(f"[bold]session:[/] {top} ({plural(len(runs), 'run')})")
     return code
 
 

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from expo_prof.analysis.model import AnalysisResult, Dist
 from expo_prof.report.base import fmt_frac, fmt_ns
+from expo_prof.words import plural
 
 
 def _table(title: str, *cols: tuple[str, str]) -> Table:
@@ -27,6 +28,24 @@ def _d(d: Dist | None) -> tuple[str, str, str]:
     if d is None or d.n == 0:
         return ("–", "–", "–")
     return (fmt_ns(d.mean), fmt_ns(d.p50), fmt_ns(d.p99))
+
+
+#: The recognition rules (JSON ``rule``, docs/json-output.md) in words for the tables.
+RULE_WORDS = {
+    "op": "names matching --op",
+    "overlay-span": "overlay's draw span on a device stream",
+    "overlay-log": "overlay event log's draw windows",
+    "device-kernel": "exponential kernels",
+    "ascend-chain": "Ascend's 7-kernel random chain",
+    "host-span": "overlay's draw span on a CPU thread",
+    "cpu-op": "aten::exponential_ on CPU",
+    "cpu-fused-gumbel": "vLLM CPU's fused Gumbel op (noise + argmax: an upper bound)",
+}
+
+
+def rule_words(rule: str) -> str:
+    """``host-span+cpu-op`` → the rules in words (unknown names as they are)."""
+    return "; ".join(RULE_WORDS.get(r, r) for r in rule.split("+"))
 
 
 def _short(name: str, width: int = 48) -> str:
@@ -67,7 +86,7 @@ class TableReporter:
         what = "exponential draw" if draw else f"--op {escape(result.op or '')}"
         t = _table(f"Hidden vs exposed time — {what}", ("", "left"), ("", "right"), ("", "left"))
         t.show_header = False
-        t.add_row("instances", str(s.instances), f"{_n(s.ranks, 'rank')}, {_n(s.steps, 'step')}")
+        t.add_row("instances", str(s.instances), f"{plural(s.ranks, 'rank')}, {plural(s.steps, 'step')}")
         t.add_row("total", fmt_ns(s.total_ns), "")
         t.add_row("hidden", fmt_ns(s.hidden_ns), f"{fmt_frac(s.hidden_fraction)} under other lanes' compute")
         t.add_row("exposed", fmt_ns(s.exposed_ns), "extends the step")
@@ -107,14 +126,15 @@ class TableReporter:
             )
         con.print(r)
         con.print()
-        src = _table("Found", ("rank", "right"), ("format", "left"), ("rule", "left"), ("names", "left"))
+        src = _table("Found", ("rank", "right"), ("format", "left"), ("found as", "left"), ("names", "left"))
         for rk in ranks:
             items = list(rk.names.items())
             names = ", ".join(f"{escape(_short(n))} ×{c}" for n, c in items[:2])
             if len(items) > 2:
                 names += f", +{len(items) - 2} more"
-            src.add_row(str(rk.rank), escape(rk.fmt), escape(rk.rule), names)
+            src.add_row(str(rk.rank), escape(rk.fmt), escape(rule_words(rk.rule)), names)
         src.columns[-1].no_wrap = False
+        src.columns[-2].no_wrap = False
         con.print(src)
 
         worst = sorted(steps, key=lambda x: (-x.exposed_ns, x.rank, x.start_ns))[: self.top]
@@ -133,8 +153,3 @@ class TableReporter:
                 )
             con.print(w)
             con.print()
-
-
-def _n(k: int, word: str) -> str:
-    """``1 rank``, ``2 ranks``."""
-    return f"{k} {word}{'' if k == 1 else 's'}"

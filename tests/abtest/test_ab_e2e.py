@@ -33,7 +33,7 @@ def test_ab_on_the_cpu_server(tiny_model, vllm_available, vllm_lock, tmp_path, m
     with vllm_lock():
         # WHEN a 2×2 A/B with a tiny built-in workload runs
         proc = run_cli("ab", "--repeat", "2", "--num-prompts", "6", "--input-len", "48", "--output-len", "24",
-                       "--out", str(session), "--json", str(tmp_path / "ab.json"), "--", *server,
+                       "--session-dir", str(session), "--json", "-o", str(tmp_path / "ab.json"), "--", *server,
                        cwd=tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     # THEN the session holds off, on, off, on, all ok
@@ -65,7 +65,7 @@ def test_ab_on_the_cpu_server(tiny_model, vllm_available, vllm_lock, tmp_path, m
     assert result["mechanism"]["removed_basis"].startswith(("measured", "estimated"))
     assert all((session / d / "analysis.json").is_file() for d in ("02-on", "04-on"))
     # AND compare on the kept session gives the same numbers again
-    again = run_cli("compare", str(session), "--json", "-", cwd=tmp_path)
+    again = run_cli("compare", str(session), "--json", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert {m["name"]: m for m in json.loads(again.stdout)["metrics"]}["output_throughput"] == tput
     assert not os.environ.get("EXPO_PROF_ASYNC_EXPONENTIAL")  # the switch never leaked into the test process

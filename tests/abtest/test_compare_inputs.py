@@ -40,18 +40,20 @@ def test_one_run_per_side_shows_the_change_but_no_ci(tmp_path, cli):
     a = bench_result(tmp_path / "off.json", output_throughput=1000.0)
     b = bench_result(tmp_path / "on.json", output_throughput=1023.0)
     # WHEN compared
-    proc = cli("compare", str(a), str(b), "--json", "-")
+    proc = cli("compare", str(a), str(b), "--json")
     out = _json(proc)
     tput = _metric(out, "output_throughput")
     # THEN the change is shown, with no CI or test, and the verdict says why it cannot decide
     assert tput["change_pct"] == pytest.approx(2.3)
     assert tput["ci_pct"] is None and tput["t_test"] is None and tput["outcome"] == "not testable"
     assert any("one run per side" in n for n in tput["notes"])
-    assert out["verdict"]["decision"] == "no significant difference"
-    assert "one run per side" in out["verdict"]["statement"] and "+2.30%" in out["verdict"]["statement"]
-    # AND the table output says the same
+    assert out["verdict"]["decision"] == "inconclusive"
+    assert out["verdict"]["statement"].startswith("inconclusive: one run per side")
+    assert "+2.30%" in out["verdict"]["statement"]
+    # AND the table output says the same (never "no significant difference": nothing was tested)
     table = cli("compare", str(a), str(b))
-    assert table.returncode == 0 and "verdict: no significant difference" in table.stdout
+    assert table.returncode == 0 and "verdict: inconclusive" in table.stdout
+    assert "no significant difference" not in table.stdout
     assert "one run per side" in table.stdout
 
 
@@ -59,13 +61,13 @@ def test_zero_variance_is_reported_not_crashed(tmp_path, cli):
     # GIVEN a perfectly deterministic benchmark: identical runs on each side
     a = write_csv(tmp_path / "off.csv", ["run", "output_throughput"], [[1, 100.0], [2, 100.0], [3, 100.0]])
     b = write_csv(tmp_path / "on.csv", ["run", "output_throughput"], [[1, 102.0], [2, 102.0], [3, 102.0]])
-    out = _json(cli("compare", str(a), str(b), "--json", "-"))
+    out = _json(cli("compare", str(a), str(b), "--json"))
     t = _metric(out, "output_throughput")
     # THEN the degenerate t-test (p = 0, CI collapsed onto +2%) is flagged as such
     assert t["t_test"]["p"] == 0.0 and t["ci_pct"] == [pytest.approx(2.0), pytest.approx(2.0)]
     assert any("zero variance" in n for n in t["notes"])
     # AND identical sides give p = 1, no difference
-    same = _json(cli("compare", str(a), str(a), "--json", "-"))
+    same = _json(cli("compare", str(a), str(a), "--json"))
     s = _metric(same, "output_throughput")
     assert s["t_test"]["p"] == 1.0 and same["verdict"]["decision"] == "no significant difference"
 
@@ -76,7 +78,7 @@ def test_missing_and_partial_metrics(tmp_path, cli):
                   [[1, 100, 50, 10.0], [2, 101, 52, 10.1], [3, 99, 51, 9.9]])
     b = write_csv(tmp_path / "on.csv", ["run", "output_throughput", "mean_tpot_ms"],
                   [[1, 104, 9.6], [2, 105, ""], [3, 103, 9.7]])
-    out = _json(cli("compare", str(a), str(b), "--json", "-"))
+    out = _json(cli("compare", str(a), str(b), "--json"))
     # THEN TTFT is missing on B, TPOT is compared on the runs that have it (noted)
     ttft, tpot = _metric(out, "mean_ttft_ms"), _metric(out, "mean_tpot_ms")
     assert ttft["outcome"] == "missing" and ttft["b"]["n"] == 0 and ttft["change_pct"] is None
@@ -97,7 +99,7 @@ def test_mismatched_workloads_are_refused_naming_the_difference(tmp_path, cli):
     _one_clear_line(proc, "mismatched workloads", "input_len 1536", "vs 1024", "--allow-mismatch")
     # AND --allow-mismatch compares anyway, keeping the difference as a warning
     out = _json(cli("compare", "-a", str(a1), "-a", str(a2), "-b", str(b1), "-b", str(b2), "--allow-mismatch",
-                    "--json", "-"))
+                    "--json"))
     assert any("input_len 1536" in w for w in out["warnings"])
 
 
@@ -114,7 +116,7 @@ def test_csv_with_unknown_columns_and_a_summary_row(tmp_path, cli):
                   [["r1", 1000.0, 61, 40.0], ["r2", 1010.0, 63, 39.6], ["r3", 995.0, 62, 40.3], ["avg", 9999.0, 62, 1.0]])
     b = write_csv(tmp_path / "on.csv", ["round", "Output token throughput (tok/s)", "gpu_temp_c", "TPOT"],
                   [["r1", 1030.0, 64, 38.9], ["r2", 1036.0, 65, 38.6], ["r3", 1024.0, 64, 39.1]])
-    proc = cli("compare", str(a), str(b), "--json", "-")
+    proc = cli("compare", str(a), str(b), "--json")
     out = _json(proc)
     t = _metric(out, "output_throughput")
     # THEN the known columns are read under their canonical names, the summary row is not a run
@@ -135,7 +137,7 @@ def test_one_table_with_a_side_column(tmp_path, cli):
     rows += [{"overlay": "on", "output_throughput": v} for v in (97.0, 96.5, 97.4)]
     p = tmp_path / "both.json"
     p.write_text(json.dumps(rows))
-    out = _json(cli("compare", str(p), "--json", "-"))
+    out = _json(cli("compare", str(p), "--json"))
     # THEN it is split by that column, unpaired, and a throughput drop means keep off
     assert out["design"]["paired"] is False and "'overlay' column" in out["design"]["reason"]
     assert out["verdict"]["decision"] == "keep off"
@@ -147,7 +149,7 @@ def test_session_directory_is_paired_unless_told_otherwise(tmp_path, cli):
     # GIVEN a session of interleaved runs off, on, off, on, off, on
     vals = [(False, 100.0), (True, 103.0), (False, 97.0), (True, 100.2), (False, 104.0), (True, 106.9)]
     s = session_dir(tmp_path / "s", [(ov, {"output_throughput": v}, None) for ov, v in vals])
-    out = _json(cli("compare", str(s), "--json", "-"))
+    out = _json(cli("compare", str(s), "--json"))
     t = _metric(out, "output_throughput")
     # THEN runs are paired in run order and the paired t-test equals scipy's
     assert out["design"]["paired"] is True and out["design"]["pairs"] == 3
@@ -155,7 +157,7 @@ def test_session_directory_is_paired_unless_told_otherwise(tmp_path, cli):
     ref = ss.ttest_rel([103.0, 100.2, 106.9], [100.0, 97.0, 104.0])
     assert t["t_test"]["name"] == "paired t" and t["t_test"]["p"] == pytest.approx(ref.pvalue, rel=1e-9)
     # AND --unpaired switches to Welch
-    out2 = _json(cli("compare", str(s), "--unpaired", "--json", "-"))
+    out2 = _json(cli("compare", str(s), "--unpaired", "--json"))
     assert out2["design"]["paired"] is False and _metric(out2, "output_throughput")["t_test"]["name"] == "Welch t"
 
 
@@ -164,7 +166,7 @@ def test_declared_pairing_needs_equal_counts(tmp_path, cli):
     b = write_csv(tmp_path / "b.csv", ["output_throughput"], [[1.0], [2.0]])
     _one_clear_line(cli("compare", str(a), str(b), "--paired"), "--paired needs as many runs", "off: 3", "on: 2")
     c = write_csv(tmp_path / "c.csv", ["output_throughput"], [[1.1], [2.2], [3.05]])
-    out = _json(cli("compare", str(a), str(c), "--paired", "--json", "-"))
+    out = _json(cli("compare", str(a), str(c), "--paired", "--json"))
     assert out["design"]["paired"] is True and "--paired" in out["design"]["reason"]
 
 
@@ -177,7 +179,7 @@ def test_failed_runs_are_left_out_with_a_warning(tmp_path, cli):
     ons = tmp_path / "on"
     for i, v in enumerate((10.5, 10.6)):
         run_dir(ons / f"r{i}", overlay=True, metrics={"output_throughput": v})
-    out = _json(cli("compare", str(offs), str(ons), "--json", "-"))
+    out = _json(cli("compare", str(offs), str(ons), "--json"))
     assert _metric(out, "output_throughput")["a"]["n"] == 2
     assert any("'crashed'" in w for w in out["warnings"])
 
@@ -192,7 +194,9 @@ def test_failed_runs_are_left_out_with_a_warning(tmp_path, cli):
         (["{b}", "{b}", "--alpha", "0.7"], "--alpha 0.7"),
         (["{b}", "{b}", "--primary", "gpu_temp"], "--primary gpu_temp"),
         (["{b}", "{b}", "--labels", "x"], "--labels"),
-        (["{b}", "{b}", "--json={b}"], "would overwrite an input"),
+        (["{b}", "{b}", "--json", "-o", "{b}"], "would overwrite an input"),
+        (["{b}", "{b}", "--paired", "--unpaired"], "--paired and --unpaired contradict each other"),
+        (["{b}", "{b}", "--format", "html"], "-o FILE.html"),
     ],
 )
 def test_bad_input_is_one_clear_line(tmp_path, cli, args, needle):
@@ -209,7 +213,7 @@ def test_direction_awareness_for_latency_primary(tmp_path, cli):
     cols = ["output_throughput", "mean_tpot_ms"]
     a = write_csv(tmp_path / "a.csv", cols, [[100, 40.1], [101, 40.3], [99, 39.9], [100, 40.0]])
     b = write_csv(tmp_path / "b.csv", cols, [[100, 38.0], [101, 38.2], [99, 37.9], [100.5, 38.1]])
-    out = _json(cli("compare", str(a), str(b), "--primary", "TPOT", "--json", "-"))
+    out = _json(cli("compare", str(a), str(b), "--primary", "TPOT", "--json"))
     # THEN a negative change of a lower-is-better metric is an improvement: enable
     assert out["primary_metric"] == "mean_tpot_ms" and out["verdict"]["decision"] == "enable"
     assert _metric(out, "mean_tpot_ms")["change_pct"] < 0
@@ -220,7 +224,9 @@ def test_json_and_html_files(tmp_path, cli):
     a = write_csv(tmp_path / "a.csv", ["output_throughput"], [[100.0], [101.0], [99.0]])
     b = write_csv(tmp_path / "b.csv", ["output_throughput"], [[104.0], [103.0], [105.0]])
     j, h = tmp_path / "ab.json", tmp_path / "ab.html"
-    proc = cli("compare", str(a), str(b), "--json", str(j), "--html", str(h))
+    proc = cli("compare", str(a), str(b), "--json", "-o", str(j))
+    assert proc.returncode == 0, proc.stderr
+    proc = cli("compare", str(a), str(b), "--format", "html", "-o", str(h))
     assert proc.returncode == 0, proc.stderr
     # THEN the JSON is the versioned schema and the page holds the verdict and the figures
     out = json.loads(j.read_text())
@@ -228,9 +234,9 @@ def test_json_and_html_files(tmp_path, cli):
     page = h.read_text()
     assert "verdict: enable" in page and "plotly" in page.lower()
     # AND a second run may overwrite its own outputs but not a foreign file
-    assert cli("compare", str(a), str(b), "--json", str(j)).returncode == 0
+    assert cli("compare", str(a), str(b), "--json", "-o", str(j)).returncode == 0
     foreign = Path(tmp_path / "notes.txt")
     foreign.write_text("my notes")
-    proc = cli("compare", str(a), str(b), f"--json={foreign}")
+    proc = cli("compare", str(a), str(b), "--json", "-o", str(foreign))
     assert proc.returncode == 2 and "not an earlier compare output" in proc.stderr
     assert foreign.read_text() == "my notes"

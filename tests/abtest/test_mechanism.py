@@ -29,7 +29,7 @@ def _session(tmp_path, off_fwd: list[float], on_fwd: list[float], *, off_timed: 
 def test_contention_outweighing_the_hidden_time_is_named(tmp_path, cli):
     # GIVEN an MoE-like case: the overlay hides ~280 µs/step but the forward pass grows ~800 µs/step
     s = _session(tmp_path, [10000.0, 10010.0, 9995.0], [10800.0, 10812.0, 10790.0])
-    out = json.loads(cli("compare", str(s), "--json", "-").stdout)
+    out = json.loads(cli("compare", str(s), "--json").stdout)
     m = out["mechanism"]
     # THEN removed = exposed off − on (measured), slowdown = forward on − off, net = removed − slowdown
     assert m["available"] and m["removed_basis"].startswith("measured")
@@ -52,7 +52,7 @@ def test_contention_outweighing_the_hidden_time_is_named(tmp_path, cli):
 def test_hidden_time_outweighing_contention(tmp_path, cli):
     # GIVEN a dense-model-like case: forward grows only ~30 µs/step
     s = _session(tmp_path, [10000.0, 10010.0, 9995.0], [10030.0, 10041.0, 10024.0], tpot=(40.0, 39.0))
-    m = json.loads(cli("compare", str(s), "--json", "-").stdout)["mechanism"]
+    m = json.loads(cli("compare", str(s), "--json").stdout)["mechanism"]
     # THEN the net is positive and said to favour the overlay
     assert m["net_us"] == pytest.approx(280.0 - 30.0, abs=0.5)
     assert "outweighs the contention" in m["statement"]
@@ -61,7 +61,7 @@ def test_hidden_time_outweighing_contention(tmp_path, cli):
 def test_off_runs_without_timing_fall_back_to_an_estimate(tmp_path, cli):
     # GIVEN off runs without analysis.json (CPU vLLM fuses the draw; no profiler)
     s = _session(tmp_path, [0, 0, 0], [10800.0, 10812.0, 10790.0], off_timed=False)
-    m = json.loads(cli("compare", str(s), "--json", "-").stdout)["mechanism"]
+    m = json.loads(cli("compare", str(s), "--json").stdout)["mechanism"]
     # THEN the removed time is the on runs' hidden time, labelled as an estimate, and the slowdown is not invented
     assert m["removed_basis"].startswith("estimated") and m["exp_removed_us"] == pytest.approx(280.0)
     assert m["forward_slowdown_us"] is None and m["net_us"] is None
@@ -72,6 +72,6 @@ def test_no_traces_no_mechanism(tmp_path, cli):
     # GIVEN runs without any analysis
     runs = [(i % 2 == 1, {"output_throughput": 100.0 + i}, None) for i in range(4)]
     s = session_dir(tmp_path / "s", runs)
-    m = json.loads(cli("compare", str(s), "--json", "-").stdout)["mechanism"]
+    m = json.loads(cli("compare", str(s), "--json").stdout)["mechanism"]
     # THEN the mechanism says it is unknown and why
     assert m["available"] is False and "mechanism unknown" in m["statement"]

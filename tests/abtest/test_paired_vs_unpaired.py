@@ -34,7 +34,7 @@ def _tput(out):
 
 def test_paired_analysis_sees_the_consistent_gain(session, cli):
     # GIVEN the interleaved session WHEN compared (paired, as ab runs are)
-    out = json.loads(cli("compare", str(session), "--json", "-").stdout)
+    out = json.loads(cli("compare", str(session), "--json").stdout)
     t = _tput(out)
     # THEN the +2% is clear: paired t p equals scipy's and is far below 0.05 → enable
     ref = ss.ttest_rel(ON, OFF)
@@ -49,7 +49,7 @@ def test_paired_analysis_sees_the_consistent_gain(session, cli):
 
 def test_unpaired_analysis_misses_it_and_says_what_the_warmup_changes(session, cli):
     # GIVEN the same runs analysed unpaired (as if they were two unrelated sets)
-    out = json.loads(cli("compare", str(session), "--unpaired", "--json", "-").stdout)
+    out = json.loads(cli("compare", str(session), "--unpaired", "--json").stdout)
     t = _tput(out)
     # THEN Welch's test (equal to scipy's) finds nothing at this sample size …
     ref = ss.ttest_ind(ON, OFF, equal_var=False)
@@ -62,7 +62,7 @@ def test_unpaired_analysis_misses_it_and_says_what_the_warmup_changes(session, c
     ref2 = ss.ttest_ind(ON[1:], OFF[1:], equal_var=False)
     assert s["p"] == pytest.approx(ref2.pvalue, rel=1e-9) and s["decision"] == "enable" and s["changes_verdict"]
     # AND --drop-warmup makes that the main analysis (and shows the runs put back)
-    out2 = json.loads(cli("compare", str(session), "--unpaired", "--drop-warmup", "--json", "-").stdout)
+    out2 = json.loads(cli("compare", str(session), "--unpaired", "--drop-warmup", "--json").stdout)
     assert out2["verdict"]["decision"] == "enable" and out2["design"]["excluded"] == ["01-off", "02-on"]
     assert _tput(out2)["a"]["values"] == OFF[1:]
     assert out2["sensitivity"][0]["what"] == "with the warm-up runs put back"
@@ -86,7 +86,7 @@ def test_outliers_need_enough_runs_and_a_real_deviation(tmp_path, cli):
     for a, b in zip(off, on, strict=True):
         runs += [(False, {"output_throughput": a}, None), (True, {"output_throughput": b}, None)]
     s = session_dir(tmp_path / "s", runs)
-    out = json.loads(cli("compare", str(s), "--json", "-").stdout)
+    out = json.loads(cli("compare", str(s), "--json").stdout)
     # THEN that run is an outlier (robust z beyond 3.5), the noise is not, and dropping it is evaluated
     flags = [(f["kind"], f["run"]) for f in out["flags"]]
     assert flags == [("outlier", "06-on")]
@@ -94,5 +94,5 @@ def test_outliers_need_enough_runs_and_a_real_deviation(tmp_path, cli):
     assert out["sensitivity"][0]["what"] == "without the outlier runs"
     # AND with 3 runs per side nothing is called an outlier (a MAD of 3 values flags noise)
     s3 = session_dir(tmp_path / "s3", runs[:6])
-    out3 = json.loads(cli("compare", str(s3), "--json", "-").stdout)
+    out3 = json.loads(cli("compare", str(s3), "--json").stdout)
     assert not [f for f in out3["flags"] if f["kind"] == "outlier"]

@@ -25,7 +25,7 @@ PR_REQ_S = [24.52, 24.59, 24.74]
 def test_compare_reproduces_the_published_trials_means_and_change(cli):
     # GIVEN the published trials as one CSV per side (rows = trials)
     # WHEN compare reads them
-    proc = cli("compare", str(PR / "main.csv"), str(PR / "pr.csv"), "--labels", "main,pr", "--json", "-")
+    proc = cli("compare", str(PR / "main.csv"), str(PR / "pr.csv"), "--labels", "main,pr", "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     by = {m["name"]: m for m in out["metrics"]}
@@ -47,7 +47,7 @@ def test_compare_reproduces_the_published_trials_means_and_change(cli):
 
 def test_the_published_blocks_are_judged_unpaired_with_scipy_values(cli):
     # GIVEN the same trials (run as two blocks, not interleaved)
-    proc = cli("compare", str(PR / "main.csv"), str(PR / "pr.csv"), "--json", "-")
+    proc = cli("compare", str(PR / "main.csv"), str(PR / "pr.csv"), "--json")
     out = json.loads(proc.stdout)
     tok = {m["name"]: m for m in out["metrics"]}["total_token_throughput"]
     # THEN the analysis is unpaired: Welch's t and its interval equal scipy's on the published numbers

@@ -15,7 +15,7 @@ cover every op entirely (hidden fraction 1.0); the checks below pin that they
 are not.
 
 GIVEN the real level0 and level1 exports in ../shared/realtraces/msinsight,
-WHEN ``expo-prof analyze DBDIR --op '^hcom_' --json -`` runs as a subprocess,
+WHEN ``expo-prof analyze DBDIR --op '^hcom_' --json`` runs as a subprocess,
 THEN per step its communication and hidden time equal ``communication`` and
 ``overlapped`` to the nanosecond, and the compute kernels of the loaded
 Timeline cover exactly ``computing``.
@@ -65,7 +65,7 @@ def _step_trace_time(d: Path) -> dict[int, dict[str, int]]:
 def _analyze_json(d: Path) -> dict:
     p = subprocess.run(
         [sys.executable, "-c", "from expo_prof.cli.main import main; main()", "analyze", str(d), "--op", "^hcom_",
-         "--json", "-"],
+         "--json"],
         cwd=REPO, capture_output=True, text=True, timeout=300, env=dict(os.environ),
     )
     assert p.returncode == 0, p.stderr

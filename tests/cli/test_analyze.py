@@ -46,7 +46,7 @@ def one_error_line(err: str) -> str:
 def test_json_on_stdout_matches_an_independent_count(capsys, realtraces):
     # GIVEN the real vLLM 0.32 CPU trace run with --use-fp64-gumbel (inline exponential_ draws)
     path = realtraces / FP64
-    # WHEN analysed with --json (no value: stdout)
+    # WHEN analysed with --json (a flag: the document on stdout)
     code, out, _err = run(capsys, path, "--json")
     assert code == EXIT_OK
     doc = json.loads(out)
@@ -73,35 +73,45 @@ def _last_before(sorted_ts: list[float], t: float) -> float:
     return max(x for x in sorted_ts if x <= t)
 
 
-def test_json_file_and_tables(capsys, realtraces, tmp_path):
-    # GIVEN --json FILE and --op for the NCCL kernels of a real HTA sample trace
+def test_json_file_tables_file_and_a_page(capsys, realtraces, tmp_path):
+    # GIVEN --json -o FILE and --op for the NCCL kernels of a real HTA sample trace
     out_file = tmp_path / "r.json"
-    code, out, err = run(capsys, realtraces / NCCL, "--op", "nccl", "--json", out_file, "--top", "2")
-    # THEN tables go to stdout, the JSON to the file, and both say the same
+    code, out, err = run(capsys, realtraces / NCCL, "--op", "nccl", "--json", "-o", out_file)
+    # THEN the JSON goes to the file (stdout says where), and says what the tables say
     assert code == EXIT_OK, err
     doc = json.loads(out_file.read_text())
     assert doc["op"] == "nccl" and doc["summary"]["instances"] == 21
+    code, out, err = run(capsys, realtraces / NCCL, "--op", "nccl", "--top", "2")
     assert "Per rank" in out and "Worst steps by exposed time (top 2)" in out
     assert f"{100 * doc['summary']['hidden_fraction']:.1f}%" in out
+    # AND the tables go to a text file the same way, the page to an .html file
+    txt, page = tmp_path / "r.txt", tmp_path / "r.html"
+    assert run(capsys, realtraces / NCCL, "--op", "nccl", "--top", "2", "-o", txt)[0] == EXIT_OK
+    assert txt.read_text().splitlines()[-1].strip() == doc["runs"][0]["headline"]
+    assert run(capsys, realtraces / NCCL, "--op", "nccl", "--format", "html", "-o", page)[0] == EXIT_OK
+    assert page.read_text().startswith("<!DOCTYPE html>")
     # AND rerunning may overwrite its own earlier output
-    code, _o, err = run(capsys, realtraces / NCCL, "--op", "nccl", f"--json={out_file}")
+    code, _o, err = run(capsys, realtraces / NCCL, "--op", "nccl", "--json", "-o", out_file)
     assert code == EXIT_OK, err
 
 
-def test_json_never_overwrites_an_input(capsys, realtraces, tmp_path):
-    # GIVEN a copy of a real trace, and --json placed before it (click takes the trace as --json's value)
+def test_output_never_overwrites_an_input_or_a_foreign_file(capsys, realtraces, tmp_path):
+    # GIVEN a copy of a real trace given as -o (and as the input), and a foreign notes file
     trace = tmp_path / "t.json.gz"
     trace.write_bytes((realtraces / FP64).read_bytes())
     before = trace.read_bytes()
-    code, _out, err = run(capsys, "--json", trace)
+    code, _out, err = run(capsys, trace, "--json", "-o", trace)
     # THEN one error line, exit 2, and the trace is untouched
     assert code == EXIT_BAD_INPUT
-    assert "--json" in one_error_line(err)
+    assert "-o" in one_error_line(err) and "input" in err
     assert trace.read_bytes() == before
-    # AND the same with an input given too
-    code, _out, err = run(capsys, "--json", trace, realtraces / FP64)
-    assert code == EXIT_BAD_INPUT and trace.read_bytes() == before
-    one_error_line(err)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes")
+    code, _out, err = run(capsys, realtraces / FP64, "-o", notes)
+    assert code == EXIT_BAD_INPUT and notes.read_text() == "my notes" and "refusing" in one_error_line(err)
+    # AND --json is a plain flag: it never swallows the input path that follows it
+    code, out, _err = run(capsys, "--json", realtraces / FP64)
+    assert code == EXIT_OK and json.loads(out)["summary"]["instances"] == 32
 
 
 def test_nothing_found_exits_1_with_names(capsys, realtraces):

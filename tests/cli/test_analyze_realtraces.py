@@ -22,7 +22,7 @@ DIRS = sorted(p for p in ROOT.iterdir() if p.is_dir()) if ROOT.is_dir() else []
 
 def _run(capsys, *args: str) -> tuple[int, str, str]:
     with pytest.raises(SystemExit) as ei:
-        main(["analyze", *args, "--json", "-"])
+        main(["analyze", *args, "--json"])
     out, err = capsys.readouterr()
     return ei.value.code, out, err
 

@@ -24,7 +24,7 @@ OFF, ON = SESSION / "01-off", SESSION / "02-on"
 
 def analyze_json(capsys, *paths) -> dict:
     with pytest.raises(SystemExit) as ei:
-        main(["analyze", *map(str, paths), "--json", "-"])
+        main(["analyze", *map(str, paths), "--json"])
     out, err = capsys.readouterr()
     assert ei.value.code == 0, err
     return json.loads(out)

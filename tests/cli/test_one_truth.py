@@ -34,7 +34,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 def analyze_json(capsys, *args) -> tuple[int, dict | None, str]:
     with pytest.raises(SystemExit) as ei:
-        main(["analyze", *map(str, args), "--json", "-"])
+        main(["analyze", *map(str, args), "--json"])
     out, err = capsys.readouterr()
     return ei.value.code, (json.loads(out) if ei.value.code == 0 else None), err
 

@@ -99,7 +99,7 @@ def _csv_oracle(path, op: str) -> tuple[int, int] | None:
 
 def _analyze(capsys, path, op):
     with pytest.raises(SystemExit) as ei:
-        main(["analyze", str(path), "--json", "-", *(["--op", op] if op else [])])
+        main(["analyze", str(path), "--json", *(["--op", op] if op else [])])
     out, _ = capsys.readouterr()
     return ei.value.code, (json.loads(out) if ei.value.code == 0 else None)
 

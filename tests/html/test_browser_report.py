@@ -76,7 +76,7 @@ def test_session_report_ab_section_is_compares_result(tmp_path, open_page, sessi
     page = open_page(html)
     assert page.errors() == []
     with pytest.raises(SystemExit) as ei:
-        main(["compare", str(session_dir), "--json", "-"])
+        main(["compare", str(session_dir), "--json"])
     cmp_out, err = capsys.readouterr()
     assert ei.value.code == 0, err
     cmp = json.loads(cmp_out)
@@ -102,7 +102,7 @@ def test_session_report_ab_section_is_compares_result(tmp_path, open_page, sessi
     assert page.evaluate("document.getElementById('ab-mechanism').textContent") == (
         f"mechanism: {cmp['mechanism']['statement']}")
     with pytest.raises(SystemExit) as ei:
-        main(["analyze", str(session_dir / "02-on"), "--json", "-"])
+        main(["analyze", str(session_dir / "02-on"), "--json"])
     on_doc = json.loads(capsys.readouterr()[0])
     assert card(page, "c-hidden") == f"{100 * on_doc['summary']['hidden_fraction']:.1f}%"
     assert page.evaluate("document.querySelectorAll('#run-list details').length") == 2

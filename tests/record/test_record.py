@@ -105,7 +105,7 @@ def test_record_produces_a_complete_run_that_analyses(mode, tiny_model, vllm_ava
     else:
         assert not logs  # overlay off: nothing installed, nothing written
     # AND analyze finds the exponential instances with hidden/exposed time in it
-    out = subprocess.run(CLI + ["analyze", str(run), "--json", "-"], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(CLI + ["analyze", str(run), "--json"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)["summary"]
     assert summary["instances"] >= 24

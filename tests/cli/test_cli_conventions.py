@@ -1,0 +1,84 @@
+"""One CLI: every command shares its help layout, exit codes, -q, error style and output-option shapes."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SESSION = REPO / "traces" / "samples" / "tiny-cpu-off-on"
+COMMANDS = ["analyze", "timeline", "report", "export", "record", "ab", "compare", "demo"]
+
+
+def cli(*args: str, cwd: Path = REPO, columns: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "expo_prof", *args], capture_output=True, text=True, timeout=300,
+                          cwd=cwd, env={"COLUMNS": str(columns), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
+
+
+def test_the_command_list_shows_every_summary_whole():
+    """GIVEN `expo-prof --help` WHEN read THEN each command has a summary line that ends a sentence (click used
+    to cut "Run CMD (e.g." at the period), and the exit codes are named."""
+    out = cli("--help").stdout
+    listed = re.findall(r"^  (\w+)\s+(.+(?:\n {12,}.+)*)", out.split("Commands:")[1], re.M)
+    assert sorted(name for name, _ in listed) == sorted(COMMANDS)
+    for name, text in listed:
+        summary = " ".join(text.split())
+        assert summary.endswith((".", "?")) and "..." not in summary and "(e.g." not in summary, (name, summary)
+    assert "Exit codes" in out
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_help_has_examples_exit_codes_and_quiet(name):
+    """GIVEN each command's --help WHEN read THEN it has -q, examples that start with `expo-prof NAME`, and the
+    same exit-code table as every other command."""
+    out = cli(name, "--help").stdout
+    assert "-q, --quiet" in out
+    examples = out.split("Examples:")[1].split("Exit codes")[0]
+    assert re.search(rf"^\s+expo-prof {name}\b", examples, re.M)
+    table = out.split("Exit codes (every command):")[1]
+    for code in ("0 ", "1 ", "2 ", "3 ", "130"):
+        assert re.search(rf"^\s+{code}", table, re.M), code
+    assert out.split("Exit codes (every command):")[1] == cli("analyze", "--help").stdout.split("Exit codes (every command):")[1]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["analyze", "--bogus"], "No such option '--bogus'"),
+    (["compare", "a", "b", "--paired", "--unpaired"], "--paired and --unpaired contradict each other"),
+    (["record", "--no-load", "--num-prompts", "5", "--", "vllm", "serve", "m"], "--no-load cannot be combined with --num-prompts"),
+    (["analyze", "x", "--json", "--format", "text"], "--json cannot be combined with --format text"),
+    (["analyze", str(SESSION), "--format", "html"], "-o FILE.html"),
+])
+def test_bad_options_are_one_error_line_and_exit_2(tmp_path, args, needle):
+    """GIVEN an unknown or conflicting option WHEN run THEN exit 2 and exactly one stderr line, `error: …`
+    naming it (click's own "Usage:/Error:" style never shows), and nothing is created."""
+    proc = cli(*args, cwd=tmp_path)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], proc.stderr
+    assert "Usage:" not in proc.stderr and not (tmp_path / "traces").exists()
+
+
+def test_quiet_at_the_command_level_and_plurals():
+    """GIVEN a run directory WHEN analysed with `analyze -q` THEN no info/warning line, and the table counts
+    with the right plural ("1 rank, 33 steps")."""
+    proc = cli("analyze", "-q", str(SESSION / "02-on"))
+    assert proc.returncode == 0 and proc.stderr.strip() == ""
+    assert "1 rank, 33 steps" in proc.stdout and "rank(s)" not in proc.stdout
+
+
+def test_compare_at_80_columns_keeps_every_column_and_says_inconclusive():
+    """GIVEN the committed off/on session (one run per side) WHEN compared at 80 columns THEN the change table
+    still has its p column, and the verdict is "inconclusive", not "no significant difference"."""
+    proc = cli("compare", str(SESSION), columns=80)
+    assert proc.returncode == 0, proc.stderr
+    head = next(ln for ln in proc.stdout.splitlines() if ln.split()[:1] == ["metric"] and "change" in ln)
+    assert head.split()[-1] == "p"
+    assert max(len(ln) for ln in proc.stdout.splitlines()) <= 80
+    assert "verdict: inconclusive" in proc.stdout and "no significant difference can" not in proc.stdout
+    doc = json.loads(cli("compare", str(SESSION), "--json").stdout)
+    assert doc["verdict"]["decision"] == "inconclusive"
