@@ -15,12 +15,15 @@ class ExpoProfError(Exception):
 
     exit_code = EXIT_BAD_INPUT
 
-    def __init__(self, message: str, exit_code: int | None = None, *, warnings: list[str] | None = None) -> None:
+    def __init__(self, message: str, exit_code: int | None = None, *, warnings: list[str] | None = None,
+                 details: list[str] | None = None) -> None:
         super().__init__(message)
         if exit_code is not None:
             self.exit_code = exit_code
         #: Warnings gathered before the failure (e.g. while reading): printed before the error line.
         self.warnings: list[str] = list(warnings or [])
+        #: A long error's parts, printed as a short indented list under its one line (what was looked for …).
+        self.details: list[str] = list(details or [])
 
 
 class BadInput(ExpoProfError):

@@ -24,6 +24,7 @@ from expo_prof.analysis.model import (
 from expo_prof.analysis.targets import LOOKED_FOR, similar_names
 from expo_prof.errors import NothingFound
 from expo_prof.timeline import Timeline
+from expo_prof.words import plural
 
 #: When one rank was read from several exports of the same run (torch_npu writes
 #: trace_view.json, kernel_details.csv and a .db side by side), the first format
@@ -237,7 +238,7 @@ def analyze_parts(
         chosen[key] = keep
 
     if not chosen:
-        raise NothingFound(_nothing_found_message(timelines, op, pattern))
+        raise _nothing_found(timelines, op, pattern)
 
     ranks: list[RankResult] = []
     all_steps: list[StepResult] = []
@@ -319,16 +320,18 @@ def _rule(parts: list[TimelineAnalysis]) -> str:
     return "+".join(rules)
 
 
-def _nothing_found_message(timelines: Sequence[Timeline], op: str | None, pattern: re.Pattern | None) -> str:
+def _nothing_found(timelines: Sequence[Timeline], op: str | None, pattern: re.Pattern | None) -> NothingFound:
+    """The error for inputs without a target instance: one short line, and the details as a short list."""
     n_events = sum(len(t) for t in timelines)
     looked = f"--op {op!r}" if op is not None else "; ".join(LOOKED_FOR)
     similar = similar_names(list(timelines), pattern)
-    msg = f"no target instance found in {len(timelines)} timeline(s), {n_events} events; looked for: {looked}"
+    msg = f"no target instance found in {plural(len(timelines), 'timeline')} ({plural(n_events, 'event')})"
+    details = [f"looked for: {looked}"]
     if similar:
         shown = ", ".join(repr(s if len(s) <= 120 else s[:117] + "...") for s in similar)
-        msg += f"; similar names present: {shown} (try --op REGEX)"
+        details.append(f"similar names present: {shown} (try --op REGEX)")
     elif op is None:
-        msg += "; no similar names (random/uniform/exponential/rand/gumbel/sampl) present"
+        details.append("no similar names (random/uniform/exponential/rand/gumbel/sampl) present")
     else:
-        msg += "; no similar names present"
-    return msg
+        details.append("no similar names present")
+    return NothingFound(msg, details=details)

@@ -10,7 +10,8 @@ import click
 from expo_prof.cli.base import command as cli_command
 from expo_prof.cli.common import resolve_format
 from expo_prof.cli.compare import check_out, comparison_options, pairing, run_comparison
-from expo_prof.cli.record import build_spec, workload_options
+from expo_prof.cli.base import refuse_together
+from expo_prof.cli.record import LOAD_OPTIONS, build_spec, load_argv, workload_options
 from expo_prof.errors import BadInput
 
 
@@ -55,14 +56,15 @@ def command(settings, repeat, out, traces_dir, profiler, profile_requests, ready
         raise BadInput("--repeat must be at least 1")
     wl = {k: kw.pop(k) for k in list(kw) if k not in _COMPARISON_KEYS}
     if wl["no_load"] or wl["duration"] is not None:
-        raise BadInput("ab measures the built-in workload: --no-load / --duration do not apply")
+        raise BadInput("ab measures a load: --no-load / --duration do not apply (use --load-cmd for your own)")
+    refuse_together(click.get_current_context(), "load_cmd", LOAD_OPTIONS, "your load command sets its own load")
     spec = build_spec(wl)
     argv = list(cmd)
     parse_target(argv)  # a bad command fails before any directory is created
     kw["fmt"] = resolve_format(kw["fmt"], kw.pop("as_json"), kw["output"])
     check_out(kw["output"], [out] if out is not None else [], kw["fmt"])
     top = out if out is not None else new_dir(traces_dir, short_name(argv))
-    opts = RecordOptions(profiler=profiler, workload=spec, ready_timeout_s=ready_timeout,
+    opts = RecordOptions(profiler=profiler, workload=spec, load_cmd=load_argv(wl), ready_timeout_s=ready_timeout,
                          profile_requests=profile_requests)
     to_stdout = kw["fmt"] == "json" and kw["output"] is None
     quiet = bool(getattr(settings, "quiet", False)) or to_stdout

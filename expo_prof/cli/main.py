@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> None:
         for w in getattr(exc, "warnings", []):
             err_console.print(f"[yellow]warning:[/] {escape(w)}")
         err_console.print(f"[red]error:[/] {escape(str(exc))}")
+        for d in getattr(exc, "details", []):
+            err_console.print(f"  - {escape(d)}")
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         err_console.print("[red]error:[/] interrupted")

@@ -28,6 +28,10 @@ def workload_options(f):
         click.option("--seeded/--no-seeded", default=False, help="Give each request its own sampling seed."),
         click.option("--warmup", type=int, default=1, show_default=True, help="Warm-up requests before measuring."),
         click.option("--no-load", is_flag=True, help="Send no load: record until Ctrl-C or --duration."),
+        click.option("--load-cmd", metavar="'CMD'", default=None,
+                     help="Drive the load with your own command, e.g. 'vllm bench serve --base-url {base_url} --model "
+                          "{model} --dataset-name sharegpt … --save-result' ({base_url} {host} {port} {model} filled "
+                          "in); its saved result becomes the run's metrics."),
         click.option("--duration", type=float, default=None, help="With --no-load: stop after this many seconds."),
     ]
     for o in reversed(opts):
@@ -40,11 +44,20 @@ LOAD_OPTIONS = ("num_prompts", "input_len", "output_len", "range_ratio", "max_co
                 "temperature", "top_p", "top_k", "seeded", "warmup")
 
 
+def load_argv(kw: dict) -> list[str] | None:
+    """``--load-cmd`` as an argv list (None without it)."""
+    if kw.get("load_cmd") is None:
+        return None
+    from expo_prof.record.loadcmd import parse
+
+    return parse(kw["load_cmd"])
+
+
 def build_spec(kw: dict):
-    """WorkloadSpec from the workload options (None with --no-load)."""
+    """WorkloadSpec from the workload options (None with --no-load or --load-cmd)."""
     from expo_prof.workload import WorkloadSpec
 
-    if kw["no_load"]:
+    if kw["no_load"] or kw.get("load_cmd") is not None:
         return None
     for name in ("num_prompts", "input_len", "output_len", "warmup"):
         if kw[name] is not None and kw[name] < (0 if name == "warmup" else 1):
@@ -105,10 +118,13 @@ def command(settings, out, traces_dir, overlay_mode, repeat, profiler, profile_r
     spec = build_spec(wl)
     if wl["duration"] is not None and not wl["no_load"]:
         raise BadInput("--duration only applies with --no-load")
-    refuse_together(click.get_current_context(), "no_load", LOAD_OPTIONS, "with --no-load nothing is sent")
+    ctx = click.get_current_context()
+    refuse_together(ctx, "no_load", LOAD_OPTIONS + ("load_cmd",), "with --no-load nothing is sent")
+    refuse_together(ctx, "load_cmd", LOAD_OPTIONS + ("duration",), "your load command sets its own load")
     opts = RecordOptions(
         profiler=profiler,
         workload=spec,
+        load_cmd=load_argv(wl),
         duration_s=wl["duration"],
         ready_timeout_s=ready_timeout,
         profile_requests=profile_requests,

@@ -83,12 +83,14 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
     recordings = group(loaded.timelines, plist)
     several = len(recordings) > 1
     results: list[RecordingResult] = []
+    last_miss: NothingFound | None = None
     for rec in recordings:
         tls = [loaded.timelines[i] for i in rec.members]
         try:
             res, parts = analyze_parts(tls, op=opts.op, inputs=[rec.path], source=opts.source)
         except NothingFound as exc:
-            results.append(RecordingResult(rec, None, [], str(exc)))
+            results.append(RecordingResult(rec, None, [], "; ".join([str(exc), *exc.details])))
+            last_miss = exc
             continue
         if several:
             for r in res.ranks:
@@ -102,9 +104,8 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
 
     found = [r for r in results if r.analysis is not None]
     if not found:
-        msg = results[0].error if len(results) == 1 else (
-            f"no target instance found in any of {len(results)} recordings; " + (results[0].error or ""))
-        raise NothingFound(msg or "no target instance found", warnings=warnings)
+        msg = str(last_miss) if len(results) == 1 else f"no target instance found in any of {len(results)} recordings"
+        raise NothingFound(msg, warnings=warnings, details=last_miss.details if last_miss else [])
     sides = {r.recording.overlay for r in found} - {None}
     if sides == {"on", "off"}:
         info.append("the inputs hold overlay-off and overlay-on runs: each has its own figures, none combines "

@@ -48,6 +48,8 @@ class RecordOptions:
     stop_profile_timeout_s: float = 600.0
     msprof: str = "msprof"
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: The user's own load command (argv; ``--load-cmd``) instead of the built-in load (then workload is None).
+    load_cmd: list[str] | None = None
 
 
 def _now() -> str:
@@ -146,6 +148,8 @@ class Recorder:
         self.srv: VllmServer | None = None
         self.profiling = False
         self.result: WorkloadResult | None = None
+        self._load_argv: list[str] | None = None  # --load-cmd as run (placeholders filled in)
+        self._load_rc: int | None = None
         self._partial: list = []  # requests finished so far (kept on Ctrl-C / crash)
         self._load_t0: float | None = None
         self._save()
@@ -162,6 +166,8 @@ class Recorder:
 
     def _workload_manifest(self) -> dict | None:
         w = self.opts.workload
+        if self.opts.load_cmd is not None:
+            return {"builtin": False, "load_cmd": self.opts.load_cmd}
         if w is None:
             return {"builtin": False, "duration_s": self.opts.duration_s}
         d = asdict(w)
@@ -277,6 +283,9 @@ class Recorder:
                 await close_window()
 
         tasks: list[asyncio.Task] = []
+        if opts.load_cmd is not None:
+            await self._drive_load_cmd(open_window, close_window)
+            return
         if opts.workload is None:
             tasks.append(asyncio.create_task(open_window()))
             self.say(
@@ -313,6 +322,30 @@ class Recorder:
                     await asyncio.wait({t}, timeout=opts.stop_profile_timeout_s)
         await close_window()
 
+    async def _drive_load_cmd(self, open_window, close_window) -> None:
+        """The user's load command with the profiler window around it (expo_prof/record/loadcmd.py)."""
+        from expo_prof.record import loadcmd
+
+        t = self.target
+        values = {"base_url": self.srv.base_url, "host": t.host, "port": str(t.port), "model": self.srv.model_id or ""}
+        argv = loadcmd.expand(self.opts.load_cmd or [], values)
+        self.say(f"load: {' '.join(argv)} (output in {self.run_dir / loadcmd.LOAD_DIR / 'load.log'})")
+        await open_window()
+        self._load_t0 = time.perf_counter()
+        try:
+            self._load_rc = await loadcmd.run(argv, self.run_dir / loadcmd.LOAD_DIR, values,
+                                              lambda: self.srv.proc.poll() is None)
+        finally:
+            self._load_argv = argv
+            await close_window()
+        if self.srv.proc.poll() is not None:
+            raise ExpoProfError(self._crash_message(), EXIT_RUN_FAILED)
+        if self._load_rc != 0:
+            log = self.run_dir / loadcmd.LOAD_DIR / "load.log"
+            tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:]) if log.exists() else ""
+            raise ExpoProfError(f"the load command exited with code {self._load_rc}; log {log}: {tail}",
+                                EXIT_RUN_FAILED)
+
     def _crash_message(self) -> str:
         srv = self.srv
         return (
@@ -321,6 +354,18 @@ class Recorder:
         )
 
     def _write_workload(self) -> None:
+        if self.opts.load_cmd is not None:
+            from expo_prof.record import loadcmd
+
+            if self._load_argv is None:
+                return  # the server never got ready: the load command never ran
+            data = loadcmd.workload_json(self._load_argv, self._load_rc, self.run_dir / loadcmd.LOAD_DIR)
+            write_json(self.run_dir / "workload.json", data)
+            self.manifest["metrics"] = data["metrics"]
+            for n in data["notes"]:
+                self.say(f"[yellow]note:[/] {n}")
+            self.manifest["notes"].extend(data["notes"])
+            return
         if self.result is None and self._partial and self.opts.workload is not None:
             # Interrupted or crashed mid-load: keep what finished.
             dur = time.perf_counter() - self._load_t0 if self._load_t0 else 0.0

@@ -40,7 +40,7 @@ def _check(code: int, out: str, err: str) -> dict | None:
             assert 0 <= s["hidden_ns"] <= s["total_ns"]
         return doc
     assert code in (1, 2), (code, err)
-    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("warning:")]
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith(("warning:", "info:", "  - "))]
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     assert out == ""
     return None

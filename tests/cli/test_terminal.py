@@ -1,0 +1,70 @@
+"""What a person sees in a terminal: progress while reading, status while recording, then the result.
+
+The CLI runs under a real pseudo-terminal (pexpect), so rich draws its
+progress bar and status lines as it would for a user — unlike the other tests,
+whose output is piped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HEADLINE = re.compile(r"\d+ instances?, [\d.]+ % hidden, exposed \S+")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def spawn(args: list[str], timeout: float, **env: str):
+    child = pexpect.spawn(sys.executable, ["-m", "expo_prof", *args], cwd=str(REPO), timeout=timeout,
+                          dimensions=(30, 100), encoding="utf-8", codec_errors="replace",
+                          env={**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm-256color", **env})
+    return child
+
+
+def screen(child) -> str:
+    child.expect(pexpect.EOF)
+    child.close()
+    return ANSI.sub("", child.before or "")
+
+
+def test_analyze_shows_progress_then_the_headline(realtraces):
+    """GIVEN a real 72 MB trace analysed in a terminal (progress threshold lowered to show the bar)
+    WHEN it runs THEN the reading progress bar is drawn, then the tables end with the headline; with
+    --no-progress no bar is drawn, and the figures are the same."""
+    path = realtraces / "vllm-cpu/rank0-default-with-stack.pt.trace.json.gz"
+    child = spawn(["analyze", str(path)], 300, EXPO_PROF_PROGRESS_MIN_BYTES="1")
+    out = screen(child)
+    assert child.exitstatus == 0, out[-2000:]
+    assert "reading traces" in out and re.search(r"\d+(\.\d+)?/\d+(\.\d+)? MB", out)
+    heads = HEADLINE.findall(out)
+    assert heads and "Traceback" not in out
+    quiet = spawn(["--no-progress", "analyze", str(path)], 300, EXPO_PROF_PROGRESS_MIN_BYTES="1")
+    out2 = screen(quiet)
+    assert quiet.exitstatus == 0 and "reading traces" not in out2 and HEADLINE.findall(out2) == heads
+
+
+@pytest.mark.server
+def test_record_shows_its_status_as_it_goes(tiny_model, vllm_available, vllm_lock, tmp_path):
+    """GIVEN the tiny model recorded in a terminal WHEN record runs THEN the person sees, in order: waiting for
+    the server, the server ready with its model, the workload, where the run is, and the analysis headline."""
+    from expo_prof.server import free_port
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model), "--dtype",
+           "float32", "--max-model-len", "256", "--port", str(port), "--enforce-eager"]
+    env = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1"}
+    with vllm_lock():
+        child = spawn(["record", "-o", str(tmp_path / "run"), "--num-prompts", "4", "--input-len", "16",
+                       "--output-len", "8", "--", *cmd], 900, **env)
+        out = screen(child)
+    assert child.exitstatus == 0, out[-3000:]
+    order = [out.find("waiting for the server"), out.find("server ready at"), out.find("workload: 4 prompts"),
+             out.find(f"run: {tmp_path / 'run'}"), out.find("timeline")]
+    assert all(i >= 0 for i in order) and order == sorted(order), (order, out[-3000:])
+    assert HEADLINE.search(out) and "Traceback" not in out
