@@ -82,3 +82,16 @@ def test_compare_at_80_columns_keeps_every_column_and_says_inconclusive():
     assert "verdict: inconclusive" in proc.stdout and "no significant difference can" not in proc.stdout
     doc = json.loads(cli("compare", str(SESSION), "--json").stdout)
     assert doc["verdict"]["decision"] == "inconclusive"
+
+
+@pytest.mark.parametrize("cmd,out", [("analyze", None), ("timeline", "t.html"), ("report", "r.html"), ("export", "e.json")])
+def test_nothing_found_is_exit_1_in_every_command(tmp_path, realtraces, cmd, out):
+    """GIVEN a real trace with a uniform RNG kernel but no exponential draw WHEN each analysing command runs
+    THEN every one exits 1 with the same short error line and detail list, and writes no file."""
+    path = realtraces / "hta/tests/data/execution_trace/benchmark_simple_add_trace.json.gz"
+    proc = cli(cmd, str(path), *(["-o", str(tmp_path / out)] if out else []), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert errors == ["error: no target instance found in 1 timeline (55 events)"]
+    assert any(ln.startswith("  - looked for:") for ln in proc.stderr.splitlines())
+    assert list(tmp_path.iterdir()) == []
