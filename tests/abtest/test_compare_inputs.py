@@ -53,7 +53,7 @@ def test_one_run_per_side_shows_the_change_but_no_ci(tmp_path, cli):
     # AND the table output says the same (never "no significant difference": nothing was tested)
     table = cli("compare", str(a), str(b))
     assert table.returncode == 0 and "verdict: inconclusive" in table.stdout
-    assert "no significant difference" not in table.stdout
+    assert "verdict: no significant difference" not in table.stdout
     assert "one run per side" in table.stdout
 
 

@@ -40,7 +40,7 @@ def test_timeline_and_report_write_self_contained_pages(tmp_path, run_on):
         (["export", "{run}", "-o", "x.html"], "ending in .json"),
         (["timeline", "{run}", "-o", "x.html", "--op", "("], "not a valid regular expression"),
         (["timeline", "{run}", "-o", "x.html", "--max-bytes", "lots"], "--max-bytes"),
-        (["timeline", "{session}", "-o", "x.html"], "is a session of 2 runs"),
+        (["timeline", "{session}", "-o", "x.html"], "draws one recording; the inputs hold 2"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, run_on, session_dir, args, message):
