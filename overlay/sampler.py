@@ -66,6 +66,8 @@ class Step:
     wait: list[Any] | None = None
     attributed: bool = False
     complete: bool = False
+    #: Launched at the launch seam (no forward seam): the sampler closes the window.
+    forward_open: bool = False
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -220,6 +222,10 @@ class Overlay:
             self._sampler_only_step(probs, use_fp64_gumbel)
             return None
         step.attributed = True
+        if step.forward_open:
+            step.forward_open = False
+            if self.instrument:
+                step.fwd[1] = self.lane.stamp()
         if not step.launched:
             if step.fallback is None:
                 step.fallback = "no_pending"

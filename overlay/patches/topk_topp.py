@@ -51,14 +51,40 @@ BYPASSING_FORWARDS = {
 _patcher = Patcher()
 
 
-def make_random_sample(original: Any, finish: Any) -> Any:
-    """The replacement for vLLM's ``random_sample(probs, generators, use_fp64_gumbel)``."""
+def takes_fp64_flag(original: Any) -> bool:
+    """Whether vLLM's ``random_sample`` has the third ``use_fp64_gumbel`` parameter.
 
-    @functools.wraps(original)
-    def random_sample(probs: Any, generators: dict, use_fp64_gumbel: bool = False) -> Any:
-        return overlay_random_sample(
-            probs, generators, use_fp64_gumbel, inline=original, finish=finish
-        )
+    vLLM 0.10 - 0.22 (and every vllm-ascend) define ``random_sample(probs,
+    generators)``; ``use_fp64_gumbel`` arrived in 0.23. The replacement must
+    take exactly what the original takes: calling a two-argument original
+    with three arguments is the TypeError that killed the engine at warm-up.
+    """
+    import inspect
+
+    try:
+        params = inspect.signature(original, follow_wrapped=False).parameters
+    except (TypeError, ValueError):
+        return True
+    return "use_fp64_gumbel" in params or len(params) >= 3
+
+
+def make_random_sample(original: Any, finish: Any) -> Any:
+    """The replacement for vLLM's ``random_sample``, with the original's own parameters."""
+    if takes_fp64_flag(original):
+
+        @functools.wraps(original)
+        def random_sample(probs: Any, generators: dict, use_fp64_gumbel: bool = False) -> Any:
+            return overlay_random_sample(
+                probs, generators, use_fp64_gumbel, inline=original, finish=finish
+            )
+
+    else:
+
+        @functools.wraps(original)
+        def random_sample(probs: Any, generators: dict) -> Any:  # type: ignore[misc]
+            return overlay_random_sample(
+                probs, generators, False, inline=lambda p, g, _fp64: original(p, g), finish=finish
+            )
 
     return random_sample
 
