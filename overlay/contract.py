@@ -48,6 +48,7 @@ FALLBACK_REASONS = (
 NOTICE_NOT_APPLICABLE = "not_applicable"
 NOTICE_DISABLED = "disabled"
 NOTICE_LANE_ERROR = "lane_error"
+NOTICE_PARTLY_APPLICABLE = "partly_applicable"
 #: CPUs for the CPU lane's worker thread: ``auto`` (default: the CPUs not
 #: used by the forward's pinned threads), ``inherit`` (no placement), or a
 #: list such as ``1`` / ``2-3,6``.

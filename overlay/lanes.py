@@ -251,10 +251,12 @@ class DeviceStreamLane:
 
     ``device_module`` defaults to ``torch.get_device_module(device)``; tests on
     a CPU-only machine pass a fake with the same Stream/Event API.
-    ``record_stream`` defaults to ``Tensor.record_stream``: it tells the caching
-    allocator that the consumer stream uses ``q``, so its memory is not handed
-    out again while the sampler still reads it — without it the original
-    feature sampled out-of-vocabulary tokens on Qwen3-30B.
+    ``allocate`` defaults to ``torch.empty``. ``record_stream`` defaults to
+    ``Tensor.record_stream``: it tells the caching allocator that the consumer
+    stream uses ``q``, so its memory is not handed out again while the sampler
+    still reads it (the gap vllm-ascend #13394 closed in its *default*
+    side-stream sampler; the original async-exponential feature waited on an
+    event instead).
     """
 
     kind = "stream"
@@ -267,6 +269,7 @@ class DeviceStreamLane:
         device_module: Any = None,
         instrument: bool = True,
         record_stream: Callable[[Any, Any], None] | None = None,
+        allocate: Callable[..., Any] | None = None,
     ) -> None:
         import torch
 
@@ -275,6 +278,8 @@ class DeviceStreamLane:
         self.mod = device_module or torch.get_device_module(self.device)
         self.instrument = instrument
         self._record_stream = record_stream or (lambda t, s: t.record_stream(s))
+        #: ``torch.empty`` unless a test counts allocations (FakeAllocator).
+        self._allocate = allocate or torch.empty
         self.side = self.mod.Stream(device=self.device)
 
     def _current(self) -> Any:
@@ -307,7 +312,7 @@ class DeviceStreamLane:
                 draw.exp[0] = self._event(True)
                 draw.exp[0].record(self.side)
             with span(SPAN_EXPONENTIAL):
-                q = self._torch.empty((rows, vocab), dtype=dtype, device=self.device)
+                q = self._allocate((rows, vocab), dtype=dtype, device=self.device)
                 q.exponential_()
             draw.done = self._event(self.instrument)
             draw.done.record(self.side)

@@ -2,6 +2,8 @@
 
 * ``execute_model``: marks the scope in which a forward pass is a real step
   (vLLM's dummy / graph-capture runs call the model outside it).
+* ``profile_run``: vLLM's memory profiling holds the largest ``q``
+  (``max_num_reqs`` x vocab) meanwhile, so the KV cache is sized with it;
 * ``_dummy_run`` / ``_dummy_sampler_run``: warm-up scope — sampler calls in it
   draw inline and are only counted (``unattributed`` in the summary).
 * the forward seam — ``_model_forward`` (vLLM >= 0.11, vllm-ascend >= 0.15)
@@ -28,6 +30,9 @@ from overlay.lanes import span
 from overlay.sampler import Overlay, Step, active
 
 WARMUP_METHODS = ("_dummy_run", "_dummy_sampler_run")
+#: vLLM's memory profiling (``determine_available_memory`` calls it before
+#: sizing the KV cache).
+PROFILE_METHOD = "profile_run"
 
 
 def scope(original: Callable[..., Any], counter: str) -> Callable[..., Any]:
@@ -159,6 +164,43 @@ def launch_after(original: Callable[..., Any]) -> Callable[..., Any]:
     return _prepare_inputs
 
 
+def q_size(runner: Any) -> tuple[int, int, Any]:
+    """(rows, vocab, dtype) of the largest q: ``max_num_reqs`` rows of the vocabulary.
+
+    Bytes = max_num_seqs x vocab x 4 (8 with fp64 gumbel): 623 MB at 1024 x 152k.
+    """
+    import torch
+
+    fp64 = bool(getattr(getattr(runner, "sampler", None), "use_fp64_gumbel", False))
+    rows = int(getattr(runner, "max_num_reqs", 0) or runner.scheduler_config.max_num_seqs)
+    return rows, int(runner.model_config.get_vocab_size()), torch.float64 if fp64 else torch.float32
+
+
+def reserve_during(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap ``profile_run``: hold the largest q while vLLM measures its peak memory."""
+
+    @functools.wraps(original)
+    def profile_run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        ov = active()
+        draw = None
+        if ov is not None and not getattr(self, "is_pooling_model", False):
+            try:
+                rows, vocab, dtype = q_size(self)
+                draw = ov.reserve(rows, vocab, dtype, self.device)
+            except Exception as exc:  # noqa: BLE001
+                guard.failed(exc)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            if draw is not None and active() is ov:
+                try:
+                    ov.release(draw)
+                except Exception as exc:  # noqa: BLE001
+                    guard.failed(exc)
+
+    return profile_run
+
+
 def pick_seam(owns: Callable[[str], bool], has: Callable[[str], bool]) -> str | None:
     """The method a runner class is hooked at: a forward seam it defines, else the launch seam.
 
@@ -193,6 +235,8 @@ def patch_runner_class(patcher: Any, cls: type) -> str | None:
     for name in WARMUP_METHODS:
         if patcher.owns(cls, name):
             patcher.set(cls, name, scope(getattr(cls, name), "warmup_depth"))
+    if patcher.owns(cls, PROFILE_METHOD):
+        patcher.set(cls, PROFILE_METHOD, reserve_during(cls.profile_run))
     return seam
 
 

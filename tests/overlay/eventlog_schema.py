@@ -52,7 +52,7 @@ def check_lines(lines: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     _check_fields(lines[0], HEADER)
     header = lines[0]
     assert header["schema"] == EVENT_LOG_SCHEMA
-    assert header["backend"] in ("cpu", "cuda", "npu")
+    assert header["backend"] in ("cpu", "cuda", "npu", "xpu")
     assert header["lane"] in ("thread", "stream")
     assert header["clock"] == "monotonic"
     assert set(header["versions"]) >= {"expo_prof", "vllm", "torch", "torch_npu"}

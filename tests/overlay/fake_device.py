@@ -13,6 +13,7 @@ synchronise" becomes observable. Every stream operation is logged in
 from __future__ import annotations
 
 import time
+import weakref
 from contextlib import contextmanager
 from typing import Any
 
@@ -104,12 +105,42 @@ class FakeDeviceModule:
         self.synchronize_calls += 1
 
     def record_stream(self, tensor: Any, stream: FakeStream) -> None:
-        """Stands in for ``Tensor.record_stream`` (CPU tensors have none)."""
-        self.record_stream_calls.append((tensor, stream))
-        self.calls.append(("record_stream", stream.name, tensor))
+        """Stands in for ``Tensor.record_stream`` (CPU tensors have none).
+
+        Keeps the shape only, never the tensor, so FakeAllocator sees when q is freed.
+        """
+        self.record_stream_calls.append((tuple(tensor.shape), stream))
+        self.calls.append(("record_stream", stream.name, tuple(tensor.shape)))
 
     def run_device(self) -> None:
         """Let the fake device finish everything enqueued so far."""
         for event in self.in_flight:
             event.completed = True
         self.in_flight.clear()
+
+
+class FakeAllocator:
+    """FAKE device allocator: real CPU tensors, with the bytes still alive counted.
+
+    Stands in for the device caching allocator's ``memory_allocated`` (no device
+    here): a tensor counts from allocation until its Python object is freed.
+    """
+
+    def __init__(self) -> None:
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self.allocations = 0
+
+    def __call__(self, shape: Any, *, dtype: Any, device: Any) -> Any:
+        import torch
+
+        tensor = torch.empty(shape, dtype=dtype, device="cpu")
+        size = tensor.numel() * tensor.element_size()
+        self.allocations += 1
+        self.live_bytes += size
+        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        weakref.finalize(tensor, self._free, size)
+        return tensor
+
+    def _free(self, size: int) -> None:
+        self.live_bytes -= size

@@ -152,7 +152,9 @@ def test_device_lane_orders_streams_and_keeps_q_alive(tmp_path):
     assert ("wait_event", "current", done) in calls
     assert fake.synchronize_calls == 0
     # ... and q is recorded on the consumer stream after that wait, so it outlives its use
-    assert fake.record_stream_calls == [(step.draw.q, fake.default)]
+    assert fake.record_stream_calls == [((3, VOCAB), fake.default)]
+    # AND the step, consumed, no longer holds q (its events are enough for timing)
+    assert step.draw.q is None
     assert names.index("record_stream") > names.index("wait_event")
     ov.shutdown()
 
