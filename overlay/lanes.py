@@ -120,8 +120,12 @@ class CpuThreadLane:
     kind = "thread"
     timing = "host"
 
-    def __init__(self, seed: int | None = None, cpus: Any = "inherit") -> None:
+    def __init__(self, seed: int | None = None, cpus: Any = "inherit", wait_timeout_s: float = 30.0) -> None:
         import torch
+
+        #: Longest the model thread waits for a draw; past it the step draws
+        #: inline (counted as ``error``) instead of hanging the engine.
+        self.wait_timeout_s = wait_timeout_s
 
         self._torch = torch
         # A dedicated generator, not the default one: the default CPU generator
@@ -211,7 +215,7 @@ class CpuThreadLane:
         if self._last is not None:
             # The buffer is reused: a previous draw nobody consumed may still
             # be in flight.
-            self._last.done.wait()
+            self._await(self._last)
         flat = self._buffer(dtype, rows * vocab)
         draw = Draw(rows, vocab, dtype, self._torch.device("cpu"))
         draw.q = flat[: rows * vocab].view(rows, vocab)
@@ -223,11 +227,17 @@ class CpuThreadLane:
     def wait(self, draw: Draw) -> tuple[Any, int, int]:
         """Block until ``q`` is drawn; returns ``(q, wait_start, wait_end)``."""
         start = time.monotonic_ns()
-        draw.done.wait()
+        self._await(draw)
         end = time.monotonic_ns()
         if draw.error is not None:
             raise LaneError(f"exponential draw failed: {draw.error!r}") from draw.error
         return draw.q, start, end
+
+    def _await(self, draw: Draw) -> None:
+        if not self._thread.is_alive() and not draw.done.is_set():
+            raise LaneError("the CPU lane's worker thread is not running")
+        if not draw.done.wait(self.wait_timeout_s):
+            raise LaneError(f"exponential draw not done after {self.wait_timeout_s} s")
 
     def ready(self, draw: Draw | None) -> bool:
         return draw is None or draw.done.is_set()
@@ -242,8 +252,11 @@ class CpuThreadLane:
                 out[name] = [int(marks[0]) - t0_ns, int(marks[1]) - t0_ns]
         return out
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Stop the worker and join it (bounded: a stuck draw cannot hang exit)."""
         self._jobs.put(None)
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
 
 
 class DeviceStreamLane:
