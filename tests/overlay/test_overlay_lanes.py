@@ -181,6 +181,7 @@ def test_device_lane_steps_are_written_a_step_late_without_synchronising(tmp_pat
     one_step()
     # THEN step 0 is written with device timing, read from the events (queried, not synchronised)
     assert fake.queries > 0
+    assert ov.log.drain(10)  # lines are written by the log's writer thread
     log_file = next(tmp_path.glob("*.jsonl"))
     lines = [json.loads(x) for x in log_file.read_text().splitlines()]
     assert [x["type"] for x in lines] == ["header", "step"]

@@ -21,6 +21,8 @@ def _write_log(out, steps, close=True):
         log.step(rec)
     if close:
         log.close()
+    else:
+        assert log.drain(10)  # a live log: lines are in the file once the writer thread drained
     return log.path
 
 
