@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from overlay.contract import SPAN_EXPONENTIAL
+from overlay.cpubind import limit_openmp_team, vllm_claims_here
 
 
 _profiler: Any = None
@@ -76,15 +77,38 @@ def thread_masks() -> list[frozenset[int]]:
     return masks
 
 
-def _place_this_thread(request: Any, masks: list[frozenset[int]]) -> tuple[set[int], str]:
-    """Pin the calling thread; returns its CPUs and a one-line description.
+def choose_auto(available: set[int], masks: list[frozenset[int]], claimed: set[int] = frozenset(),
+                claimed_why: str = "", inherited: set[int] | None = None) -> tuple[set[int], str]:
+    """The ``auto`` CPUs of the lane thread, and why (pure: masks and claims are passed in).
+
+    The forward's CPUs are those of this process's threads pinned narrower
+    than ``available``; ``claimed`` adds every local rank's forward and
+    reserved CPUs from vLLM's binding settings (:mod:`overlay.cpubind`), which
+    other processes use. The lane takes the rest.
+    """
+    inherited = available if inherited is None else inherited
+    model = set().union(*(m for m in masks if m < available))
+    busy = model | set(claimed)
+    spare = set(available) - busy
+    if busy and spare:
+        why = f"beside the forward's pinned CPUs {sorted(model)}"
+        if set(claimed) - model:
+            why += f" and {claimed_why} {sorted(claimed)}"
+        return spare, why
+    if busy:
+        return set(inherited), "no CPU is free of the forward's pinned threads, so it shares them"
+    return set(inherited), "no thread of the forward is pinned"
+
+
+def _place_this_thread(request: Any, masks: list[frozenset[int]],
+                       claims: tuple[set[int], str] = (set(), "")) -> tuple[set[int], str, int | None]:
+    """Pin the calling thread; returns its CPUs, a one-line description and its OpenMP team (None: unknown).
 
     ``"auto"``: vLLM CPU binds the forward's (OpenMP) threads to the CPUs of
     its rank and leaves the others to other work; threads started later
     inherit that narrow mask. The CPUs this process may use are found by
-    asking for all of them (the kernel clips the request to the cpuset); the
-    forward's CPUs are those of the threads pinned narrower than that; the
-    lane takes the rest.
+    asking for all of them (the kernel clips the request to the cpuset); see
+    :func:`choose_auto` for the rest.
     """
     inherited = os.sched_getaffinity(0)
     if request == "auto":
@@ -92,20 +116,16 @@ def _place_this_thread(request: Any, masks: list[frozenset[int]]) -> tuple[set[i
             os.sched_setaffinity(0, range(os.cpu_count() or 1))
         except OSError:
             pass
-        available = os.sched_getaffinity(0)
-        model = set().union(*(m for m in masks if m < available))
-        spare = available - model
-        if model and spare:
-            target, why = spare, f"beside the forward's pinned CPUs {sorted(model)}"
-        elif model:
-            target, why = inherited, "no CPU is free of the forward's pinned threads, so it shares them"
-        else:
-            target, why = inherited, "no thread of the forward is pinned"
+        target, why = choose_auto(os.sched_getaffinity(0), masks, claims[0], claims[1], inherited)
     else:
         target, why = set(request), "as EXPO_PROF_LANE_CPUS asks"
     os.sched_setaffinity(0, target)
     cpus = os.sched_getaffinity(0)
-    return cpus, f"CPU lane thread on CPUs {sorted(cpus)} ({why})"
+    # A parallel op on this thread would otherwise start an OpenMP team as large
+    # as the forward's, on the lane's few CPUs.
+    team, note = limit_openmp_team(len(cpus))
+    limit = note or f"its OpenMP team limited to {team}"
+    return cpus, f"CPU lane thread on CPUs {sorted(cpus)} ({why}; {limit})", team
 
 
 class CpuThreadLane:
@@ -143,28 +163,33 @@ class CpuThreadLane:
         self._jobs: queue.SimpleQueue[Draw | None] = queue.SimpleQueue()
         self.cpus: set[int] | None = None
         self.placement: str | None = None
+        #: The lane thread's OpenMP team after placement (None: not placed, or no OpenMP runtime).
+        self.omp_team: int | None = None
         self._placed = threading.Event()
         masks: list[frozenset[int]] = []
+        claims: tuple[set[int], str] = (set(), "")
         if cpus == "inherit":
             cpus = "none"  # no placement, nothing to report
         else:
             try:
                 # Read in the model thread, before the worker exists.
                 masks = thread_masks()
+                if cpus == "auto":
+                    claims = vllm_claims_here()
             except (OSError, AttributeError):  # not Linux: no placement
                 cpus = "none"
         self._thread = threading.Thread(
-            target=self._run, args=(cpus, masks), name="expo-prof-exponential", daemon=True
+            target=self._run, args=(cpus, masks, claims), name="expo-prof-exponential", daemon=True
         )
         self._thread.start()
         self._placed.wait()
 
     # -- worker --------------------------------------------------------------------
 
-    def _run(self, cpus: Any, masks: list[frozenset[int]]) -> None:
+    def _run(self, cpus: Any, masks: list[frozenset[int]], claims: tuple[set[int], str]) -> None:
         try:
             if cpus != "none":
-                self.cpus, self.placement = _place_this_thread(cpus, masks)
+                self.cpus, self.placement, self.omp_team = _place_this_thread(cpus, masks, claims)
             elif hasattr(os, "sched_getaffinity"):
                 self.cpus = os.sched_getaffinity(0)
         except (OSError, ValueError, AttributeError) as exc:
