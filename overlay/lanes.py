@@ -21,7 +21,7 @@ import os
 import queue
 import threading
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -30,17 +30,45 @@ from overlay.cpubind import limit_openmp_team, vllm_claims_here
 
 
 _profiler: Any = None
+#: (start, end) of the device lane's range markers — NVTX on CUDA, mstx on
+#: Ascend — or None (CPU lane, or no markers). Set by DeviceStreamLane.
+_ranges: tuple[Callable[[str], Any], Callable[[Any], Any]] | None = None
 
 
 class LaneError(RuntimeError):
     """The side lane failed to produce ``q``; the caller draws inline."""
 
 
+def device_ranges(mod: Any) -> tuple[Callable[[str], Any], Callable[[Any], Any]] | None:
+    """Range markers of a device module: ``torch.cuda.nvtx`` or ``torch.npu.mstx`` (torch_npu)."""
+    nvtx = getattr(mod, "nvtx", None)
+    if nvtx is not None and hasattr(nvtx, "range_push"):
+        return nvtx.range_push, lambda _depth: nvtx.range_pop()
+    mstx = getattr(mod, "mstx", None)
+    if mstx is not None and hasattr(mstx, "range_start"):
+        return mstx.range_start, mstx.range_end
+    return None
+
+
+@contextmanager
+def _with_range(annotation: Any, name: str, ranges: tuple[Callable[[str], Any], Callable[[Any], Any]]):
+    start, end = ranges
+    with annotation:
+        handle = start(name)
+        try:
+            yield
+        finally:
+            end(handle)
+
+
 def span(name: str):
     """A profiler annotation when a torch profiler is recording, else nothing.
 
     ``record_function`` costs a few microseconds even with no profiler; the
-    flag check keeps the overlay's own cost out of unprofiled runs.
+    flag check keeps the overlay's own cost out of unprofiled runs. With a
+    device lane the span is also an NVTX (CUDA) / mstx (Ascend) range, so
+    Nsight Systems and msprof timelines show the same windows — again only
+    while profiling.
     """
     global _profiler
     if _profiler is None:
@@ -48,7 +76,9 @@ def span(name: str):
 
         _profiler = _loaded
     if _profiler._is_profiler_enabled:
-        return _profiler.record_function(name)
+        annotation = _profiler.record_function(name)
+        ranges = _ranges
+        return annotation if ranges is None else _with_range(annotation, name, ranges)
     return nullcontext()
 
 
@@ -319,6 +349,8 @@ class DeviceStreamLane:
         #: ``torch.empty`` unless a test counts allocations (FakeAllocator).
         self._allocate = allocate or torch.empty
         self.side = self.mod.Stream(device=self.device)
+        global _ranges
+        _ranges = device_ranges(self.mod)
 
     def _current(self) -> Any:
         return self.mod.current_stream(self.device)
@@ -393,4 +425,6 @@ class DeviceStreamLane:
         return out
 
     def close(self) -> None:
-        pass
+        """Stop marking spans as device ranges (the overlay is shutting down)."""
+        global _ranges
+        _ranges = None

@@ -68,10 +68,51 @@ class FakeEvent:
         return (end.recorded_ns - self.recorded_ns) / 1e6
 
 
-class FakeDeviceModule:
-    """FAKE device module (torch.cuda / torch.npu API subset) with a fake timeline."""
+class FakeNvtx:
+    """FAKE ``torch.cuda.nvtx``: push/pop logged in the module's ``calls``."""
 
-    def __init__(self) -> None:
+    def __init__(self, module: FakeDeviceModule) -> None:
+        self.module = module
+        self.depth = 0
+
+    def range_push(self, msg: str) -> int:
+        self.module.calls.append(("range_push", msg))
+        self.depth += 1
+        return self.depth - 1
+
+    def range_pop(self) -> int:
+        self.module.calls.append(("range_pop",))
+        self.depth -= 1
+        return self.depth
+
+
+class FakeMstx:
+    """FAKE ``torch.npu.mstx`` (torch_npu): range ids logged in the module's ``calls``."""
+
+    def __init__(self, module: FakeDeviceModule) -> None:
+        self.module = module
+        self.next_id = 100
+
+    def range_start(self, message: str, stream: Any = None) -> int:
+        self.next_id += 1
+        self.module.calls.append(("range_start", message, self.next_id))
+        return self.next_id
+
+    def range_end(self, range_id: int) -> None:
+        self.module.calls.append(("range_end", range_id))
+
+
+class FakeDeviceModule:
+    """FAKE device module (torch.cuda / torch.npu API subset) with a fake timeline.
+
+    ``ranges="nvtx"`` / ``"mstx"`` adds a fake ``nvtx`` (CUDA) / ``mstx`` (Ascend) marker API.
+    """
+
+    def __init__(self, ranges: str | None = None) -> None:
+        if ranges == "nvtx":
+            self.nvtx = FakeNvtx(self)
+        elif ranges == "mstx":
+            self.mstx = FakeMstx(self)
         self.calls: list[tuple[Any, ...]] = []
         self.in_flight: list[FakeEvent] = []
         self.queries = 0

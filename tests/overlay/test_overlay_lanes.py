@@ -312,3 +312,50 @@ def test_inherit_keeps_the_lane_with_the_model_thread_and_explicit_cpus_are_obey
     # WHEN an explicit CPU set is given THEN exactly that set
     out = _placement("{%d}" % max(__import__("os").sched_getaffinity(0)))
     assert out["lane"] == [out["all"][-1]]
+
+
+# -- NVTX / mstx ranges while profiling ---------------------------------------------------
+
+
+def _range_calls(fake):
+    return [c for c in fake.calls if c[0].startswith("range_")]
+
+
+@pytest.mark.parametrize("kind", ["nvtx", "mstx"])
+def test_device_lane_spans_are_device_ranges_only_while_profiling(tmp_path, kind):
+    # GIVEN the device lane on a FAKE CUDA (nvtx) / Ascend (mstx) module
+    from torch.profiler import ProfilerActivity, profile
+
+    fake = FakeDeviceModule(ranges=kind)
+    ov = _fake_overlay(tmp_path, fake)
+    probs = torch.softmax(torch.randn(2, VOCAB), -1)
+
+    def one_step():
+        step = ov.begin_step(rows=2, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
+        ov.end_forward(step)
+        overlay_random_sample(probs.clone(), {}, False, inline=_inline, overlay=ov)
+
+    # WHEN a step runs without a profiler THEN no range is marked
+    one_step()
+    assert _range_calls(fake) == []
+    # WHEN a step runs under torch.profiler
+    with profile(activities=[ProfilerActivity.CPU]):
+        one_step()
+    calls = _range_calls(fake)
+    # THEN the draw and the wait are device ranges, each closed
+    if kind == "nvtx":
+        assert calls == [("range_push", SPAN_EXPONENTIAL), ("range_pop",), ("range_push", SPAN_WAIT), ("range_pop",)]
+        assert fake.nvtx.depth == 0
+    else:
+        (s1, e1, s2, e2) = calls
+        assert (s1[:2], s2[:2]) == (("range_start", SPAN_EXPONENTIAL), ("range_start", SPAN_WAIT))
+        assert (e1, e2) == (("range_end", s1[2]), ("range_end", s2[2]))
+    # WHEN the overlay shuts down THEN later spans (another lane, a CPU run) mark no device range
+    ov.shutdown()
+    fake.calls.clear()
+    with profile(activities=[ProfilerActivity.CPU]):
+        from overlay.lanes import span
+
+        with span(SPAN_EXPONENTIAL):
+            pass
+    assert _range_calls(fake) == []
