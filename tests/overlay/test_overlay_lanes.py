@@ -130,6 +130,18 @@ def _fake_overlay(tmp_path, fake, instrument=True):
     return Overlay(EventLog(str(tmp_path), instrument=instrument), instrument=instrument, lane_factory=factory)
 
 
+def _stepper(ov, rows):
+    """One overlay step (launch, forward, sample) on the fake device, as a function."""
+    probs = torch.softmax(torch.randn(rows, VOCAB), -1)
+
+    def one_step():
+        step = ov.begin_step(rows=rows, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
+        ov.end_forward(step)
+        overlay_random_sample(probs.clone(), {}, False, inline=_inline, overlay=ov)
+
+    return one_step
+
+
 def test_device_lane_orders_streams_and_keeps_q_alive(tmp_path):
     # GIVEN the device lane on a FakeDeviceModule
     fake = FakeDeviceModule()
@@ -163,12 +175,7 @@ def test_device_lane_steps_are_written_a_step_late_without_synchronising(tmp_pat
     # GIVEN the device lane on a FakeDeviceModule whose events complete only when it "runs"
     fake = FakeDeviceModule()
     ov = _fake_overlay(tmp_path, fake)
-    probs = torch.softmax(torch.randn(4, VOCAB), -1)
-
-    def one_step():
-        step = ov.begin_step(rows=4, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
-        ov.end_forward(step)
-        overlay_random_sample(probs.clone(), {}, False, inline=_inline, overlay=ov)
+    one_step = _stepper(ov, rows=4)
 
     # WHEN step 0 ran but the device has not finished it
     one_step()
@@ -328,12 +335,7 @@ def test_device_lane_spans_are_device_ranges_only_while_profiling(tmp_path, kind
 
     fake = FakeDeviceModule(ranges=kind)
     ov = _fake_overlay(tmp_path, fake)
-    probs = torch.softmax(torch.randn(2, VOCAB), -1)
-
-    def one_step():
-        step = ov.begin_step(rows=2, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
-        ov.end_forward(step)
-        overlay_random_sample(probs.clone(), {}, False, inline=_inline, overlay=ov)
+    one_step = _stepper(ov, rows=2)
 
     # WHEN a step runs without a profiler THEN no range is marked
     one_step()
