@@ -29,8 +29,6 @@ from overlay.logwriter import LineWriter
 #: every step line is kept) holds ~8.7 M lines: a day of 10 ms steps. Each
 #: further level of sampling covers about as many steps again.
 DEFAULT_LOG_MAX_MB = 4096
-
-
 #: Longest wait for a notice line to reach the file (seconds).
 NOTICE_WAIT_S = 1.0
 
@@ -196,7 +194,9 @@ class EventLog:
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until the queued lines are in the file (tests, readers of a live log)."""
         writer = self._writer
-        return True if writer is None else writer.drain(timeout)
+        if writer is None or self._pid != os.getpid():  # a forked child's copy has no writer thread
+            return True
+        return writer.drain(timeout)
 
     # -- records -------------------------------------------------------------------
 
