@@ -13,7 +13,9 @@ per rank) to its own CPUs (vLLM 0.32 ``vllm/utils/ompmultiprocessing.py``):
 A process sees only its own threads' masks, so without this the lane of rank 0
 would take rank 1's cores. :func:`vllm_claimed_cpus` lists every local rank's
 forward and reserved CPUs from those settings (pure, testable with fake
-topologies); the lane avoids them.
+topologies); the lane avoids them, and takes a reserved CPU only when nothing
+else is free (better than time-slicing with a forward: on a 2-core machine
+vLLM leaves exactly one CPU, reserved).
 
 :func:`limit_openmp_team` caps the OpenMP team of the *calling* thread: in
 libgomp / LLVM libomp ``omp_set_num_threads`` sets the calling thread's
@@ -79,39 +81,54 @@ def vllm_local_world_size() -> int | None:
 
 
 def vllm_claimed_cpus(environ: Mapping[str, str], *, local_world_size: int | None, nodes: list[set[int]],
-                      cores: Mapping[int, tuple[int, int]], one_per_core: bool = True) -> tuple[set[int], str]:
-    """Every local rank's forward and reserved CPUs under vLLM CPU's binding, and how they were found.
+                      cores: Mapping[int, tuple[int, int]],
+                      one_per_core: bool = True) -> tuple[set[int], set[int], str]:
+    """Every local rank's forward and reserved CPUs under vLLM CPU's binding: (claimed, reserved, how found).
 
-    ``one_per_core``: x86 / s390x keep one logical CPU per physical core for
-    the forward (the others stay free); ARM / RISC-V use every CPU.
+    ``claimed`` includes ``reserved`` (CPUs vLLM keeps for its other
+    processes, e.g. the engine core). ``one_per_core``: x86 / s390x keep one
+    logical CPU per physical core for the forward (the others stay free);
+    ARM / RISC-V use every CPU.
     """
     bind = environ.get(VLLM_BIND_ENV, "auto").strip() or "auto"
     if bind == "nobind":
-        return set(), f"{VLLM_BIND_ENV}=nobind"
-    if bind != "auto":
+        return set(), set(), f"{VLLM_BIND_ENV}=nobind"
+    if bind != "auto":  # explicit lists: vLLM reserves nothing then
         claimed: set[int] = set()
         for part in bind.split("|"):
             try:
                 claimed |= parse_cpu_list(part)
             except ValueError:
-                return set(), f"{VLLM_BIND_ENV}={bind!r} not understood"
-        return claimed, f"every local rank's {VLLM_BIND_ENV} CPUs"
+                return set(), set(), f"{VLLM_BIND_ENV}={bind!r} not understood"
+        return claimed, set(), f"every local rank's {VLLM_BIND_ENV} CPUs"
     if not local_world_size or not nodes:
-        return set(), "auto binding, but the local ranks or NUMA nodes are unknown"
-    claimed = set()
+        return set(), set(), "auto binding, but the local ranks or NUMA nodes are unknown"
+    lists = []
     for node in nodes[:local_world_size]:
         if one_per_core and cores:
             siblings: dict[tuple[int, int], int] = {}
             for cpu in node:
                 key = cores.get(cpu, (-1, cpu))
                 siblings[key] = max(cpu, siblings.get(key, cpu))
-            claimed |= set(siblings.values())  # reserved CPUs are the tail of these: claimed too
+            lists.append(sorted(siblings.values()))
         else:
-            claimed |= node
-    return claimed, f"the forward and reserved CPUs of {local_world_size} local rank(s) ({VLLM_BIND_ENV}=auto)"
+            lists.append(sorted(node))
+    # vLLM reserves VLLM_CPU_NUM_OF_RESERVED_CPU (default: one per local rank) from
+    # the tails of the ranks' lists, the extra ones from the last ranks.
+    raw = environ.get(VLLM_RESERVED_ENV, "").strip()
+    reserve = int(raw) if raw.isdigit() else local_world_size
+    reserved: set[int] = set()
+    if sum(map(len, lists)) > reserve:
+        per_rank = [reserve // local_world_size] * local_world_size
+        for i in range(local_world_size - reserve % local_world_size, local_world_size):
+            per_rank[i] += 1
+        for cpus, num in zip(lists, per_rank):
+            reserved |= set(cpus[len(cpus) - num:]) if num else set()
+    claimed = set().union(*map(set, lists))
+    return claimed, reserved, f"the forward and reserved CPUs of {local_world_size} local rank(s) ({VLLM_BIND_ENV}=auto)"
 
 
-def vllm_claims_here(environ: Mapping[str, str] | None = None) -> tuple[set[int], str]:
+def vllm_claims_here(environ: Mapping[str, str] | None = None) -> tuple[set[int], set[int], str]:
     """:func:`vllm_claimed_cpus` for this machine and process."""
     env = os.environ if environ is None else environ
     arch = platform.machine().lower()

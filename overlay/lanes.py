@@ -108,13 +108,15 @@ def thread_masks() -> list[frozenset[int]]:
 
 
 def choose_auto(available: set[int], masks: list[frozenset[int]], claimed: set[int] = frozenset(),
-                claimed_why: str = "", inherited: set[int] | None = None) -> tuple[set[int], str]:
+                claimed_why: str = "", inherited: set[int] | None = None,
+                reserved: set[int] = frozenset()) -> tuple[set[int], str]:
     """The ``auto`` CPUs of the lane thread, and why (pure: masks and claims are passed in).
 
     The forward's CPUs are those of this process's threads pinned narrower
     than ``available``; ``claimed`` adds every local rank's forward and
     reserved CPUs from vLLM's binding settings (:mod:`overlay.cpubind`), which
-    other processes use. The lane takes the rest.
+    other processes use. The lane takes the rest; when nothing is left, vLLM's
+    ``reserved`` CPUs (not any rank's forward), else it shares.
     """
     inherited = available if inherited is None else inherited
     model = set().union(*(m for m in masks if m < available))
@@ -125,13 +127,17 @@ def choose_auto(available: set[int], masks: list[frozenset[int]], claimed: set[i
         if set(claimed) - model:
             why += f" and {claimed_why} {sorted(claimed)}"
         return spare, why
+    free_reserved = (set(reserved) & set(available)) - model
+    if free_reserved:
+        return free_reserved, (f"beside the forward's pinned CPUs {sorted(model)}, on vLLM's reserved CPUs "
+                               f"{sorted(free_reserved)}: no other CPU is free of {claimed_why} {sorted(claimed)}")
     if busy:
         return set(inherited), "no CPU is free of the forward's pinned threads, so it shares them"
     return set(inherited), "no thread of the forward is pinned"
 
 
 def _place_this_thread(request: Any, masks: list[frozenset[int]],
-                       claims: tuple[set[int], str] = (set(), "")) -> tuple[set[int], str, int | None]:
+                       claims: tuple[set[int], set[int], str] = (set(), set(), "")) -> tuple[set[int], str, int | None]:
     """Pin the calling thread; returns its CPUs, a one-line description and its OpenMP team (None: unknown).
 
     ``"auto"``: vLLM CPU binds the forward's (OpenMP) threads to the CPUs of
@@ -146,7 +152,8 @@ def _place_this_thread(request: Any, masks: list[frozenset[int]],
             os.sched_setaffinity(0, range(os.cpu_count() or 1))
         except OSError:
             pass
-        target, why = choose_auto(os.sched_getaffinity(0), masks, claims[0], claims[1], inherited)
+        claimed, reserved, claimed_why = claims
+        target, why = choose_auto(os.sched_getaffinity(0), masks, claimed, claimed_why, inherited, reserved)
     else:
         target, why = set(request), "as EXPO_PROF_LANE_CPUS asks"
     os.sched_setaffinity(0, target)
@@ -197,7 +204,7 @@ class CpuThreadLane:
         self.omp_team: int | None = None
         self._placed = threading.Event()
         masks: list[frozenset[int]] = []
-        claims: tuple[set[int], str] = (set(), "")
+        claims: tuple[set[int], set[int], str] = (set(), set(), "")
         if cpus == "inherit":
             cpus = "none"  # no placement, nothing to report
         else:
@@ -216,7 +223,7 @@ class CpuThreadLane:
 
     # -- worker --------------------------------------------------------------------
 
-    def _run(self, cpus: Any, masks: list[frozenset[int]], claims: tuple[set[int], str]) -> None:
+    def _run(self, cpus: Any, masks: list[frozenset[int]], claims: tuple[set[int], set[int], str]) -> None:
         try:
             if cpus != "none":
                 self.cpus, self.placement, self.omp_team = _place_this_thread(cpus, masks, claims)

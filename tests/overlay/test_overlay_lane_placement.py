@@ -30,10 +30,11 @@ CORES = {c: (0 if c % 8 < 4 else 1, c % 8) for c in range(16)}
 ALL = set(range(16))
 
 
-def _auto(env, *, nodes=NODES, world=2, one_per_core=True, own=None):
-    claimed, why = vllm_claimed_cpus(env, local_world_size=world, nodes=nodes, cores=CORES, one_per_core=one_per_core)
-    masks = [frozenset(ALL)] + ([frozenset(own)] if own else [])
-    return claimed, choose_auto(ALL, masks, claimed, why)
+def _auto(env, *, nodes=NODES, world=2, one_per_core=True, own=None, available=ALL, cores=CORES):
+    claimed, reserved, why = vllm_claimed_cpus(env, local_world_size=world, nodes=nodes, cores=cores,
+                                               one_per_core=one_per_core)
+    masks = [frozenset(available)] + ([frozenset(own)] if own else [])
+    return claimed, choose_auto(set(available), masks, claimed, why, reserved=reserved)
 
 
 def test_tp2_auto_binding_keeps_the_lane_off_both_ranks_cores():
@@ -44,6 +45,20 @@ def test_tp2_auto_binding_keeps_the_lane_off_both_ranks_cores():
     # AND the lane takes the free siblings, never rank 1's cores
     assert lane == {0, 1, 2, 3, 4, 5, 6, 7} and not lane & {12, 13, 14, 15}
     assert "2 local rank(s)" in why and "beside the forward's pinned CPUs [8, 9, 10, 11]" in why
+    # AND vLLM's reserved CPUs (one per rank by default, the tail of each rank's list) are among the claimed
+    _claimed, reserved, _why = vllm_claimed_cpus({}, local_world_size=2, nodes=NODES, cores=CORES)
+    assert reserved == {11, 15}
+    _claimed, reserved3, _why = vllm_claimed_cpus({"VLLM_CPU_NUM_OF_RESERVED_CPU": "3"}, local_world_size=2,
+                                                  nodes=NODES, cores=CORES)
+    assert reserved3 == {11, 14, 15}  # the extra one from the last rank, as vLLM does
+
+
+def test_single_rank_on_two_cores_takes_the_reserved_cpu():
+    # GIVEN vLLM CPU auto binding on a 2-core machine (one node, no SMT): forward on CPU 0, CPU 1 reserved
+    claimed, (lane, why) = _auto({}, nodes=[{0, 1}], world=1, own={0}, available={0, 1}, cores={0: (0, 0), 1: (0, 1)})
+    # THEN nothing is free of vLLM's claims, so the lane takes the reserved CPU, never the forward's
+    assert claimed == {0, 1} and lane == {1}
+    assert "on vLLM's reserved CPUs [1]" in why
 
 
 def test_explicit_binding_lists_every_local_rank():
@@ -58,13 +73,17 @@ def test_auto_without_smt_and_one_node_per_rank_leaves_only_other_nodes():
     # GIVEN an ARM-like machine (every CPU used) with three nodes, TP=2
     nodes = [{0, 1, 2, 3, 8, 9, 10, 11}, {4, 5, 6, 7, 12, 13, 14, 15}, set()]
     claimed, (lane, _why) = _auto({}, nodes=nodes, one_per_core=False, own={0, 1})
-    # THEN both ranks' nodes are claimed whole; nothing is left: the lane shares, and says so
+    # THEN both ranks' nodes are claimed whole; nothing else is left: the lane takes vLLM's reserved CPUs
+    # (the tail of each rank's list), never a forward's
     assert claimed == ALL
-    assert lane == ALL and _why == "no CPU is free of the forward's pinned threads, so it shares them"
+    assert lane == {11, 15} and "on vLLM's reserved CPUs [11, 15]" in _why
+    # AND with nothing reserved (VLLM_CPU_NUM_OF_RESERVED_CPU=0) it shares, and says so
+    _c, (lane0, why0) = _auto({"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}, nodes=nodes, one_per_core=False, own={0, 1})
+    assert lane0 == ALL and why0 == "no CPU is free of the forward's pinned threads, so it shares them"
     # WHEN the machine has a third node with CPUs THEN the lane goes there
-    claimed3, why3 = vllm_claimed_cpus({}, local_world_size=2, nodes=nodes[:2] + [{16, 17}], cores={},
-                                       one_per_core=False)
-    lane3, _ = choose_auto(ALL | {16, 17}, [frozenset({0, 1})], claimed3, why3)
+    claimed3, reserved3, why3 = vllm_claimed_cpus({}, local_world_size=2, nodes=nodes[:2] + [{16, 17}], cores={},
+                                                  one_per_core=False)
+    lane3, _ = choose_auto(ALL | {16, 17}, [frozenset({0, 1})], claimed3, why3, reserved=reserved3)
     assert lane3 == {16, 17}
 
 
@@ -78,9 +97,9 @@ def test_auto_without_smt_and_one_node_per_rank_leaves_only_other_nodes():
 )
 def test_no_claim_when_vllm_binds_nothing_or_is_unknown(env, world, reason):
     # GIVEN vLLM binding nothing, an unknown rank count, or a malformed list
-    claimed, why = vllm_claimed_cpus(env, local_world_size=world, nodes=NODES, cores=CORES)
+    claimed, reserved, why = vllm_claimed_cpus(env, local_world_size=world, nodes=NODES, cores=CORES)
     # THEN nothing is claimed, and the reason is given (placement falls back to this process's masks)
-    assert claimed == set() and reason in why
+    assert claimed == reserved == set() and reason in why
 
 
 def test_topology_is_read_from_sysfs(tmp_path):
