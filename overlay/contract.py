@@ -15,6 +15,9 @@ ENV_SWITCH_ALIAS = "VLLM_ASCEND_ENABLE_ASYNC_EXPONENTIAL"
 ENV_OUT = "EXPO_PROF_OUT"
 #: 0 disables the per-step instrumentation (the overlay still runs).
 ENV_INSTRUMENT = "EXPO_PROF_INSTRUMENT"
+#: Size cap of one event-log file in MB (10**6 bytes; 0 = none). Past half of
+#: it step lines are sampled, the skipped ones counted in the summary.
+ENV_LOG_MAX_MB = "EXPO_PROF_LOG_MAX_MB"
 #: Free-form run label copied into each log header (set by ``expo-prof record``).
 ENV_RUN_ID = "EXPO_PROF_RUN_ID"
 
@@ -48,6 +51,7 @@ FALLBACK_REASONS = (
 NOTICE_NOT_APPLICABLE = "not_applicable"
 NOTICE_DISABLED = "disabled"
 NOTICE_LANE_ERROR = "lane_error"
+NOTICE_PARTLY_APPLICABLE = "partly_applicable"
 #: CPUs for the CPU lane's worker thread: ``auto`` (default: the CPUs not
 #: used by the forward's pinned threads), ``inherit`` (no placement), or a
 #: list such as ``1`` / ``2-3,6``.

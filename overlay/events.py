@@ -4,13 +4,15 @@ One file per process in ``$EXPO_PROF_OUT``, opened lazily on the first line
 to write, so processes that never run a model (the API server) create nothing.
 The owner (:class:`overlay.sampler.Overlay`) closes it at exit, after flushing
 its last steps, so the summary comes last.
-Lines are written whole and flushed one by one: a killed process leaves a valid
-prefix. Stdlib ``json`` only — this runs inside vLLM and must stay lean.
+Lines are encoded and written by a writer thread (:mod:`overlay.logwriter`):
+the step's path only queues a dict. They are written whole and flushed one by
+one, so a killed process leaves a valid prefix. The file has a size cap
+(``EXPO_PROF_LOG_MAX_MB``) past which step lines are sampled and counted.
+Stdlib ``json`` only — this runs inside vLLM and must stay lean.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sys
@@ -19,7 +21,28 @@ import time
 from collections import Counter
 from typing import Any
 
-from overlay.contract import EVENT_LOG_SCHEMA, ENV_OUT, ENV_RUN_ID
+from overlay.contract import ENV_LOG_MAX_MB, EVENT_LOG_SCHEMA, ENV_OUT, ENV_RUN_ID
+from overlay.logwriter import LineWriter
+
+#: Default size cap of one event-log file (MB). A step line is ~235 bytes
+#: (rows 256, vocab 151936, device timing), so the first half of the cap (where
+#: every step line is kept) holds ~8.7 M lines: a day of 10 ms steps. Each
+#: further level of sampling covers about as many steps again.
+DEFAULT_LOG_MAX_MB = 4096
+#: Longest wait for a notice line to reach the file (seconds).
+NOTICE_WAIT_S = 1.0
+
+
+def log_max_bytes(raw: str | None = None) -> int:
+    """The size cap in bytes from ``EXPO_PROF_LOG_MAX_MB`` (0 = none; unset or invalid: the default)."""
+    raw = os.environ.get(ENV_LOG_MAX_MB, "") if raw is None else raw
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = float(DEFAULT_LOG_MAX_MB)
+    if not mb >= 0:  # negative or NaN
+        mb = float(DEFAULT_LOG_MAX_MB)
+    return int(mb * 1_000_000)
 
 
 def _dist_version(*names: str) -> str | None:
@@ -74,11 +97,13 @@ class EventLog:
     writes, but atexit may run on another thread than the model runner.
     """
 
-    def __init__(self, out_dir: str | None, *, instrument: bool = True) -> None:
+    def __init__(self, out_dir: str | None, *, instrument: bool = True, max_bytes: int | None = None) -> None:
         self.out_dir = out_dir or None
         self.instrument = instrument
+        self.max_bytes = log_max_bytes() if max_bytes is None else max(0, int(max_bytes))
         self.path: str | None = None
         self._file: Any = None
+        self._writer: LineWriter | None = None
         self._pid: int | None = None
         self._lock = threading.RLock()
         self._header: dict[str, Any] | None = None
@@ -128,9 +153,11 @@ class EventLog:
 
     def _check_pid(self) -> None:
         if self._pid is not None and self._pid != os.getpid():
-            # A forked child: its own file and its own counts, never the parent's.
+            # A forked child: its own file, writer thread and counts, never the
+            # parent's (the parent's thread does not exist in the child).
             self._pid = None
             self._file = None
+            self._writer = None
             self.steps = self.launched = self.used = self.unattributed = 0
             self.fallbacks.clear()
 
@@ -154,18 +181,22 @@ class EventLog:
         self._file = open(path, "x", encoding="utf-8", buffering=1)  # noqa: SIM115
         self._pid = os.getpid()
         self.path = path
-        self._write_line(self._header)
+        self._writer = LineWriter(self._file, max_bytes=self.max_bytes)
+        self._writer.put(dict(self._header), step=False)
         return True
 
-    def _write_line(self, obj: dict[str, Any]) -> None:
-        self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
-        self._file.flush()
-
-    def write(self, obj: dict[str, Any]) -> None:
-        """Write one object as one line (no-op when no output directory)."""
+    def write(self, obj: dict[str, Any], *, step: bool = False) -> None:
+        """Queue one object as one line (no-op when no output directory)."""
         with self._lock:
             if self._open():
-                self._write_line(obj)
+                self._writer.put(obj, step=step)
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until the queued lines are in the file (tests, readers of a live log)."""
+        writer = self._writer
+        if writer is None or self._pid != os.getpid():  # a forked child's copy has no writer thread
+            return True
+        return writer.drain(timeout)
 
     # -- records -------------------------------------------------------------------
 
@@ -178,10 +209,14 @@ class EventLog:
             self.used += bool(record.get("used"))
             if record.get("fallback"):
                 self.fallbacks[record["fallback"]] += 1
-            self.write({"type": "step", **record})
+            self.write({"type": "step", **record}, step=True)
 
     def notice(self, level: str, code: str, message: str) -> None:
-        """Write a ``notice`` line."""
+        """Write a ``notice`` line, waiting (briefly) until it is in the file.
+
+        Notices are few and say why a run may look wrong (not applicable,
+        disabled, lane error): they should survive a process killed right after.
+        """
         self.write(
             {
                 "type": "notice",
@@ -191,10 +226,12 @@ class EventLog:
                 "t_ns": time.monotonic_ns(),
             }
         )
+        self.drain(NOTICE_WAIT_S)
 
     def summary(self) -> dict[str, Any]:
         """The ``summary`` object for the lines written so far."""
         with self._lock:
+            w = self._writer
             return {
                 "type": "summary",
                 "steps": self.steps,
@@ -205,6 +242,12 @@ class EventLog:
                 # warm-up): drawn inline, no step line. Extra key; readers
                 # ignore unknown keys.
                 "unattributed": self.unattributed,
+                # Step lines counted above but not in the file (additive keys):
+                # left out by the size cap, dropped while the queue was full.
+                "sampled_out": w.sampled_out if w else 0,
+                "dropped": w.dropped if w else 0,
+                "dropped_notices": w.dropped_notices if w else 0,
+                "max_bytes": self.max_bytes,
                 "t_ns": time.monotonic_ns(),
             }
 
@@ -214,10 +257,14 @@ class EventLog:
             if self._closed:
                 return
             if self._file is not None and self._pid == os.getpid():
-                try:
-                    self._write_line(self.summary())
-                    self._file.close()
-                except (OSError, ValueError):
-                    pass
+                # Drain and join the writer first, so the summary comes last and
+                # counts what the cap left out; a writer stuck on the disk past
+                # the wait leaves the file without a summary (readers recompute).
+                if self._writer.close():
+                    try:
+                        self._writer.write_now(self.summary())
+                        self._file.close()
+                    except (OSError, ValueError):
+                        pass
             self._file = None
             self._closed = True

@@ -47,3 +47,17 @@ def not_applicable(message: str, backend: str) -> None:
             logger.debug("expo-prof overlay does not apply (already off): %s", message)
     except Exception:  # noqa: BLE001
         pass
+
+
+def partly_applicable(message: str) -> None:
+    """Say once (log and event log) that some batches bypass the overlay; it stays on."""
+    try:
+        from overlay.contract import NOTICE_PARTLY_APPLICABLE
+        from overlay.sampler import active
+
+        logger.warning("expo-prof overlay applies in part: %s", message)
+        ov = active()
+        if ov is not None:
+            ov.notice_later("warning", NOTICE_PARTLY_APPLICABLE, message)
+    except Exception:  # noqa: BLE001
+        pass

@@ -21,25 +21,54 @@ import os
 import queue
 import threading
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from overlay.contract import SPAN_EXPONENTIAL
+from overlay.cpubind import limit_openmp_team, vllm_claims_here
 
 
 _profiler: Any = None
+#: (start, end) of the device lane's range markers — NVTX on CUDA, mstx on
+#: Ascend — or None (CPU lane, or no markers). Set by DeviceStreamLane.
+_ranges: tuple[Callable[[str], Any], Callable[[Any], Any]] | None = None
 
 
 class LaneError(RuntimeError):
     """The side lane failed to produce ``q``; the caller draws inline."""
 
 
+def device_ranges(mod: Any) -> tuple[Callable[[str], Any], Callable[[Any], Any]] | None:
+    """Range markers of a device module: ``torch.cuda.nvtx`` or ``torch.npu.mstx`` (torch_npu)."""
+    nvtx = getattr(mod, "nvtx", None)
+    if nvtx is not None and hasattr(nvtx, "range_push"):
+        return nvtx.range_push, lambda _depth: nvtx.range_pop()
+    mstx = getattr(mod, "mstx", None)
+    if mstx is not None and hasattr(mstx, "range_start"):
+        return mstx.range_start, mstx.range_end
+    return None
+
+
+@contextmanager
+def _with_range(annotation: Any, name: str, ranges: tuple[Callable[[str], Any], Callable[[Any], Any]]):
+    start, end = ranges
+    with annotation:
+        handle = start(name)
+        try:
+            yield
+        finally:
+            end(handle)
+
+
 def span(name: str):
     """A profiler annotation when a torch profiler is recording, else nothing.
 
     ``record_function`` costs a few microseconds even with no profiler; the
-    flag check keeps the overlay's own cost out of unprofiled runs.
+    flag check keeps the overlay's own cost out of unprofiled runs. With a
+    device lane the span is also an NVTX (CUDA) / mstx (Ascend) range, so
+    Nsight Systems and msprof timelines show the same windows — again only
+    while profiling.
     """
     global _profiler
     if _profiler is None:
@@ -47,7 +76,9 @@ def span(name: str):
 
         _profiler = _loaded
     if _profiler._is_profiler_enabled:
-        return _profiler.record_function(name)
+        annotation = _profiler.record_function(name)
+        ranges = _ranges
+        return annotation if ranges is None else _with_range(annotation, name, ranges)
     return nullcontext()
 
 
@@ -76,15 +107,44 @@ def thread_masks() -> list[frozenset[int]]:
     return masks
 
 
-def _place_this_thread(request: Any, masks: list[frozenset[int]]) -> tuple[set[int], str]:
-    """Pin the calling thread; returns its CPUs and a one-line description.
+def choose_auto(available: set[int], masks: list[frozenset[int]], claimed: set[int] = frozenset(),
+                claimed_why: str = "", inherited: set[int] | None = None,
+                reserved: set[int] = frozenset()) -> tuple[set[int], str]:
+    """The ``auto`` CPUs of the lane thread, and why (pure: masks and claims are passed in).
+
+    The forward's CPUs are those of this process's threads pinned narrower
+    than ``available``; ``claimed`` adds every local rank's forward and
+    reserved CPUs from vLLM's binding settings (:mod:`overlay.cpubind`), which
+    other processes use. The lane takes the rest; when nothing is left, vLLM's
+    ``reserved`` CPUs (not any rank's forward), else it shares.
+    """
+    inherited = available if inherited is None else inherited
+    model = set().union(*(m for m in masks if m < available))
+    busy = model | set(claimed)
+    spare = set(available) - busy
+    if busy and spare:
+        why = f"beside the forward's pinned CPUs {sorted(model)}"
+        if set(claimed) - model:
+            why += f" and {claimed_why} {sorted(claimed)}"
+        return spare, why
+    free_reserved = (set(reserved) & set(available)) - model
+    if free_reserved:
+        return free_reserved, (f"beside the forward's pinned CPUs {sorted(model)}, on vLLM's reserved CPUs "
+                               f"{sorted(free_reserved)}: no other CPU is free of {claimed_why} {sorted(claimed)}")
+    if busy:
+        return set(inherited), "no CPU is free of the forward's pinned threads, so it shares them"
+    return set(inherited), "no thread of the forward is pinned"
+
+
+def _place_this_thread(request: Any, masks: list[frozenset[int]],
+                       claims: tuple[set[int], set[int], str] = (set(), set(), "")) -> tuple[set[int], str, int | None]:
+    """Pin the calling thread; returns its CPUs, a one-line description and its OpenMP team (None: unknown).
 
     ``"auto"``: vLLM CPU binds the forward's (OpenMP) threads to the CPUs of
     its rank and leaves the others to other work; threads started later
     inherit that narrow mask. The CPUs this process may use are found by
-    asking for all of them (the kernel clips the request to the cpuset); the
-    forward's CPUs are those of the threads pinned narrower than that; the
-    lane takes the rest.
+    asking for all of them (the kernel clips the request to the cpuset); see
+    :func:`choose_auto` for the rest.
     """
     inherited = os.sched_getaffinity(0)
     if request == "auto":
@@ -92,20 +152,17 @@ def _place_this_thread(request: Any, masks: list[frozenset[int]]) -> tuple[set[i
             os.sched_setaffinity(0, range(os.cpu_count() or 1))
         except OSError:
             pass
-        available = os.sched_getaffinity(0)
-        model = set().union(*(m for m in masks if m < available))
-        spare = available - model
-        if model and spare:
-            target, why = spare, f"beside the forward's pinned CPUs {sorted(model)}"
-        elif model:
-            target, why = inherited, "no CPU is free of the forward's pinned threads, so it shares them"
-        else:
-            target, why = inherited, "no thread of the forward is pinned"
+        claimed, reserved, claimed_why = claims
+        target, why = choose_auto(os.sched_getaffinity(0), masks, claimed, claimed_why, inherited, reserved)
     else:
         target, why = set(request), "as EXPO_PROF_LANE_CPUS asks"
     os.sched_setaffinity(0, target)
     cpus = os.sched_getaffinity(0)
-    return cpus, f"CPU lane thread on CPUs {sorted(cpus)} ({why})"
+    # A parallel op on this thread would otherwise start an OpenMP team as large
+    # as the forward's, on the lane's few CPUs.
+    team, note = limit_openmp_team(len(cpus))
+    limit = note or f"its OpenMP team limited to {team}"
+    return cpus, f"CPU lane thread on CPUs {sorted(cpus)} ({why}; {limit})", team
 
 
 class CpuThreadLane:
@@ -120,8 +177,12 @@ class CpuThreadLane:
     kind = "thread"
     timing = "host"
 
-    def __init__(self, seed: int | None = None, cpus: Any = "inherit") -> None:
+    def __init__(self, seed: int | None = None, cpus: Any = "inherit", wait_timeout_s: float = 30.0) -> None:
         import torch
+
+        #: Longest the model thread waits for a draw; past it the step draws
+        #: inline (counted as ``error``) instead of hanging the engine.
+        self.wait_timeout_s = wait_timeout_s
 
         self._torch = torch
         # A dedicated generator, not the default one: the default CPU generator
@@ -139,28 +200,33 @@ class CpuThreadLane:
         self._jobs: queue.SimpleQueue[Draw | None] = queue.SimpleQueue()
         self.cpus: set[int] | None = None
         self.placement: str | None = None
+        #: The lane thread's OpenMP team after placement (None: not placed, or no OpenMP runtime).
+        self.omp_team: int | None = None
         self._placed = threading.Event()
         masks: list[frozenset[int]] = []
+        claims: tuple[set[int], set[int], str] = (set(), set(), "")
         if cpus == "inherit":
             cpus = "none"  # no placement, nothing to report
         else:
             try:
                 # Read in the model thread, before the worker exists.
                 masks = thread_masks()
+                if cpus == "auto":
+                    claims = vllm_claims_here()
             except (OSError, AttributeError):  # not Linux: no placement
                 cpus = "none"
         self._thread = threading.Thread(
-            target=self._run, args=(cpus, masks), name="expo-prof-exponential", daemon=True
+            target=self._run, args=(cpus, masks, claims), name="expo-prof-exponential", daemon=True
         )
         self._thread.start()
         self._placed.wait()
 
     # -- worker --------------------------------------------------------------------
 
-    def _run(self, cpus: Any, masks: list[frozenset[int]]) -> None:
+    def _run(self, cpus: Any, masks: list[frozenset[int]], claims: tuple[set[int], set[int], str]) -> None:
         try:
             if cpus != "none":
-                self.cpus, self.placement = _place_this_thread(cpus, masks)
+                self.cpus, self.placement, self.omp_team = _place_this_thread(cpus, masks, claims)
             elif hasattr(os, "sched_getaffinity"):
                 self.cpus = os.sched_getaffinity(0)
         except (OSError, ValueError, AttributeError) as exc:
@@ -211,7 +277,7 @@ class CpuThreadLane:
         if self._last is not None:
             # The buffer is reused: a previous draw nobody consumed may still
             # be in flight.
-            self._last.done.wait()
+            self._await(self._last)
         flat = self._buffer(dtype, rows * vocab)
         draw = Draw(rows, vocab, dtype, self._torch.device("cpu"))
         draw.q = flat[: rows * vocab].view(rows, vocab)
@@ -223,11 +289,17 @@ class CpuThreadLane:
     def wait(self, draw: Draw) -> tuple[Any, int, int]:
         """Block until ``q`` is drawn; returns ``(q, wait_start, wait_end)``."""
         start = time.monotonic_ns()
-        draw.done.wait()
+        self._await(draw)
         end = time.monotonic_ns()
         if draw.error is not None:
             raise LaneError(f"exponential draw failed: {draw.error!r}") from draw.error
         return draw.q, start, end
+
+    def _await(self, draw: Draw) -> None:
+        if not self._thread.is_alive() and not draw.done.is_set():
+            raise LaneError("the CPU lane's worker thread is not running")
+        if not draw.done.wait(self.wait_timeout_s):
+            raise LaneError(f"exponential draw not done after {self.wait_timeout_s} s")
 
     def ready(self, draw: Draw | None) -> bool:
         return draw is None or draw.done.is_set()
@@ -242,8 +314,11 @@ class CpuThreadLane:
                 out[name] = [int(marks[0]) - t0_ns, int(marks[1]) - t0_ns]
         return out
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Stop the worker and join it (bounded: a stuck draw cannot hang exit)."""
         self._jobs.put(None)
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
 
 
 class DeviceStreamLane:
@@ -251,10 +326,12 @@ class DeviceStreamLane:
 
     ``device_module`` defaults to ``torch.get_device_module(device)``; tests on
     a CPU-only machine pass a fake with the same Stream/Event API.
-    ``record_stream`` defaults to ``Tensor.record_stream``: it tells the caching
-    allocator that the consumer stream uses ``q``, so its memory is not handed
-    out again while the sampler still reads it — without it the original
-    feature sampled out-of-vocabulary tokens on Qwen3-30B.
+    ``allocate`` defaults to ``torch.empty``. ``record_stream`` defaults to
+    ``Tensor.record_stream``: it tells the caching allocator that the consumer
+    stream uses ``q``, so its memory is not handed out again while the sampler
+    still reads it (the gap vllm-ascend #13394 closed in its *default*
+    side-stream sampler; the original async-exponential feature waited on an
+    event instead).
     """
 
     kind = "stream"
@@ -267,6 +344,7 @@ class DeviceStreamLane:
         device_module: Any = None,
         instrument: bool = True,
         record_stream: Callable[[Any, Any], None] | None = None,
+        allocate: Callable[..., Any] | None = None,
     ) -> None:
         import torch
 
@@ -275,7 +353,11 @@ class DeviceStreamLane:
         self.mod = device_module or torch.get_device_module(self.device)
         self.instrument = instrument
         self._record_stream = record_stream or (lambda t, s: t.record_stream(s))
+        #: ``torch.empty`` unless a test counts allocations (FakeAllocator).
+        self._allocate = allocate or torch.empty
         self.side = self.mod.Stream(device=self.device)
+        global _ranges
+        _ranges = device_ranges(self.mod)
 
     def _current(self) -> Any:
         return self.mod.current_stream(self.device)
@@ -307,7 +389,7 @@ class DeviceStreamLane:
                 draw.exp[0] = self._event(True)
                 draw.exp[0].record(self.side)
             with span(SPAN_EXPONENTIAL):
-                q = self._torch.empty((rows, vocab), dtype=dtype, device=self.device)
+                q = self._allocate((rows, vocab), dtype=dtype, device=self.device)
                 q.exponential_()
             draw.done = self._event(self.instrument)
             draw.done.record(self.side)
@@ -350,4 +432,6 @@ class DeviceStreamLane:
         return out
 
     def close(self) -> None:
-        pass
+        """Stop marking spans as device ranges (the overlay is shutting down)."""
+        global _ranges
+        _ranges = None

@@ -66,6 +66,8 @@ class Step:
     wait: list[Any] | None = None
     attributed: bool = False
     complete: bool = False
+    #: Launched at the launch seam (no forward seam): the sampler closes the window.
+    forward_open: bool = False
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -91,6 +93,8 @@ class Overlay:
         self._pending: list[Step] = []
         self._next_index = 0
         self._lane_errors = 0
+        #: Notices said before the log header is known (no lane yet).
+        self._deferred: list[tuple[str, str, str]] = []
         self._pid = os.getpid()
         #: Nesting depth of vLLM's execute_model (only forwards inside it are
         #: steps) and of its warm-up runs (sampler calls there are not steps).
@@ -119,11 +123,21 @@ class Overlay:
             self.lane = self._lane_factory(device, self.instrument)
             self.backend = torch.device(device).type
             self.log.configure(backend=self.backend, lane=self.lane.kind)
+            for notice in self._deferred:
+                self.log.notice(*notice)
+            self._deferred.clear()
             placement = getattr(self.lane, "placement", None)
             if placement:
                 logger.info("expo-prof overlay: %s", placement)
                 self.log.notice("info", NOTICE_LANE_PLACEMENT, placement)
         return self.lane
+
+    def notice_later(self, level: str, code: str, message: str) -> None:
+        """Write a notice now when the log header is known, else once the lane exists."""
+        if self.log.configured:
+            self.log.notice(level, code, message)
+        else:
+            self._deferred.append((level, code, message))
 
     def _lane_error(self, exc: BaseException) -> None:
         self._lane_errors += 1
@@ -220,6 +234,10 @@ class Overlay:
             self._sampler_only_step(probs, use_fp64_gumbel)
             return None
         step.attributed = True
+        if step.forward_open:
+            step.forward_open = False
+            if self.instrument:
+                step.fwd[1] = self.lane.stamp()
         if not step.launched:
             if step.fallback is None:
                 step.fallback = "no_pending"
@@ -254,6 +272,24 @@ class Overlay:
         self._complete(step)
         return q
 
+    def reserve(self, rows: int, vocab: int, dtype: Any, device: Any) -> Any:
+        """Launch (and return) one ``[rows, vocab]`` q that is not a step.
+
+        Held by the runner hook through vLLM's memory profiling, so the peak it
+        measures - and with it the KV-cache size - includes the one q the
+        overlay keeps alive beside a running step. Pass it to :meth:`release`.
+        """
+        self._check_fork()
+        if rows <= 0 or vocab <= 0:
+            return None
+        return self.lane_for(device).launch(rows, vocab, dtype, device)
+
+    def release(self, draw: Any) -> None:
+        """Wait for a reserved q (stream order) and drop it."""
+        if draw is not None:
+            self.lane.wait(draw)
+            draw.q = None
+
     def _sampler_only_step(self, probs: Any, use_fp64_gumbel: bool) -> None:
         # The sampler ran and no forward step precedes it: the runner hook did
         # not fire (an unhooked vLLM variant). Visible as its own step line.
@@ -273,6 +309,11 @@ class Overlay:
         if step.complete:
             return
         step.complete = True
+        if step.draw is not None:
+            # Timing lives in the draw's events, not in q: drop it now, so a
+            # step waiting for its events to be read holds no device memory
+            # (the sampler keeps its own reference while it samples).
+            step.draw.q = None
         self._pending.append(step)
         if not (self.instrument and getattr(self.lane, "timing", "host") == "device"):
             # Host timing is final now. Device events are only queried when the

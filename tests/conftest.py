@@ -35,6 +35,12 @@ def require(ok: bool, what: str) -> None:
         pytest.skip(f"missing requirement: {what}")
 
 
+@pytest.fixture(scope="session")
+def need():
+    """:func:`require` for test modules that cannot import this conftest by name."""
+    return require
+
+
 # Property tests draw the same examples on every CI run (a red CI is never luck, and the failing example is
 # printed with its reproduction blob); elsewhere they explore new ones. `make fuzz` runs the readers'
 # fuzz cases with new seeds for longer.

@@ -18,6 +18,15 @@ Rules, first one that matches anything wins (per Timeline):
    ``distribution_elementwise…`` kernel names), Ascend ``aclnnExponential`` /
    ``aclnnSimThreadExponential`` / ``Exponential``, and the Ascend composite
    chain.
+3b. Only when no exponential kernel or chain is found on the device streams:
+   kernels that draw their noise *inside* the sampling kernel, so the instance
+   is the whole sampling kernel — an upper bound of the noise time (the most an
+   async exponential could win): vLLM Model Runner V2's fused Gumbel-max Triton
+   kernel ``_gumbel_sample_kernel`` (rule ``mrv2-fused-gumbel``), else
+   FlashInfer's sampling kernels ``SamplingFromLogitsKernel``,
+   ``SamplingFromProbKernel``, ``TopKSamplingFromProbKernel``,
+   ``TopPSamplingFromProbKernel``, ``MinPSamplingFromProbKernel``,
+   ``TopKTopPSamplingFromProbKernel`` (rule ``flashinfer-sampling``).
 4. Only when the Timeline has no device kernels at all (a CPU run): the
    ``expo_prof::exponential`` span on a host thread, else ``aten::exponential_``,
    else vLLM CPU's fused Gumbel-max op ``_C::fused_gumbel_argmax`` (its default
@@ -48,6 +57,12 @@ ASCEND_KERNEL_RE = re.compile(
     r"aclnn(?:SimThread)?Exponential(?![A-Za-z])"  # aclnnExponential_<kernel>, aclnnSimThreadExponential
     r"|(?<![A-Za-z])Exponential(?:V\d+)?(?![A-Za-z0-9])"  # the op type alone, not ExponentialGrad
 )
+#: vLLM Model Runner V2: Gumbel noise + argmax in one Triton kernel (upper bound of the noise).
+MRV2_GUMBEL_RE = re.compile(r"_gumbel_sample_kernel")
+#: FlashInfer sampling kernels (include/flashinfer/sampling.cuh): the uniforms are drawn inside.
+FLASHINFER_SAMPLING_RE = re.compile(r"(?<![A-Za-z])(?:TopKTopP|TopK|TopP|MinP)?SamplingFrom(?:Logits|Prob)Kernel(?![A-Za-z0-9])")
+#: Device fallbacks in order (rule, pattern): tried only when no exponential kernel is found.
+FUSED_DEVICE_RULES = (("mrv2-fused-gumbel", MRV2_GUMBEL_RE), ("flashinfer-sampling", FLASHINFER_SAMPLING_RE))
 #: CPU operator.
 CPU_OP_NAME = "aten::exponential_"
 #: vLLM CPU's default sampler (0.32+): Gumbel noise and argmax in one C++ op.
@@ -62,6 +77,8 @@ LOOKED_FOR = (
     "*exponential_kernel* (CUDA/ROCm distribution_elementwise kernel)",
     "aclnnExponential / aclnnSimThreadExponential / Exponential (Ascend)",
     "DSARandomUniform→Neg→Add→GreaterEqual→MaskedFill→Log→Mul on one stream (Ascend composite)",
+    "_gumbel_sample_kernel (vLLM Model Runner V2 fused Gumbel-max, noise + argmax)",
+    "*SamplingFromLogitsKernel / *SamplingFromProbKernel (FlashInfer sampling, noise inside)",
     f"{CPU_OP_NAME} (CPU)",
     f"{CPU_FUSED_GUMBEL} (vLLM CPU fused Gumbel-max, noise + argmax)",
 )
@@ -81,7 +98,8 @@ class Instances:
     the rule matched (members plus nested duplicates), excluded from busy time.
     """
 
-    rule: str  # which rule matched: "op", "overlay-span", "overlay-log", "device-kernel", "ascend-chain", "host-span", "cpu-op"
+    rule: str  # which rule matched: "op", "overlay-span", "overlay-log", "device-kernel", "ascend-chain",
+    # "mrv2-fused-gumbel", "flashinfer-sampling", "host-span", "cpu-op", "cpu-fused-gumbel"
     lane: np.ndarray
     name: np.ndarray
     start: np.ndarray
@@ -307,6 +325,11 @@ def find_instances(tl: Timeline, op: re.Pattern | None = None) -> Instances:
             inst = _concat(inst, _from_chains(tl, chains))
         if len(inst):
             return inst
+        # 3b. noise drawn inside the sampling kernel: whole kernel, an upper bound.
+        for rule, pat in FUSED_DEVICE_RULES:
+            rows = np.flatnonzero(kern & name_mask(tl, lambda n, pat=pat: bool(pat.search(n))))
+            if len(rows):
+                return _from_rows(tl, rows, rule)
         return _empty("device-kernel")
     # 4. CPU runs.
     on_thread = lane_kind_mask(tl, (LaneKind.THREAD,))

@@ -161,6 +161,13 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
     }
     if summary is None and n:
         warnings.append(f"{where}: no summary line (process killed?); counts recomputed from {n} step line(s)")
+    # Additive summary keys (docs/event-log.md): step lines the overlay left out of the file.
+    left_out = {k: _int(summary.get(k)) or 0 for k in ("sampled_out", "dropped")} if summary else {}
+    if any(left_out.values()):
+        warnings.append(
+            f"{where}: {left_out['sampled_out']} step line(s) left out by the size cap (EXPO_PROF_LOG_MAX_MB) and "
+            f"{left_out['dropped']} dropped (writer queue full); per-step figures cover the {n} written"
+        )
     mono, wall = _int(header.get("mono_ns")), _int(header.get("wall_ns"))
     meta = {
         "overlay": {

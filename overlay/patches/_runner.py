@@ -2,10 +2,18 @@
 
 * ``execute_model``: marks the scope in which a forward pass is a real step
   (vLLM's dummy / graph-capture runs call the model outside it).
+* ``profile_run``: vLLM's memory profiling holds the largest ``q``
+  (``max_num_reqs`` x vocab) meanwhile, so the KV cache is sized with it;
 * ``_dummy_run`` / ``_dummy_sampler_run``: warm-up scope — sampler calls in it
   draw inline and are only counted (``unattributed`` in the summary).
-* ``_model_forward``: opens a step right before the forward (launching ``q``)
-  and closes its window after; emits the ``expo_prof::forward`` span.
+* the forward seam — ``_model_forward`` (vLLM >= 0.11, vllm-ascend >= 0.15)
+  or ``_generate_process_reqs_hidden_states`` (vllm-ascend 0.13 - 0.14):
+  opens a step right before the forward (launching ``q``) and closes its
+  window after; emits the ``expo_prof::forward`` span;
+* the launch seam ``_prepare_inputs`` — only where no forward seam exists
+  (vLLM 0.10): the batch is known when it returns, so ``q`` is launched then;
+  the forward window stays open until the sampler takes ``q`` (it then also
+  holds the logits computation).
 
 Every wrapper calls the original exactly once, outside any ``try`` of ours:
 vLLM's own exceptions pass through untouched, ours switch the overlay off.
@@ -22,6 +30,9 @@ from overlay.lanes import span
 from overlay.sampler import Overlay, Step, active
 
 WARMUP_METHODS = ("_dummy_run", "_dummy_sampler_run")
+#: vLLM's memory profiling (``determine_available_memory`` calls it before
+#: sizing the KV cache).
+PROFILE_METHOD = "profile_run"
 
 
 def scope(original: Callable[..., Any], counter: str) -> Callable[..., Any]:
@@ -97,7 +108,7 @@ def begin_for_runner(ov: Overlay, runner: Any) -> Step | None:
 
 
 def model_forward(original: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a runner's ``_model_forward`` (any signature)."""
+    """Wrap a runner's forward seam (any signature)."""
 
     @functools.wraps(original)
     def _model_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -128,16 +139,112 @@ def model_forward(original: Callable[..., Any]) -> Callable[..., Any]:
     return _model_forward
 
 
-def patch_runner_class(patcher: Any, cls: type) -> None:
-    """Apply the runner wrappers to the methods ``cls`` defines itself.
+#: Methods wrapping exactly the model call inside ``execute_model``, newest first.
+FORWARD_SEAMS = ("_model_forward", "_generate_process_reqs_hidden_states")
+#: Where ``q`` is launched when no forward seam exists: the batch is ready when it returns.
+LAUNCH_SEAM = "_prepare_inputs"
+
+
+def launch_after(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap ``_prepare_inputs``: launch ``q`` once the batch is prepared (no forward seam)."""
+
+    @functools.wraps(original)
+    def _prepare_inputs(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original(self, *args, **kwargs)
+        ov = active()
+        if ov is not None and ov.execute_depth > 0 and ov.forward_depth == 0:
+            try:
+                step = begin_for_runner(ov, self)
+                if step is not None:
+                    step.forward_open = True
+            except Exception as exc:  # noqa: BLE001
+                guard.failed(exc)
+        return out
+
+    return _prepare_inputs
+
+
+def q_size(runner: Any) -> tuple[int, int, Any]:
+    """(rows, vocab, dtype) of the largest q: ``max_num_reqs`` rows of the vocabulary.
+
+    Bytes = max_num_seqs x vocab x 4 (8 with fp64 gumbel): 623 MB at 1024 x 152k.
+    """
+    import torch
+
+    fp64 = bool(getattr(getattr(runner, "sampler", None), "use_fp64_gumbel", False))
+    rows = int(getattr(runner, "max_num_reqs", 0) or runner.scheduler_config.max_num_seqs)
+    return rows, int(runner.model_config.get_vocab_size()), torch.float64 if fp64 else torch.float32
+
+
+def reserve_during(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap ``profile_run``: hold the largest q while vLLM measures its peak memory."""
+
+    @functools.wraps(original)
+    def profile_run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        ov = active()
+        draw = None
+        if ov is not None and not getattr(self, "is_pooling_model", False):
+            try:
+                rows, vocab, dtype = q_size(self)
+                draw = ov.reserve(rows, vocab, dtype, self.device)
+            except Exception as exc:  # noqa: BLE001
+                guard.failed(exc)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            if draw is not None and active() is ov:
+                try:
+                    ov.release(draw)
+                except Exception as exc:  # noqa: BLE001
+                    guard.failed(exc)
+
+    return profile_run
+
+
+def pick_seam(owns: Callable[[str], bool], has: Callable[[str], bool]) -> str | None:
+    """The method a runner class is hooked at: a forward seam it defines, else the launch seam.
+
+    ``owns(name)``: the class defines ``name`` itself; ``has(name)``: the class
+    has it, inherited or not. The launch seam is used only when no forward seam
+    exists at all; None when the class has neither.
+    """
+    for name in FORWARD_SEAMS:
+        if owns(name):
+            return name
+    if not any(has(name) for name in FORWARD_SEAMS) and has(LAUNCH_SEAM):
+        return LAUNCH_SEAM
+    return None
+
+
+def patch_runner_class(patcher: Any, cls: type) -> str | None:
+    """Apply the runner wrappers to the methods ``cls`` defines itself; returns the seam.
 
     Inherited methods are left alone: the base class's patch covers them, and
-    patching them here too would double-count.
+    patching them here too would double-count. Every forward seam ``cls``
+    defines is wrapped (a subclass override that skips ``super()`` is still
+    seen; nesting opens one step only).
     """
     if patcher.owns(cls, "execute_model"):
         patcher.set(cls, "execute_model", scope(cls.execute_model, "execute_depth"))
-    if patcher.owns(cls, "_model_forward"):
-        patcher.set(cls, "_model_forward", model_forward(cls._model_forward))
+    for name in FORWARD_SEAMS:
+        if patcher.owns(cls, name):
+            patcher.set(cls, name, model_forward(getattr(cls, name)))
+    seam = pick_seam(lambda n: n in vars(cls), lambda n: hasattr(cls, n))
+    if seam == LAUNCH_SEAM and patcher.owns(cls, LAUNCH_SEAM):
+        patcher.set(cls, LAUNCH_SEAM, launch_after(cls._prepare_inputs))
     for name in WARMUP_METHODS:
         if patcher.owns(cls, name):
             patcher.set(cls, name, scope(getattr(cls, name), "warmup_depth"))
+    if patcher.owns(cls, PROFILE_METHOD):
+        patcher.set(cls, PROFILE_METHOD, reserve_during(cls.profile_run))
+    return seam
+
+
+def no_seam_message(cls: type, version_hint: str) -> str:
+    """The one line said at start when a runner class has no seam the overlay hooks."""
+    return (
+        f"{cls.__module__}.{cls.__qualname__} has none of "
+        f"{', '.join(FORWARD_SEAMS + (LAUNCH_SEAM,))}, so q cannot be launched before the "
+        f"forward pass; {version_hint}"
+    )
+

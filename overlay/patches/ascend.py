@@ -2,18 +2,23 @@
 
 Targets (applied only where vllm-ascend is installed and imports them):
 * ``vllm_ascend.worker.model_runner_v1.NPUModelRunner`` — ``execute_model``,
-  ``_model_forward`` (NPU signature: ``num_tokens_padded`` first), the warm-up
+  its forward seam (``_model_forward`` from 0.15, NPU signature:
+  ``num_tokens_padded`` first; ``_generate_process_reqs_hidden_states`` on
+  0.13 - 0.14, which have no ``_model_forward`` of their own), the warm-up
   methods it overrides, and ``__init__``;
+* ``vllm_ascend._310p.model_runner_310p.NPUModelRunner310`` — its own
+  ``_model_forward`` override;
 * ``vllm_ascend.sample.sampler.random_sample`` — what
   ``AscendTopKTopPSampler.forward_native`` calls by its global name
   (``(probs, generators)``, no fp64 gumbel).
 
 Why: the NPU runner overrides the V1 methods the generic patch hooks, and the
 Ascend sampler has its own ``random_sample`` (drawn on a global side stream,
-then waited with ``wait_stream``). The overlay launches ``q`` before the
-forward on its own side stream, waits with a device event, and keeps ``q``
-alive with ``record_stream`` — the step vllm-ascend's own async exponential
-lacked.
+then waited with ``wait_stream``, without ``record_stream`` on 0.13 - 0.22:
+the default path vllm-ascend #13394 later fixed; it is also the overlay's
+inline fallback there). The overlay launches ``q`` before the forward on its
+own side stream, waits with a device event, and keeps ``q`` alive with
+``record_stream``.
 
 vllm-ascend's own ``enable_async_exponential`` (``--additional-config``)
 replaces ``random_sample`` by its pre-drawn ``q`` with a host synchronise; with
@@ -27,18 +32,21 @@ instrumentation of its own, or only its Model Runner V2 remains.
 
 from __future__ import annotations
 
-import functools
 from types import ModuleType
 from typing import Any
 
 from overlay import guard
-from overlay.patches._runner import patch_runner_class
+from overlay.patches._runner import no_seam_message, patch_runner_class
 from overlay.patches._util import Patcher, observe_init
-from overlay.sampler import overlay_random_sample
+from overlay.patches.topk_topp import make_random_sample
+from overlay.sampler import sample_with_noise
 
 RUNNER_MODULE = "vllm_ascend.worker.model_runner_v1"
 SAMPLER_MODULE = "vllm_ascend.sample.sampler"
-TARGETS = (RUNNER_MODULE, SAMPLER_MODULE)
+#: Atlas 300I (310P) runner, vllm-ascend >= 0.14: overrides ``_model_forward``
+#: (it must be wrapped itself, whether or not it calls ``super()``).
+RUNNER_310P_MODULE = "vllm_ascend._310p.model_runner_310p"
+TARGETS = (RUNNER_MODULE, SAMPLER_MODULE, RUNNER_310P_MODULE)
 ASCEND_FLAG = "--additional-config '{\"enable_async_exponential\": false}'"
 
 _patcher = Patcher()
@@ -58,23 +66,21 @@ def check_runner(runner: Any) -> None:
 
 def _apply_runner(module: ModuleType) -> None:
     cls = module.NPUModelRunner
-    patch_runner_class(_patcher, cls)
+    if patch_runner_class(_patcher, cls) is None:
+        _patcher.undo()
+        guard.not_applicable(no_seam_message(cls, "use vllm-ascend >= 0.13.0rc1"), "npu")
+        return
     observe_init(_patcher, cls, check_runner)
 
 
+def _apply_310p(module: ModuleType) -> None:
+    patch_runner_class(_patcher, module.NPUModelRunner310)
+
+
 def _apply_sampler(module: ModuleType) -> None:
-    original = module.random_sample
-
-    @functools.wraps(original)
-    def random_sample(probs: Any, generators: dict, *args: Any, **kwargs: Any) -> Any:
-        return overlay_random_sample(
-            probs,
-            generators,
-            False,
-            inline=lambda p, g, _fp64: original(p, g, *args, **kwargs),
-        )
-
-    _patcher.set(module, "random_sample", random_sample)
+    # Same replacement as vLLM's: vllm-ascend's random_sample takes
+    # (probs, generators) on every release, which make_random_sample keeps.
+    _patcher.set(module, "random_sample", make_random_sample(module.random_sample, sample_with_noise))
 
 
 def apply(module: ModuleType) -> None:
@@ -86,6 +92,8 @@ def apply(module: ModuleType) -> None:
         _apply_runner(module)
     elif name == SAMPLER_MODULE:
         _apply_sampler(module)
+    elif name == RUNNER_310P_MODULE:
+        _apply_310p(module)
     else:
         raise ValueError(f"not a target of this patch: {name}")
     _done.add(name)

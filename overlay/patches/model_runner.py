@@ -1,8 +1,9 @@
 """Patch: vLLM V1 model runner — launch ``q`` right before each forward pass.
 
-Target: ``vllm.v1.worker.gpu_model_runner.GPUModelRunner`` (vLLM 0.32 / 0.33
-Model Runner V1; ``CPUModelRunner`` inherits these methods, so the CPU build is
-covered by the same patch): ``execute_model``, ``_model_forward``,
+Target: ``vllm.v1.worker.gpu_model_runner.GPUModelRunner`` (Model Runner V1
+of vLLM 0.10 - 0.32, each release checked in docs/overlay.md; ``CPUModelRunner`` inherits these methods, so the CPU build is
+covered by the same patch): ``execute_model``, ``_model_forward`` (vLLM >=
+0.11; on 0.10 ``_prepare_inputs`` instead, see :mod:`overlay.patches._runner`),
 ``_dummy_run``, ``_dummy_sampler_run``.
 
 Why: ``q`` must be launched after the batch is prepared (its size is
@@ -21,7 +22,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from overlay.patches._runner import patch_runner_class
+from overlay import guard
+from overlay.patches._runner import no_seam_message, patch_runner_class
 from overlay.patches._util import Patcher
 
 TARGETS = ("vllm.v1.worker.gpu_model_runner",)
@@ -33,9 +35,12 @@ def apply(module: ModuleType) -> None:
     """Wrap the V1 ``GPUModelRunner`` methods in ``module``."""
     if _patcher.applied:
         return
-    patch_runner_class(_patcher, module.GPUModelRunner)
-    if not _patcher.applied:
-        raise RuntimeError("GPUModelRunner has none of the hooked methods")
+    cls = module.GPUModelRunner
+    seam = patch_runner_class(_patcher, cls)
+    if seam is None:
+        # Say it at start, once, and leave vLLM untouched.
+        _patcher.undo()
+        guard.not_applicable(no_seam_message(cls, "use vLLM >= 0.10 (Model Runner V1)"), "cuda")
 
 
 def remove() -> None:

@@ -2,7 +2,7 @@
 
 Targets: ``vllm.v1.worker.gpu.model_runner.GPUModelRunner`` and
 ``vllm.v1.worker.cpu.model_runner.CPUModelRunner`` (Model Runner V2, the
-default on GPU from vLLM 0.33; vllm-ascend's V2 ``NPUModelRunner`` subclasses
+default on GPU from vLLM 0.32; vllm-ascend's V2 ``NPUModelRunner`` subclasses
 the GPU one) — ``__init__`` only, observed, never changed in effect.
 
 Why: V2 samples with a fused Triton Gumbel kernel (``gumbel_sample``) that

@@ -15,9 +15,12 @@ Why:
   gumbel. Seeded rows then use their generator the way ``random_sample`` does,
   so a seeded request repeats exactly with the overlay on.
 * ``__init__`` picks the sampling kernel per instance (FlashInfer on CUDA, a
-  fused XPU kernel, ROCm aiter). Those never call ``random_sample``: the
-  overlay says so once, naming the flag that selects the native path, and
-  steps aside (all patches removed).
+  fused XPU kernel, ROCm aiter). The XPU and aiter kernels never call
+  ``random_sample``: the overlay says so once, naming the flag that selects
+  the native path, and steps aside (all patches removed). FlashInfer's
+  ``forward_cuda`` still calls ``random_sample`` for batches without
+  top-k/top-p (and with seeded rows): the overlay stays on and says once which
+  batches it cannot reach.
 
 How: module attributes and class methods replaced through a
 :class:`~overlay.patches._util.Patcher`; every replacement checks at call time
@@ -43,22 +46,61 @@ TARGETS = ("vllm.v1.sample.ops.topk_topp_sampler",)
 #: Sampler variants that bypass ``random_sample``: what they are, and the flag
 #: that makes vLLM take ``forward_native`` instead.
 BYPASSING_FORWARDS = {
-    "forward_cuda": ("FlashInfer top-k/top-p sampling", "VLLM_USE_FLASHINFER_SAMPLER=0", "cuda"),
     "forward_xpu": ("the fused XPU sampling kernel", "VLLM_XPU_USE_SAMPLER_KERNEL=0", "xpu"),
-    "forward_hip": ("the ROCm aiter sampler", "VLLM_ROCM_USE_AITER=0", "cuda"),
+    # processed_logits makes vLLM pick forward_native without switching off
+    # every other aiter kernel (VLLM_ROCM_USE_AITER=0 would).
+    "forward_hip": ("the ROCm aiter sampler", "--logprobs-mode processed_logits", "cuda"),
 }
+#: FlashInfer: forward_cuda still calls forward_native (so random_sample) for
+#: batches without top-k/top-p and for batches with seeded rows; only the other
+#: batches bypass the overlay (their steps fall back as ``not_consumed``).
+PARTIAL_FORWARDS = {
+    "forward_cuda": (
+        "FlashInfer samples batches that use top-k/top-p itself (those steps fall back as "
+        "not_consumed); batches without them, or with seeded rows, use the overlay. "
+        "VLLM_USE_FLASHINFER_SAMPLER=0 or --logprobs-mode processed_logits sends every batch "
+        "through random_sample"
+    ),
+}
+_partial_said: set[str] = set()
 
 _patcher = Patcher()
 
 
-def make_random_sample(original: Any, finish: Any) -> Any:
-    """The replacement for vLLM's ``random_sample(probs, generators, use_fp64_gumbel)``."""
+def takes_fp64_flag(original: Any) -> bool:
+    """Whether vLLM's ``random_sample`` has the third ``use_fp64_gumbel`` parameter.
 
-    @functools.wraps(original)
-    def random_sample(probs: Any, generators: dict, use_fp64_gumbel: bool = False) -> Any:
-        return overlay_random_sample(
-            probs, generators, use_fp64_gumbel, inline=original, finish=finish
-        )
+    vLLM 0.10 - 0.22 (and every vllm-ascend) define ``random_sample(probs,
+    generators)``; ``use_fp64_gumbel`` arrived in 0.23. The replacement must
+    take exactly what the original takes: calling a two-argument original
+    with three arguments is the TypeError that killed the engine at warm-up.
+    """
+    import inspect
+
+    try:
+        params = inspect.signature(original, follow_wrapped=False).parameters
+    except (TypeError, ValueError):
+        return True
+    return "use_fp64_gumbel" in params or len(params) >= 3
+
+
+def make_random_sample(original: Any, finish: Any) -> Any:
+    """The replacement for vLLM's ``random_sample``, with the original's own parameters."""
+    if takes_fp64_flag(original):
+
+        @functools.wraps(original)
+        def random_sample(probs: Any, generators: dict, use_fp64_gumbel: bool = False) -> Any:
+            return overlay_random_sample(
+                probs, generators, use_fp64_gumbel, inline=original, finish=finish
+            )
+
+    else:
+
+        @functools.wraps(original)
+        def random_sample(probs: Any, generators: dict) -> Any:  # type: ignore[misc]
+            return overlay_random_sample(
+                probs, generators, False, inline=lambda p, g, _fp64: original(p, g), finish=finish
+            )
 
     return random_sample
 
@@ -66,6 +108,9 @@ def make_random_sample(original: Any, finish: Any) -> Any:
 def check_sampler_kind(sampler: Any) -> None:
     """Step aside (once) when ``sampler`` was built with a bypassing kernel."""
     name = getattr(getattr(sampler, "forward", None), "__name__", "")
+    if name in PARTIAL_FORWARDS and name not in _partial_said:
+        _partial_said.add(name)
+        guard.partly_applicable(PARTIAL_FORWARDS[name])
     if name in BYPASSING_FORWARDS:
         what, flag, backend = BYPASSING_FORWARDS[name]
         guard.not_applicable(
@@ -101,3 +146,4 @@ def apply(module: ModuleType) -> None:
 def remove() -> None:
     """Restore ``random_sample`` and the ``TopKTopPSampler`` methods."""
     _patcher.undo()
+    _partial_said.clear()

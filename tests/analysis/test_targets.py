@@ -157,3 +157,82 @@ def test_nothing_found_lists_looked_for_and_similar_names(make_tl):
     with pytest.raises(NothingFound) as ei2:
         analyze([tl], op="uniform_kernel")
     assert "distribution_elementwise_grid_stride_kernel<uniform>" in str(ei2.value)
+
+
+MRV2_KERNEL = "_gumbel_sample_kernel"
+FLASHINFER_KERNELS = [
+    "void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024u, (cub::BlockScanAlgorithm)2, "
+    "(cub::BlockReduceAlgorithm)2, 4u, false, float, int>(float*, int*, int*, int*, unsigned int, float*, float, unsigned int, unsigned long, unsigned long)",
+    "void flashinfer::sampling::TopPSamplingFromProbKernel<1024u, (cub::BlockScanAlgorithm)2, (cub::BlockReduceAlgorithm)2, 4u, false, float, int>",
+    "void flashinfer::sampling::TopKSamplingFromProbKernel<1024u, (cub::BlockScanAlgorithm)2, (cub::BlockReduceAlgorithm)2, 4u, false, float, int>",
+    "void flashinfer::sampling::SamplingFromProbKernel<1024u, (cub::BlockScanAlgorithm)2, (cub::BlockReduceAlgorithm)2, 4u, false, float, int>",
+    "void flashinfer::sampling::SamplingFromLogitsKernel<1024u, (cub::BlockScanAlgorithm)2, (cub::BlockReduceAlgorithm)2, 4u, false, float, int>",
+]
+
+
+def _fused_trace(make_tl, name):
+    """Two sampling kernels on stream 20, a gemm on stream 7 covering 30 ns of the first."""
+    return make_tl(
+        CUDA_LANES,
+        [
+            (0, 0, 20, "aten::argmax", Kind.CPU_OP),
+            (1, 70, 60, "gemm", Kind.KERNEL),  # covers [100,130) of the first sampling kernel
+            (2, 100, 50, name, Kind.KERNEL),
+            (2, 400, 40, name, Kind.KERNEL),  # nothing under it: fully exposed
+            (1, 200, 50, "softmax", Kind.KERNEL),
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"), [(MRV2_KERNEL, "mrv2-fused-gumbel")] + [(n, "flashinfer-sampling") for n in FLASHINFER_KERNELS]
+)
+def test_fused_sampling_kernels_are_upper_bound_fallbacks(make_tl, name, rule):
+    # GIVEN a CUDA trace without an exponential kernel: the noise is drawn inside the sampling kernel
+    tl = _fused_trace(make_tl, name)
+    # WHEN instances are found and analysed
+    inst = find_instances(tl)
+    r = analyze([tl])
+    # THEN each sampling kernel is one instance under its own rule, hidden only where the gemm overlaps
+    assert inst.rule == rule
+    assert [tl.names[i] for i in inst.name] == [name, name]
+    assert inst.start.tolist() == [100, 400] and inst.total.tolist() == [50, 40]
+    assert r.ranks[0].rule == rule
+    assert (r.summary.total_ns, r.summary.hidden_ns, r.summary.exposed_ns) == (90, 30, 60)
+
+
+def test_mrv2_kernel_wins_over_flashinfer_kernels(make_tl):
+    # GIVEN both fallbacks in one trace
+    tl = make_tl(CUDA_LANES, [(2, 0, 10, FLASHINFER_KERNELS[0], Kind.KERNEL), (2, 50, 10, MRV2_KERNEL, Kind.KERNEL)])
+    # THEN the rule order decides: MRV2's Gumbel kernel only
+    inst = find_instances(tl)
+    assert inst.rule == "mrv2-fused-gumbel" and inst.start.tolist() == [50]
+
+
+@pytest.mark.parametrize("name", [MRV2_KERNEL, FLASHINFER_KERNELS[0]])
+def test_exponential_kernel_wins_over_fused_sampling_kernels(make_tl, name):
+    # GIVEN the overlay's exponential kernel and a sampling kernel (e.g. FlashInfer partly applicable)
+    tl = make_tl(CUDA_LANES, [(2, 100, 40, EXP_KERNEL, Kind.KERNEL), (1, 300, 30, name, Kind.KERNEL)])
+    # WHEN instances are found
+    inst = find_instances(tl)
+    # THEN the exponential kernel is the draw; the sampling kernel is not counted
+    assert inst.rule == "device-kernel"
+    assert [tl.names[i] for i in inst.name] == [EXP_KERNEL]
+
+
+@pytest.mark.parametrize("name", ["MinPSamplingFromProbKernelX", "ChainSpeculativeSampling", "sampling_from_probs"])
+def test_other_names_are_not_flashinfer_sampling_kernels(make_tl, name):
+    # GIVEN names that are not FlashInfer's sampling kernels (host op, speculative chain, a longer token)
+    tl = make_tl(CUDA_LANES, [(2, 0, 10, name, Kind.KERNEL), (1, 0, 10, "gemm", Kind.KERNEL)])
+    # THEN nothing is found
+    assert len(find_instances(tl)) == 0
+
+
+def test_nothing_found_names_the_fused_sampling_kernels(make_tl):
+    # GIVEN a CUDA trace with no target at all
+    tl = make_tl(CUDA_LANES, [(1, 0, 10, "gemm", Kind.KERNEL)])
+    with pytest.raises(NothingFound) as ei:
+        analyze([tl])
+    # THEN the message names MRV2's and FlashInfer's kernels among what was looked for
+    msg = str(ei.value)
+    assert "_gumbel_sample_kernel" in msg and "SamplingFromProbKernel" in msg and "SamplingFromLogitsKernel" in msg

@@ -13,6 +13,7 @@ synchronise" becomes observable. Every stream operation is logged in
 from __future__ import annotations
 
 import time
+import weakref
 from contextlib import contextmanager
 from typing import Any
 
@@ -67,10 +68,51 @@ class FakeEvent:
         return (end.recorded_ns - self.recorded_ns) / 1e6
 
 
-class FakeDeviceModule:
-    """FAKE device module (torch.cuda / torch.npu API subset) with a fake timeline."""
+class FakeNvtx:
+    """FAKE ``torch.cuda.nvtx``: push/pop logged in the module's ``calls``."""
 
-    def __init__(self) -> None:
+    def __init__(self, module: FakeDeviceModule) -> None:
+        self.module = module
+        self.depth = 0
+
+    def range_push(self, msg: str) -> int:
+        self.module.calls.append(("range_push", msg))
+        self.depth += 1
+        return self.depth - 1
+
+    def range_pop(self) -> int:
+        self.module.calls.append(("range_pop",))
+        self.depth -= 1
+        return self.depth
+
+
+class FakeMstx:
+    """FAKE ``torch.npu.mstx`` (torch_npu): range ids logged in the module's ``calls``."""
+
+    def __init__(self, module: FakeDeviceModule) -> None:
+        self.module = module
+        self.next_id = 100
+
+    def range_start(self, message: str, stream: Any = None) -> int:
+        self.next_id += 1
+        self.module.calls.append(("range_start", message, self.next_id))
+        return self.next_id
+
+    def range_end(self, range_id: int) -> None:
+        self.module.calls.append(("range_end", range_id))
+
+
+class FakeDeviceModule:
+    """FAKE device module (torch.cuda / torch.npu API subset) with a fake timeline.
+
+    ``ranges="nvtx"`` / ``"mstx"`` adds a fake ``nvtx`` (CUDA) / ``mstx`` (Ascend) marker API.
+    """
+
+    def __init__(self, ranges: str | None = None) -> None:
+        if ranges == "nvtx":
+            self.nvtx = FakeNvtx(self)
+        elif ranges == "mstx":
+            self.mstx = FakeMstx(self)
         self.calls: list[tuple[Any, ...]] = []
         self.in_flight: list[FakeEvent] = []
         self.queries = 0
@@ -104,12 +146,42 @@ class FakeDeviceModule:
         self.synchronize_calls += 1
 
     def record_stream(self, tensor: Any, stream: FakeStream) -> None:
-        """Stands in for ``Tensor.record_stream`` (CPU tensors have none)."""
-        self.record_stream_calls.append((tensor, stream))
-        self.calls.append(("record_stream", stream.name, tensor))
+        """Stands in for ``Tensor.record_stream`` (CPU tensors have none).
+
+        Keeps the shape only, never the tensor, so FakeAllocator sees when q is freed.
+        """
+        self.record_stream_calls.append((tuple(tensor.shape), stream))
+        self.calls.append(("record_stream", stream.name, tuple(tensor.shape)))
 
     def run_device(self) -> None:
         """Let the fake device finish everything enqueued so far."""
         for event in self.in_flight:
             event.completed = True
         self.in_flight.clear()
+
+
+class FakeAllocator:
+    """FAKE device allocator: real CPU tensors, with the bytes still alive counted.
+
+    Stands in for the device caching allocator's ``memory_allocated`` (no device
+    here): a tensor counts from allocation until its Python object is freed.
+    """
+
+    def __init__(self) -> None:
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self.allocations = 0
+
+    def __call__(self, shape: Any, *, dtype: Any, device: Any) -> Any:
+        import torch
+
+        tensor = torch.empty(shape, dtype=dtype, device="cpu")
+        size = tensor.numel() * tensor.element_size()
+        self.allocations += 1
+        self.live_bytes += size
+        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        weakref.finalize(tensor, self._free, size)
+        return tensor
+
+    def _free(self, size: int) -> None:
+        self.live_bytes -= size

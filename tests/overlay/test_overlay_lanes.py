@@ -130,6 +130,18 @@ def _fake_overlay(tmp_path, fake, instrument=True):
     return Overlay(EventLog(str(tmp_path), instrument=instrument), instrument=instrument, lane_factory=factory)
 
 
+def _stepper(ov, rows):
+    """One overlay step (launch, forward, sample) on the fake device, as a function."""
+    probs = torch.softmax(torch.randn(rows, VOCAB), -1)
+
+    def one_step():
+        step = ov.begin_step(rows=rows, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
+        ov.end_forward(step)
+        overlay_random_sample(probs.clone(), {}, False, inline=_inline, overlay=ov)
+
+    return one_step
+
+
 def test_device_lane_orders_streams_and_keeps_q_alive(tmp_path):
     # GIVEN the device lane on a FakeDeviceModule
     fake = FakeDeviceModule()
@@ -152,7 +164,9 @@ def test_device_lane_orders_streams_and_keeps_q_alive(tmp_path):
     assert ("wait_event", "current", done) in calls
     assert fake.synchronize_calls == 0
     # ... and q is recorded on the consumer stream after that wait, so it outlives its use
-    assert fake.record_stream_calls == [(step.draw.q, fake.default)]
+    assert fake.record_stream_calls == [((3, VOCAB), fake.default)]
+    # AND the step, consumed, no longer holds q (its events are enough for timing)
+    assert step.draw.q is None
     assert names.index("record_stream") > names.index("wait_event")
     ov.shutdown()
 
@@ -161,12 +175,7 @@ def test_device_lane_steps_are_written_a_step_late_without_synchronising(tmp_pat
     # GIVEN the device lane on a FakeDeviceModule whose events complete only when it "runs"
     fake = FakeDeviceModule()
     ov = _fake_overlay(tmp_path, fake)
-    probs = torch.softmax(torch.randn(4, VOCAB), -1)
-
-    def one_step():
-        step = ov.begin_step(rows=4, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
-        ov.end_forward(step)
-        overlay_random_sample(probs.clone(), {}, False, inline=_inline, overlay=ov)
+    one_step = _stepper(ov, rows=4)
 
     # WHEN step 0 ran but the device has not finished it
     one_step()
@@ -179,6 +188,7 @@ def test_device_lane_steps_are_written_a_step_late_without_synchronising(tmp_pat
     one_step()
     # THEN step 0 is written with device timing, read from the events (queried, not synchronised)
     assert fake.queries > 0
+    assert ov.log.drain(10)  # lines are written by the log's writer thread
     log_file = next(tmp_path.glob("*.jsonl"))
     lines = [json.loads(x) for x in log_file.read_text().splitlines()]
     assert [x["type"] for x in lines] == ["header", "step"]
@@ -309,3 +319,45 @@ def test_inherit_keeps_the_lane_with_the_model_thread_and_explicit_cpus_are_obey
     # WHEN an explicit CPU set is given THEN exactly that set
     out = _placement("{%d}" % max(__import__("os").sched_getaffinity(0)))
     assert out["lane"] == [out["all"][-1]]
+
+
+# -- NVTX / mstx ranges while profiling ---------------------------------------------------
+
+
+def _range_calls(fake):
+    return [c for c in fake.calls if c[0].startswith("range_")]
+
+
+@pytest.mark.parametrize("kind", ["nvtx", "mstx"])
+def test_device_lane_spans_are_device_ranges_only_while_profiling(tmp_path, kind):
+    # GIVEN the device lane on a FAKE CUDA (nvtx) / Ascend (mstx) module
+    from torch.profiler import ProfilerActivity, profile
+
+    fake = FakeDeviceModule(ranges=kind)
+    ov = _fake_overlay(tmp_path, fake)
+    one_step = _stepper(ov, rows=2)
+
+    # WHEN a step runs without a profiler THEN no range is marked
+    one_step()
+    assert _range_calls(fake) == []
+    # WHEN a step runs under torch.profiler
+    with profile(activities=[ProfilerActivity.CPU]):
+        one_step()
+    calls = _range_calls(fake)
+    # THEN the draw and the wait are device ranges, each closed
+    if kind == "nvtx":
+        assert calls == [("range_push", SPAN_EXPONENTIAL), ("range_pop",), ("range_push", SPAN_WAIT), ("range_pop",)]
+        assert fake.nvtx.depth == 0
+    else:
+        (s1, e1, s2, e2) = calls
+        assert (s1[:2], s2[:2]) == (("range_start", SPAN_EXPONENTIAL), ("range_start", SPAN_WAIT))
+        assert (e1, e2) == (("range_end", s1[2]), ("range_end", s2[2]))
+    # WHEN the overlay shuts down THEN later spans (another lane, a CPU run) mark no device range
+    ov.shutdown()
+    fake.calls.clear()
+    with profile(activities=[ProfilerActivity.CPU]):
+        from overlay.lanes import span
+
+        with span(SPAN_EXPONENTIAL):
+            pass
+    assert _range_calls(fake) == []

@@ -142,26 +142,53 @@ def test_internal_error_disables_with_exactly_one_warning(tmp_path, topk_module,
     assert len([r for r in warnings_of_overlay if r.levelname == "WARNING"]) == 1
 
 
-def test_flashinfer_sampler_means_not_applicable_once(tmp_path, topk_module, warnings_of_overlay):
+def test_flashinfer_sampler_is_partly_applicable_and_batches_without_topk_use_the_overlay(
+        tmp_path, topk_module, warnings_of_overlay):
+    # GIVEN the overlay on and vLLM's real TopKTopPSampler
+    import torch
+
+    from overlay.patches import topk_topp
+
+    ov = plugin.enable(log=EventLog(str(tmp_path)), patches=(topk_topp,))
+    sampler = topk_module.TopKTopPSampler()
+    # WHEN a sampler turns out to use FlashInfer (what __init__ picks on CUDA)
+    sampler.forward = sampler.forward_cuda
+    topk_topp.check_sampler_kind(sampler)
+    topk_topp.check_sampler_kind(sampler)
+    # THEN one warning says which batches it cannot reach, and the overlay stays on
+    warnings = [r.getMessage() for r in warnings_of_overlay if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "VLLM_USE_FLASHINFER_SAMPLER=0" in warnings[0]
+    assert active() is ov and hasattr(topk_module.random_sample, "__wrapped__")
+    # AND a batch without top-k/top-p goes through vLLM's real forward_cuda into the overlay's q
+    step = ov.begin_step(rows=2, vocab=32, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
+    ov.end_forward(step)
+    sampler.forward_cuda(torch.randn(2, 32), {}, None, None)
+    assert step.used
+    ov.shutdown()
+    _, lines = read_log(tmp_path)
+    assert [n["code"] for n in lines["notice"]] == ["partly_applicable", "lane_placement"]
+
+
+def test_xpu_sampler_kernel_means_not_applicable_once(tmp_path, topk_module, warnings_of_overlay):
     # GIVEN the overlay on and vLLM's real TopKTopPSampler
     from overlay.patches import topk_topp
 
     ov = plugin.enable(log=EventLog(str(tmp_path)), patches=(topk_topp,))
     sampler = topk_module.TopKTopPSampler()
     assert active() is ov  # the CPU sampler is one the overlay hooks
-    # WHEN a sampler turns out to use FlashInfer (what __init__ picks on CUDA)
-    sampler.forward = sampler.forward_cuda
+    # WHEN a sampler turns out to use the fused XPU kernel
+    sampler.forward = sampler.forward_xpu
     topk_topp.check_sampler_kind(sampler)
     topk_topp.check_sampler_kind(sampler)
     # THEN one warning and one notice name the flag, and vLLM is left untouched
     warnings = [r.getMessage() for r in warnings_of_overlay if r.levelname == "WARNING"]
-    assert len(warnings) == 1 and "VLLM_USE_FLASHINFER_SAMPLER=0" in warnings[0]
+    assert len(warnings) == 1 and "VLLM_XPU_USE_SAMPLER_KERNEL=0" in warnings[0]
     assert active() is None and not hasattr(topk_module.random_sample, "__wrapped__")
     ov.shutdown()
     _, lines = read_log(tmp_path)
     (notice,) = lines["notice"]
-    assert notice["code"] == "not_applicable" and "VLLM_USE_FLASHINFER_SAMPLER=0" in notice["message"]
-    assert lines["header"][0]["backend"] == "cuda" and lines["step"] == []
+    assert notice["code"] == "not_applicable" and "VLLM_XPU_USE_SAMPLER_KERNEL=0" in notice["message"]
+    assert lines["header"][0]["backend"] == "xpu" and lines["step"] == []
 
 
 def test_model_runner_v2_is_observed_and_not_applicable_removes_everything(tmp_path, warnings_of_overlay, vllm_available):

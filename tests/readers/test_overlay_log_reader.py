@@ -21,6 +21,8 @@ def _write_log(out, steps, close=True):
         log.step(rec)
     if close:
         log.close()
+    else:
+        assert log.drain(10)  # a live log: lines are in the file once the writer thread drained
     return log.path
 
 
@@ -55,6 +57,25 @@ def test_overlay_log_lanes_steps_and_meta(tmp_path):
     assert ov["steps"]["exp_ns"].tolist() == [1000, 1000, -1]
     assert ov["recomputed"]["fallbacks"] == lines[-1]["fallbacks"] == {"all_greedy": 1}
     assert ov["wall_minus_mono_ns"] == lines[0]["wall_ns"] - lines[0]["mono_ns"]
+
+
+def test_step_lines_left_out_by_the_size_cap_are_a_warning(tmp_path):
+    """GIVEN a log written under a size cap its steps exceed
+    WHEN loaded THEN the written steps are read, the summary keeps every step, and one warning says how many are missing."""
+    log = EventLog(str(tmp_path), max_bytes=2_000)
+    log.configure(backend="cpu", lane="thread", rank=3)
+    for i in range(40):
+        log.step(_step(i, 1000 * (i + 1)))
+    log.close()
+    res = load([log.path])
+    ov = res.timelines[0].meta["overlay"]
+    written = len(ov["steps"]["step"])
+    assert ov["summary"]["steps"] == 40 and 0 < written < 40
+    assert ov["summary"]["sampled_out"] == 40 - written
+    assert [w for w in res.warnings if "left out by the size cap" in w] == [
+        f"{log.path}: {40 - written} step line(s) left out by the size cap (EXPO_PROF_LOG_MAX_MB) and 0 dropped "
+        f"(writer queue full); per-step figures cover the {written} written"
+    ]
 
 
 def test_torn_last_line_is_a_warning(tmp_path):

@@ -1,0 +1,119 @@
+"""Device memory of q: dropped when consumed, at most one beyond the running step, seen by profiling.
+
+No device here: the device lane runs on FakeDeviceModule (FAKE streams/events)
+with a FakeAllocator (FAKE allocator counting live bytes of real CPU tensors).
+"""
+
+from __future__ import annotations
+
+import gc
+
+import torch
+
+from fake_device import FakeAllocator, FakeDeviceModule
+from overlay.events import EventLog
+from overlay.lanes import DeviceStreamLane
+from overlay.patches._runner import q_size, reserve_during
+from overlay.sampler import Overlay, overlay_random_sample, set_active
+
+ROWS, VOCAB = 8, 1000
+Q_BYTES = ROWS * VOCAB * 4
+
+
+def _overlay(tmp_path, fake, alloc):
+    lane = DeviceStreamLane("cpu", device_module=fake, record_stream=fake.record_stream, allocate=alloc)
+    return Overlay(EventLog(str(tmp_path)), lane_factory=lambda device, instrument: lane)
+
+
+def _step(ov):
+    step = ov.begin_step(rows=ROWS, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
+    ov.end_forward(step)
+    return step
+
+
+def test_consumed_q_is_dropped_while_its_events_are_still_pending(tmp_path):
+    # GIVEN the device lane whose events never complete (steps stay pending, unwritten)
+    fake, alloc = FakeDeviceModule(), FakeAllocator()
+    ov = _overlay(tmp_path, fake, alloc)
+    probs = torch.softmax(torch.randn(ROWS, VOCAB), dim=-1)
+    for _ in range(10):
+        # WHEN a step launches q and the sampler consumes it
+        _step(ov)
+        assert alloc.live_bytes <= Q_BYTES  # only this step's q, the previous one is gone
+        tokens = overlay_random_sample(probs.clone(), {}, False, inline=None, overlay=ov)
+        assert tokens.shape == (ROWS,)
+        gc.collect()
+        # THEN no q is alive once the sampler returned, though the step waits for its events
+        assert alloc.live_bytes == 0
+    assert len(ov._pending) == 10 and alloc.allocations == 10
+    assert alloc.peak_bytes == Q_BYTES
+    ov.shutdown()
+
+
+def test_unconsumed_q_is_dropped_at_the_next_launch(tmp_path):
+    # GIVEN steps whose q the sampler never takes (e.g. no random rows after all)
+    fake, alloc = FakeDeviceModule(), FakeAllocator()
+    ov = _overlay(tmp_path, fake, alloc)
+    for _ in range(5):
+        _step(ov)
+        # THEN at most the running step's q is alive: at most one beyond it
+        assert alloc.live_bytes <= Q_BYTES
+    assert alloc.peak_bytes <= 2 * Q_BYTES
+    ov.shutdown()
+
+
+class _ProfiledRunner:
+    """Stand-in runner (the real profile_run needs a device and a loaded model):
+    ``profile_run`` records what the FAKE allocator holds while it runs, as
+    vLLM's profiler reads the allocator's peak."""
+
+    def __init__(self, model_config, sampler) -> None:
+        self.max_num_reqs = ROWS
+        self.model_config = model_config
+        self.sampler = sampler
+        self.device = torch.device("cpu")
+        self.seen = None
+
+    def profile_run(self, alloc):
+        self.seen = alloc.live_bytes
+
+
+def test_memory_profiling_sees_the_largest_q(tmp_path, tiny_config_dir):
+    # GIVEN vLLM's real ModelConfig (vocab 96) and a runner of max_num_reqs rows
+    from vllm.config import ModelConfig
+    from vllm.v1.sample.sampler import Sampler
+
+    config = ModelConfig(model=str(tiny_config_dir), tokenizer=str(tiny_config_dir), dtype="float32",
+                         max_model_len=64, skip_tokenizer_init=True)
+    runner = _ProfiledRunner(config, Sampler())
+    fake, alloc = FakeDeviceModule(), FakeAllocator()
+    ov = _overlay(tmp_path, fake, alloc)
+    set_active(ov)
+    try:
+        # WHEN profile_run runs under the overlay's wrapper
+        reserve_during(_ProfiledRunner.profile_run)(runner, alloc)
+    finally:
+        set_active(None)
+    gc.collect()
+    # THEN the profiler saw max_num_reqs x vocab x 4 bytes, freed afterwards
+    assert q_size(runner) == (ROWS, 96, torch.float32)
+    assert runner.seen == ROWS * 96 * 4
+    assert alloc.live_bytes == 0
+    ov.shutdown()
+
+
+def test_real_gpu_model_runner_profile_run_is_wrapped():
+    # GIVEN vLLM's real GPUModelRunner WHEN the runner patch applies THEN profile_run is wrapped and restored
+    from overlay.patches._util import Patcher
+    from overlay.patches._runner import patch_runner_class
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    original = GPUModelRunner.profile_run
+    patcher = Patcher()
+    assert patch_runner_class(patcher, GPUModelRunner) == "_model_forward"
+    try:
+        assert GPUModelRunner.profile_run is not original
+        assert GPUModelRunner.profile_run.__wrapped__ is original
+    finally:
+        patcher.undo()
+    assert GPUModelRunner.profile_run is original

@@ -1,0 +1,59 @@
+"""Each row of the version matrix in docs/overlay.md, re-checked against its real wheel.
+
+GIVEN the real wheel of a vLLM / vllm-ascend release (``pip download --no-deps``
+into ``.cache/wheels``, once, under a lock), WHEN the overlay's patch code is
+run against its real sources (tools/overlay_matrix.py), THEN the runner has a
+seam ``execute_model`` calls, the replacement ``random_sample`` has exactly the
+original's parameters, one CPU step gives the original's tokens, and the
+documented row says the same.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from shared_paths import REPO
+
+sys.path.insert(0, str(REPO / "tools"))
+import overlay_matrix  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def documented():
+    return overlay_matrix.documented_rows()
+
+
+@pytest.mark.parametrize("dist,version", overlay_matrix.rows(), ids=lambda v: str(v))
+def test_release_row(dist, version, documented, need):
+    try:
+        overlay_matrix.wheel(dist, version)
+    except (subprocess.SubprocessError, OSError) as exc:
+        need(False, f"wheel {dist}=={version} from PyPI ({exc})")
+    row = overlay_matrix.check(dist, version)
+    assert row.works, row
+    assert documented.get((dist, version)) == row.cells(), "docs/overlay.md is stale: run tools/overlay_matrix.py"
+
+
+def test_table_has_every_row_and_no_other(documented):
+    # GIVEN the generated table WHEN its keys are read THEN they are exactly the matrix rows
+    assert sorted(documented) == sorted(overlay_matrix.rows())
+
+
+def test_two_argument_random_sample_keeps_two_parameters():
+    # GIVEN a vLLM <= 0.22 style random_sample(probs, generators)
+    from overlay.patches.topk_topp import make_random_sample
+    from overlay.sampler import sample_with_noise
+
+    def random_sample(probs, generators):
+        return probs.argmax(dim=-1)
+
+    # WHEN the overlay builds its replacement THEN calling it with a third argument fails like the original
+    replacement = make_random_sample(random_sample, sample_with_noise)
+    import inspect
+
+    assert list(inspect.signature(replacement, follow_wrapped=False).parameters) == ["probs", "generators"]
+    with pytest.raises(TypeError):
+        replacement(None, {}, False)

