@@ -109,6 +109,9 @@ def test_ties_with_the_observed_statistic_count_on_both_sides():
     # AND the tie tolerance is relative to the statistic: tiny differences tie the same way
     assert stats.sign_flip_test([0.0] * 3, [1e-10] * 3).p == 0.25
     assert stats.sign_flip_test([0.0] * 3, [-1e-10] * 3).p == 0.25
+    # AND when every arrangement ties with the observed statistic (no difference at all) p is capped at 1
+    assert stats.sign_flip_test([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]).p == 1.0
+    assert stats.permutation_test([4.0, 4.0], [4.0, 4.0, 4.0]).p == 1.0
     # AND for the unpaired test: 2 vs 2 separated runs, 2 of the C(4, 2) = 6 splits are as extreme
     assert stats.permutation_test([0.0, 0.0], [1.0, 1.0]).p == pytest.approx(2 * 1 / 6)
 
