@@ -186,3 +186,31 @@ def test_alpha_inside_is_used():
     p = ss.ttest_rel(on, off).pvalue
     assert res.design.alpha == 0.01
     assert _by_name(res)["output_throughput"].significant is bool(p < 0.01)
+
+
+def test_workload_mismatch_is_refused_unless_allowed_and_warnings_are_kept():
+    # GIVEN side B run with another model than side A, and a loader warning
+    loaded = _loaded()
+    for r in loaded.a.runs:
+        r.workload = {"model": "m-a"}
+    for r in loaded.b.runs:
+        r.workload = {"model": "m-b"}
+    loaded.warnings = ["from the loader"]
+    # THEN by default compare refuses in one line naming the way out ...
+    with pytest.raises(BadInput, match=r"--allow-mismatch\)$"):
+        compare(loaded)
+    # ... and with allow_mismatch it compares, keeping the loader's warning first and saying why it went on
+    res = compare(loaded, allow_mismatch=True)
+    assert res.warnings[0] == "from the loader"
+    assert len(res.warnings) == 2 and res.warnings[1].endswith("(compared anyway: --allow-mismatch)")
+
+
+def test_shared_workload_is_reported_with_infinity_as_null():
+    # GIVEN both sides at request rate "inf" (as vllm bench writes it) on one model
+    loaded = _loaded()
+    for r in loaded.a.runs + loaded.b.runs:
+        r.workload = {"model": "m", "request_rate": float("inf"), "num_prompts": 48}
+    res = compare(loaded)
+    # THEN the workload is shown once, with the infinite rate as null (JSON has no infinity)
+    assert res.workload["model"] == "m" and res.workload["num_prompts"] == 48
+    assert "request_rate" in res.workload and res.workload["request_rate"] is None
