@@ -137,18 +137,24 @@ def test_dropping_flagged_runs_makes_that_the_main_analysis(drop_warmup, drop_ou
     # AND the pairs are re-indexed to the remaining runs: the paired test sees exactly the complete pairs
     assert res.design.pairs == m.pairs == len(off)
     assert m.t_test.p == pytest.approx(p, rel=1e-9) and res.verdict.decision == want
-    # AND the sensitivity now shows the dropped runs put back
-    whats = [s.what for s in res.sensitivity]
-    if drop_warmup:
-        assert "with the warm-up runs put back" in whats
-    if drop_outliers:
-        assert "with the outlier runs put back" in whats
-    if drop_warmup and drop_outliers:
-        assert whats == ["with the warm-up runs put back", "with the outlier runs put back",
-                         "with the warm-up and outlier runs put back"]
-        back = res.sensitivity[2]
-        want_all, p_all = _expected_decision(np.array(OFF), np.array(ON))
-        assert back.p == pytest.approx(p_all, rel=1e-9) and back.decision == want_all
+    # AND the sensitivity shows the dropped runs put back and the others left out, each on the right pairs:
+    # (what, pairs left out entirely, "on" runs left out) — worked out from which runs each choice removes
+    sets = {"warm-up": ({WARM}, set()), "outlier": (set(), {OUTLIER})}
+    sets["warm-up and outlier"] = ({WARM}, {OUTLIER})
+    expected = []
+    for name, (pairs_c, b_c) in sets.items():
+        in_main = pairs_c <= set(drop_pairs) and b_c <= set(drop_b)
+        if in_main:
+            what, d_pairs, d_b = f"with the {name} runs put back", set(drop_pairs) - pairs_c, set(drop_b) - b_c
+        else:
+            what, d_pairs, d_b = f"without the {name} runs", set(drop_pairs) | pairs_c, set(drop_b) | b_c
+        expected.append((what, d_pairs, d_b))
+    assert [s.what for s in res.sensitivity] == [e[0] for e in expected]
+    for s, (_, d_pairs, d_b) in zip(res.sensitivity, expected):
+        off_s, on_s = _kept_pairs(tuple(d_pairs), tuple(d_b))
+        want_s, p_s = _expected_decision(off_s, on_s)
+        assert s.p == pytest.approx(p_s, rel=1e-9) and s.decision == want_s
+        assert s.changes_verdict is (want_s != res.verdict.decision)
 
 
 def test_unpaired_compare_keeps_every_run_and_rejudges_with_welch():
