@@ -187,6 +187,7 @@ def test_runs_needed_edges():
     assert stats.runs_needed_paired(1.0, math.inf) is None and stats.runs_needed_paired(1.0, math.nan) is None
     assert stats.runs_needed_unpaired(1.0, 0.0, 0.0) == 2
     assert stats.runs_needed_unpaired(0.0, 1.0, 1.0) is None
+    assert stats.runs_needed_unpaired(0.0, 0.0, 0.0) is None  # no effect and no spread: still nothing to detect
     # AND a huge effect needs the minimum of 2 (not 3), a tiny one more than MAX_RUNS (None)
     assert stats.runs_needed_paired(1000.0, 1.0) == 2
     assert stats.runs_needed_unpaired(1000.0, 1.0, 1.0) == 2
@@ -208,6 +209,7 @@ def _power_welch(delta, va, vb, n, alpha=0.05):
 @pytest.mark.parametrize("delta,sd", [(1.0, 1.0), (0.3, 1.0), (-0.7, 2.0), (0.1, 1.0)])
 def test_runs_needed_is_the_smallest_n_reaching_the_power(delta, sd):
     n = stats.runs_needed_paired(delta, sd)
+    assert isinstance(n, int)
     # THEN n reaches 80 % power (scipy) and n - 1 does not (or n is the minimum of 2)
     assert _power_paired(delta, sd, n) >= 0.8
     assert n == 2 or _power_paired(delta, sd, n - 1) < 0.8
@@ -216,6 +218,7 @@ def test_runs_needed_is_the_smallest_n_reaching_the_power(delta, sd):
 @pytest.mark.parametrize("delta,va,vb", [(1.0, 1.0, 4.0), (0.2, 1.0, 0.25), (-2.0, 9.0, 1.0)])
 def test_runs_needed_unpaired_is_the_smallest_n_reaching_the_power(delta, va, vb):
     n = stats.runs_needed_unpaired(delta, va, vb)
+    assert isinstance(n, int)
     assert _power_welch(delta, va, vb, n) >= 0.8
     assert n == 2 or _power_welch(delta, va, vb, n - 1) < 0.8
 
