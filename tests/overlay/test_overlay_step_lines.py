@@ -70,3 +70,23 @@ def test_one_lane_error_is_noticed_with_its_message(tmp_path, vllm_random_sample
     (rec,) = [r for r in warnings_of_overlay if r.levelname == "WARNING"]
     assert rec.getMessage() == "expo-prof overlay: " + notice["message"].removesuffix(" (later lane errors are only counted)")
     assert lines["summary"][0]["fallbacks"] == {"error": 1}
+
+
+def test_a_forward_of_unknown_batch_size_is_a_step_with_nothing_launched(tmp_path, vllm_random_sample):
+    # GIVEN two forwards whose batch the runner hook could not read, each followed by a sampler call
+    ov = _overlay(tmp_path)
+    for i in range(2):
+        step = ov.begin_unsized_step("cpu")
+        assert step.index == i and not step.launched
+        ov.end_forward(step)
+        out = overlay_random_sample(_probs(3), {}, False, inline=vllm_random_sample, overlay=ov)
+        assert out.shape == (3,)  # drawn inline
+    ov.shutdown()
+    _, lines = read_log(tmp_path)
+    # THEN two step lines, nothing launched, the sampler found no pending draw, the forward window was timed
+    steps = lines["step"]
+    assert [(s["step"], s["rows"], s["vocab"], s["launched"], s["used"], s["fallback"]) for s in steps] == [
+        (0, 0, 0, False, False, "no_pending"), (1, 0, 0, False, False, "no_pending")]
+    for s in steps:
+        assert s["fwd"] is not None and s["fwd"][0] <= s["fwd"][1]
+    assert lines["header"][0]["backend"] == "cpu"
