@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import scipy.stats as ss
 
+from expo_prof import __version__
 from expo_prof.abtest.judge import compare
 from expo_prof.abtest.model import ENABLE, NO_DIFFERENCE
 from expo_prof.abtest.runs import Loaded, Run, Side
@@ -137,6 +138,8 @@ def test_dropping_flagged_runs_makes_that_the_main_analysis(drop_warmup, drop_ou
     # AND the pairs are re-indexed to the remaining runs: the paired test sees exactly the complete pairs
     assert res.design.pairs == m.pairs == len(off)
     assert m.t_test.p == pytest.approx(p, rel=1e-9) and res.verdict.decision == want
+    # AND the primary metric's own notes stay among the verdict's caveats next to the sensitivity ones
+    assert m.notes and all(f"{m.label}: {n}" in res.verdict.caveats for n in m.notes)
     # AND the sensitivity shows the dropped runs put back and the others left out, each on the right pairs:
     # (what, pairs left out entirely, "on" runs left out) — worked out from which runs each choice removes
     sets = {"warm-up": ({WARM}, set()), "outlier": (set(), {OUTLIER})}
@@ -175,8 +178,10 @@ def test_primary_metric_can_be_chosen_and_must_exist():
     assert all(s.metric == "mean_tpot_ms" for s in res.sensitivity)
     # ... and with no outlier on TPOT only the warm-up is a choice
     assert [s.what for s in res.sensitivity] == ["without the warm-up runs"]
-    with pytest.raises(BadInput, match="--primary nope: not a metric of these runs"):
-        compare(_loaded(), primary="nope")
+    for wanted in ("nope", "p99_itl_ms"):  # unknown, and known but not measured by these runs
+        with pytest.raises(BadInput) as ei:
+            compare(_loaded(), primary=wanted)
+        assert str(ei.value).endswith(": not a metric of these runs (have: output_throughput, mean_tpot_ms)")
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.5, -0.1, 0.7])
@@ -220,3 +225,35 @@ def test_shared_workload_is_reported_with_infinity_as_null():
     # THEN the workload is shown once, with the infinite rate as null (JSON has no infinity)
     assert res.workload["model"] == "m" and res.workload["num_prompts"] == 48
     assert "request_rate" in res.workload and res.workload["request_rate"] is None
+
+
+def test_runs_without_flags_or_a_primary_metric():
+    # GIVEN steady runs (no warm-up, no outlier) THEN no flags and nothing to re-judge
+    loaded = _loaded()
+    for side, vals in ((loaded.a, [1000.0, 1001.0, 999.0, 1002.0, 998.5, 1000.5]),
+                       (loaded.b, [1020.0, 1019.0, 1021.5, 1018.0, 1022.0, 1020.5])):
+        for r, v in zip(side.runs, vals):
+            r.values = {"output_throughput": v}
+    res = compare(loaded)
+    assert res.flags == [] and res.sensitivity == [] and res.design.excluded == []
+    assert res.tool_version == __version__ and res.mechanism is not None and res.mechanism.available is False
+    # GIVEN only a mechanism metric (no throughput or latency) THEN there is no primary metric and no verdict on one
+    for r in loaded.a.runs + loaded.b.runs:
+        r.values = {"hidden_exp_us_per_step": r.values["output_throughput"] / 100}
+    res = compare(loaded)
+    assert res.primary_metric is None and res.verdict.metric is None and res.sensitivity == []
+    assert [m.name for m in res.metrics] == ["hidden_exp_us_per_step"]
+
+
+def test_an_outlier_on_side_a_is_dropped_from_side_a():
+    # GIVEN the same runs with the outlier moved to the "off" side (off4 8 % high), unpaired
+    loaded = _loaded(paired=False)
+    off = [1000.0, 1002.0, 999.0, 1081.0, 1001.0, 1000.5]
+    for r, v in zip(loaded.a.runs, off):
+        r.values = {"output_throughput": v}
+    for r, v in zip(loaded.b.runs, ON):
+        r.values = {"output_throughput": v}
+    res = compare(loaded, drop_outliers=True)
+    m = _by_name(res)["output_throughput"]
+    assert ("outlier", "off", "off4") in [(f.kind, f.side, f.run) for f in res.flags]
+    assert "off4" in res.design.excluded and 1081.0 not in m.a.values and len(m.a.values) == 5

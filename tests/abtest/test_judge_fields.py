@@ -157,6 +157,9 @@ def test_a_metric_missing_on_a_side_is_reported_not_tested(a_vals, b_vals, note)
     assert r.outcome == MISSING and r.notes == note
     assert r.diff is r.change_pct is r.ci_diff is r.ci_pct is r.t_test is r.permutation is r.significant is None
     assert r.pairs == 0 and r.paired is False and r.runs_needed is None
+    for side in (r.a, r.b):  # a side without values has no mean / sd (not nan)
+        if side.n == 0:
+            assert side.mean is None and side.sd is None
 
 
 @pytest.mark.parametrize("a_vals,b_vals,pairs,why,n_pairs", [
@@ -177,6 +180,8 @@ def test_too_few_runs_give_the_change_as_an_observation_only(a_vals, b_vals, pai
     assert r.change_pct == pytest.approx(100 * (statistics.mean(b) - statistics.mean(a)) / statistics.mean(a))
     assert r.ci_diff is r.ci_pct is r.t_test is r.permutation is r.runs_needed is None
     assert r.paired is (pairs is not None) and r.pairs == n_pairs
+    _check_side(r.a, _labels("a", len(a_vals)), a_vals, [""] * len(a_vals))  # sd from 2 values, None from 1
+    _check_side(r.b, _labels("b", len(b_vals)), b_vals, [""] * len(b_vals))
     assert r.notes[-1] == (f"{why}: no confidence interval or test is possible; the change is an observation only "
                            "(run 3+ per side)")
 
@@ -190,8 +195,9 @@ def test_zero_mean_baseline_has_no_relative_change():
 
 @pytest.mark.parametrize("pairs", [None, [(0, 0), (1, 1), (2, 2)]])
 def test_zero_variance_is_named_and_the_statistic_is_not_infinite(pairs):
-    # GIVEN every run of each side identical (so every pair differs by the same 2.0)
-    r = _judge(TPOT, [10.0, 10.0, 10.0], [12.0, 12.0, 12.0], pairs=pairs)
+    # GIVEN every pair differing by exactly 2.0 (paired: over a varying baseline) or constant sides (unpaired)
+    a_vals = [10.0, 11.0, 12.5] if pairs else [10.0, 10.0, 10.0]
+    r = _judge(TPOT, a_vals, [v + 2.0 for v in a_vals], pairs=pairs)
     what = "pair differed" if pairs else "run of each side measured"
     # THEN the note names the degenerate test, and the infinite t statistic is stored as null (JSON has no inf)
     assert (f"zero variance: every {what} exactly the same, so the t-test degenerates (p is 0 or 1); "
@@ -254,3 +260,46 @@ def test_alpha_is_the_threshold_of_the_t_test():
     assert _judge(TPOT, a, b, pairs=pairs).significant is True
     lo = _judge(TPOT, a, b, pairs=pairs, alpha=p * 0.9)
     assert lo.significant is False and lo.outcome == SAME
+
+
+def test_significance_is_strict_at_alpha_and_the_veto_applies_at_its_floor():
+    # GIVEN 6 pairs that all improve TPOT a little, and alpha set exactly to the t-test's p
+    a = [50.0, 51.0, 49.5, 50.5, 50.2, 49.8]
+    b = [x - d for x, d in zip(a, [1.0, 1.2, 0.8, 1.1, 0.9, 1.05])]
+    pairs = [(i, i) for i in range(6)]
+    p = _judge(TPOT, a, b, pairs=pairs).t_test.p
+    # THEN p < alpha is required: at alpha == p the metric is not significant
+    assert _judge(TPOT, a, b, pairs=pairs, alpha=p).significant is False
+    # GIVEN 5 pairs all the same sign: the sign-flip p is its floor 2/32; judged at alpha = 2/32 exactly
+    r = _judge(TPOT, a[:5], b[:5], pairs=pairs[:5], alpha=2 / 32)
+    # THEN the permutation test can reach alpha (min_p <= alpha) but not go below it (p >= alpha): not settled
+    assert r.permutation.min_p == r.permutation.p == 2 / 32 and r.t_test.p < 2 / 32
+    assert r.significant is False and any("disagrees" in n for n in r.notes)
+    assert not any("cannot go below" in n for n in r.notes)
+
+
+def test_a_small_significant_change_keeps_its_direction():
+    # GIVEN a TPOT drop of 0.1 ms (well below 1 in absolute terms), clearly significant
+    r = _judge(TPOT, [1.00, 1.01, 0.99, 1.00, 1.005], [0.90, 0.91, 0.89, 0.90, 0.905])
+    assert r.significant is True and r.outcome == BETTER
+    r = _judge(TPOT, [0.90, 0.91, 0.89, 0.90, 0.905], [1.00, 1.01, 0.99, 1.00, 1.005])
+    assert r.significant is True and r.outcome == WORSE
+
+
+@pytest.mark.parametrize("pairs", [None, [(i, i) for i in range(4)]])
+def test_runs_needed_uses_the_given_alpha(pairs):
+    # GIVEN overlapping sides judged at alpha 0.01 (not the default 0.05)
+    a = [100.0, 103.0, 98.0, 101.0]
+    b = [101.0, 99.5, 104.0, 100.0]
+    r = _judge(TPOT, a, b, pairs=pairs, alpha=0.01)
+    if pairs:
+        d = [y - x for x, y in zip(a, b)]
+        want = stats.runs_needed_paired(statistics.mean(d), statistics.stdev(d), 0.01)
+    else:
+        want = stats.runs_needed_unpaired(statistics.mean(b) - statistics.mean(a), statistics.variance(a),
+                                          statistics.variance(b), 0.01)
+    assert r.outcome == SAME and r.runs_needed == want
+    # a stricter alpha needs more runs than the default would
+    assert want is not None and want > (stats.runs_needed_paired(statistics.mean(d), statistics.stdev(d)) if pairs else
+                                         stats.runs_needed_unpaired(statistics.mean(b) - statistics.mean(a),
+                                                                    statistics.variance(a), statistics.variance(b)))
