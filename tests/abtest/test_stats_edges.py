@@ -37,6 +37,21 @@ def test_zero_spread_t_tests_have_every_field_degenerate():
     assert (w.name, w.diff, w.se, w.df, w.p, w.ci_low, w.ci_high) == ("Welch t", 2.0, 0.0, 5.0, 0.0, 2.0, 2.0)
 
 
+def test_t_test_fields_match_scipy():
+    a, b = [10.0, 11.5, 9.0, 10.7], [11.0, 12.9, 9.4, 12.2]
+    t = stats.paired_t(a, b, confidence=0.9)
+    ref = ss.ttest_rel(b, a)
+    d = np.array(b) - np.array(a)
+    assert t.se == pytest.approx(np.std(d, ddof=1) / 2) and t.confidence == 0.9
+    assert t.statistic == pytest.approx(ref.statistic) and t.df == 3.0
+    ci = ref.confidence_interval(0.9)
+    assert (t.ci_low, t.ci_high) == pytest.approx((ci.low, ci.high))
+    w = stats.welch_t(a, b[:3], confidence=0.8)
+    wref = ss.ttest_ind(b[:3], a, equal_var=False)
+    assert w.confidence == 0.8 and w.df == pytest.approx(wref.df) and w.statistic == pytest.approx(wref.statistic)
+    assert w.se == pytest.approx(np.sqrt(np.var(a, ddof=1) / 4 + np.var(b[:3], ddof=1) / 3))
+
+
 def test_t_test_p_is_a_two_sided_probability_at_most_one():
     # GIVEN a tiny effect (t close to 0) THEN p = 2 · sf(|t|) as scipy, never above 1
     t = stats.welch_t([10.0, 11.0, 12.0], [10.0, 11.0, 12.001])
@@ -88,7 +103,8 @@ def test_incomplete_beta_matches_scipy_including_the_ends(a, b):
     assert stats.betainc(a, b, 1.0) == 1.0 and stats.betainc(a, b, 1.5) == 1.0
     # the switch between the two continued fractions sits at (a + 1) / (a + b + 2): test around it
     x0 = (a + 1.0) / (a + b + 2.0)
-    for x in (1e-6, 0.2, x0 * 0.97, x0, min(x0 * 1.03, (1 + x0) / 2), x0 + 0.5 * (1 - x0), 0.999999):
+    band = ((a + 1.0) / (a + b + 2.0) + (a + 2.0) / (a + b + 2.0)) / 2  # just past the switch
+    for x in (1e-6, 0.2, x0 * 0.97, x0, band, min(x0 * 1.03, (1 + x0) / 2), x0 + 0.5 * (1 - x0), 0.999999):
         assert stats.betainc(a, b, x) == pytest.approx(sp.betainc(a, b, x), rel=1e-10, abs=1e-300)
 
 
@@ -109,6 +125,9 @@ def test_ties_with_the_observed_statistic_count_on_both_sides():
     # AND the tie tolerance is relative to the statistic: tiny differences tie the same way
     assert stats.sign_flip_test([0.0] * 3, [1e-10] * 3).p == 0.25
     assert stats.sign_flip_test([0.0] * 3, [-1e-10] * 3).p == 0.25
+    # AND a null value equal to an observed 0 counts on both sides (tolerance 0 there): p = 1, not 0.5
+    assert stats.sign_flip_test([0.0, 0.0], [1.0, -1.0]).p == 1.0
+    assert stats.permutation_test([0.0, 2.0], [2.0, 0.0]).p == 1.0
     # AND when every arrangement ties with the observed statistic (no difference at all) p is capped at 1
     assert stats.sign_flip_test([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]).p == 1.0
     assert stats.permutation_test([4.0, 4.0], [4.0, 4.0, 4.0]).p == 1.0
@@ -133,7 +152,7 @@ def test_exact_limit_is_inclusive():
     assert r16.exact and r16.arrangements == 2**16 and r16.min_p == 2 / 2**16
     assert r16.p == pytest.approx(_brute_sign_flip_p(d[:16]), rel=1e-12)
     r17 = stats.sign_flip_test(np.zeros(17), d)
-    assert not r17.exact and r17.arrangements == stats.MC_RESAMPLES
+    assert r17.exact is False and r17.arrangements == stats.MC_RESAMPLES
     assert r17.name == "sign-flip permutation" and r17.statistic == pytest.approx(d.mean())
     # AND the Monte Carlo p is within a few standard errors of the exact enumeration, and reproducible
     exact = _brute_sign_flip_p(d)
@@ -141,14 +160,22 @@ def test_exact_limit_is_inclusive():
     assert stats.sign_flip_test(np.zeros(17), d).p == r17.p
 
 
+def test_unpaired_exact_limit_is_inclusive():
+    # GIVEN 65535 runs vs 1: C(65536, 1) = 65536 = EXACT_LIMIT splits -> still enumerated exactly
+    a, b = np.arange(65535.0), np.array([1e6])
+    r = stats.permutation_test(a, b)
+    # THEN exact, and the one B run above every A run is the most extreme of the 65536 splits: p = 2/65536
+    assert r.exact is True and r.arrangements == 65536 and r.p == pytest.approx(2 / 65536) == r.min_p
+
+
 def test_monte_carlo_p_never_reaches_zero():
     # GIVEN data more extreme than any resample can be (20 pairs all +1; 12 vs 12 fully separated runs)
     r = stats.sign_flip_test(np.zeros(20), np.ones(20))
     # THEN the p of a Monte Carlo test is (0 + 1) / (R + 1) per tail, doubled: its own min_p
-    assert not r.exact and r.p == pytest.approx(2 / (stats.MC_RESAMPLES + 1)) and r.min_p == r.p
+    assert r.exact is False and r.p == pytest.approx(2 / (stats.MC_RESAMPLES + 1)) and r.min_p == r.p
     u = stats.permutation_test(np.zeros(12), np.ones(12))
     assert math.comb(24, 12) > stats.EXACT_LIMIT
-    assert not u.exact and u.name == "permutation" and u.statistic == 1.0
+    assert u.exact is False and u.name == "permutation" and u.statistic == 1.0
     assert u.p == pytest.approx(2 / (stats.MC_RESAMPLES + 1)) and u.min_p == u.p
 
 
@@ -206,7 +233,7 @@ def _power_welch(delta, va, vb, n, alpha=0.05):
     return ss.t.sf(ss.t.ppf(1 - alpha / 2, df) - abs(delta) / math.sqrt((va + vb) / n), df)
 
 
-@pytest.mark.parametrize("delta,sd", [(1.0, 1.0), (0.3, 1.0), (-0.7, 2.0), (0.1, 1.0)])
+@pytest.mark.parametrize("delta,sd", [(1.0, 1.0), (0.3, 1.0), (-0.7, 2.0), (0.1, 1.0), (3.0, 1.0), (2.0, 1.0)])
 def test_runs_needed_is_the_smallest_n_reaching_the_power(delta, sd):
     n = stats.runs_needed_paired(delta, sd)
     assert isinstance(n, int)
@@ -215,7 +242,8 @@ def test_runs_needed_is_the_smallest_n_reaching_the_power(delta, sd):
     assert n == 2 or _power_paired(delta, sd, n - 1) < 0.8
 
 
-@pytest.mark.parametrize("delta,va,vb", [(1.0, 1.0, 4.0), (0.2, 1.0, 0.25), (-2.0, 9.0, 1.0)])
+@pytest.mark.parametrize("delta,va,vb", [(1.0, 1.0, 4.0), (0.2, 1.0, 0.25), (-2.0, 9.0, 1.0), (3.0, 1.0, 1.0),
+                                         (2.0, 1.0, 2.0), (5.0, 4.0, 1.0), (1.5, 0.5, 0.5)])
 def test_runs_needed_unpaired_is_the_smallest_n_reaching_the_power(delta, va, vb):
     n = stats.runs_needed_unpaired(delta, va, vb)
     assert isinstance(n, int)
@@ -225,7 +253,9 @@ def test_runs_needed_unpaired_is_the_smallest_n_reaching_the_power(delta, va, vb
 
 def test_mad_and_modified_z():
     # GIVEN an empty sample THEN MAD is nan (no spread to speak of)
-    assert math.isnan(stats.mad([]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # and no numpy "mean of empty slice" warning on the way
+        assert math.isnan(stats.mad([]))
     assert stats.mad([1, 2, 3, 4, 100]) == 1.0
     # GIVEN a reference with MAD > 0 THEN z = 0.6745 (x - median) / MAD
     z = stats.modified_z(np.array([10.0, 14.0]), np.array([1.0, 2.0, 3.0, 4.0, 100.0]))
