@@ -92,6 +92,16 @@ def test_clip_matches_raster(a, lo, width):
     window = np.zeros_like(_raster(a))
     window[lo + 10 : lo + width + 10] = True
     assert np.array_equal(_raster_union(c), _raster(a) & window)
+    # AND the clipped union is still canonical: no empty piece where an interval only touches the window
+    assert np.all(c.end > c.start) and np.all(c.start[1:] > c.end[:-1])
+    assert c.start.dtype == c.end.dtype == np.int64
+
+
+def test_clip_drops_intervals_that_only_touch_the_window():
+    # GIVEN [0, 5) and [20, 30) WHEN clipped to [5, 20) (each touches one edge) THEN nothing is left
+    u = iv.union(np.array([0, 20]), np.array([5, 30]))
+    c = iv.clip(u, 5, 20)
+    assert len(c) == 0 and c.measure == 0
 
 
 @settings(max_examples=200, deadline=None)

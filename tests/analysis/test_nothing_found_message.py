@@ -1,0 +1,59 @@
+"""The one-line "nothing found" message of ``analyze`` (analysis/aggregate.py), word for word.
+
+GIVEN hand-built timelines without any target instance, WHEN analysed, THEN
+NothingFound carries one line naming how many timelines and events were
+searched, what was looked for (the built-in rules, or the --op pattern), and
+the similar names present — long names cut to 120 characters (117 + "...") —
+or that none are.
+"""
+
+from __future__ import annotations
+
+import pytest
+from analysis_helpers import STREAM, THREAD  # type: ignore[import-not-found]
+
+from expo_prof.analysis.aggregate import analyze
+from expo_prof.analysis.targets import LOOKED_FOR
+from expo_prof.errors import NothingFound
+from expo_prof.timeline import Kind
+
+LANES = [(THREAD, "cpu", "thread 1"), (STREAM, "cuda:0", "stream 7")]
+HEAD = "no target instance found in {n} timeline(s), {e} events; looked for: "
+
+
+def _message(tls, op=None):
+    with pytest.raises(NothingFound) as ei:
+        analyze(tls, op=op)
+    return str(ei.value)
+
+
+def test_similar_names_are_listed_most_frequent_first_and_long_ones_cut(make_tl):
+    # GIVEN a 120-character uniform-kernel name (3 times) and a 130-character one (once), on two timelines
+    n120 = "uniform_kernel_" + "x" * 105
+    n130 = "rand_fill_" + "y" * 120
+    assert (len(n120), len(n130)) == (120, 130)
+    tl1 = make_tl(LANES, [(1, 10 * i, 5, n120, Kind.KERNEL) for i in range(3)])
+    tl2 = make_tl(LANES, [(1, 0, 5, n130, Kind.KERNEL), (0, 0, 5, "aten::add", Kind.CPU_OP)])
+    msg = _message([tl1, tl2])
+    # THEN: 2 timelines, 5 events, the built-in rules, and the names (the 120-char one whole, the other cut)
+    shown = f"{n120!r}, {(n130[:117] + '...')!r}"
+    assert msg == (HEAD.format(n=2, e=5) + "; ".join(LOOKED_FOR)
+                   + f"; similar names present: {shown} (try --op REGEX)")
+
+
+def test_no_similar_names_says_which_words_were_tried(make_tl):
+    tl = make_tl(LANES, [(0, 0, 5, "aten::add", Kind.CPU_OP), (1, 0, 5, "gemm_kernel", Kind.KERNEL)])
+    msg = _message([tl])
+    assert msg == (HEAD.format(n=1, e=2) + "; ".join(LOOKED_FOR)
+                   + "; no similar names (random/uniform/exponential/rand/gumbel/sampl) present")
+
+
+def test_with_op_similar_means_similar_to_the_pattern(make_tl):
+    # GIVEN --op NCCL (case-sensitive, so it matches nothing) and a host op "nccl:all_reduce"
+    tl = make_tl(LANES, [(0, 0, 5, "nccl:all_reduce", Kind.CPU_OP), (1, 0, 5, "uniform_kernel", Kind.KERNEL)])
+    msg = _message([tl], op="NCCL")
+    # THEN the pattern is what was looked for, and the similar name is the nccl one (not the RNG kernel)
+    assert msg == HEAD.format(n=1, e=2) + "--op 'NCCL'; similar names present: 'nccl:all_reduce' (try --op REGEX)"
+    # AND with nothing similar to the pattern, the message says so without the built-in word list
+    msg = _message([tl], op="zzz_not_there")
+    assert msg == HEAD.format(n=1, e=2) + "--op 'zzz_not_there'; no similar names present"

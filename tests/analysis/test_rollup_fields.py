@@ -1,0 +1,140 @@
+"""Every field of the roll-up (analysis/aggregate.py): steps, ranks, runs and the summary.
+
+GIVEN two runs built by hand whose overlaps are known by construction —
+run A rank 0: two ProfilerSteps, three draws on stream 20, gemms on stream 7;
+run A rank 1: no step markers, two draws that overlap each other;
+run B rank 0: one draw, read from two exports of the same run —
+WHEN analysed with run labels, THEN each step row, rank row and the summary
+hold the nanoseconds worked out below, and the distributions equal numpy's
+nearest-rank percentiles (``method="inverted_cdf"``) of the same values.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+import pytest
+from analysis_helpers import EXP_KERNEL, STREAM, THREAD  # type: ignore[import-not-found]
+
+from expo_prof import __version__
+from expo_prof.analysis import analyze
+from expo_prof.analysis.aggregate import dist
+from expo_prof.errors import BadInput
+from expo_prof.timeline import Kind
+
+LANES = [(THREAD, "cpu", "main"), (STREAM, "cuda:0", "stream 7"), (STREAM, "cuda:0", "stream 20")]
+
+
+def _runs(make_tl):
+    a0 = make_tl(LANES, [
+        (0, 0, 1000, "ProfilerStep#1", Kind.STEP), (0, 1000, 1000, "ProfilerStep#2", Kind.STEP),
+        (2, 100, 100, EXP_KERNEL, Kind.KERNEL), (2, 300, 100, EXP_KERNEL, Kind.KERNEL),
+        (2, 1100, 150, EXP_KERNEL, Kind.KERNEL),
+        (1, 150, 200, "gemm", Kind.KERNEL),  # hides [150,200) of draw 1 and [300,350) of draw 2
+        (1, 1000, 150, "gemm", Kind.KERNEL),  # hides [1100,1150) of draw 3
+    ], rank=0)
+    a1 = make_tl(LANES, [
+        (1, 0, 100, EXP_KERNEL, Kind.KERNEL), (2, 50, 100, EXP_KERNEL, Kind.KERNEL),
+        (1, 120, 80, "gemm", Kind.KERNEL),  # hides [120,150) of the draw on stream 20 only
+    ], rank=1)
+    b0 = make_tl(LANES, [(2, 0, 40, EXP_KERNEL, Kind.KERNEL), (1, 0, 10, "gemm", Kind.KERNEL)], rank=0)
+    b0_csv = make_tl(LANES, [(2, 0, 40, EXP_KERNEL, Kind.KERNEL)], rank=0, fmt="ascend-kernel-csv")
+    return [a0, a1, b0_csv, b0], ["runA", "runA", "runB", "runB"]
+
+
+def _nearest_rank(values):
+    x = np.array(values)
+    return (len(x), statistics.mean(values), int(np.percentile(x, 50, method="inverted_cdf")),
+            int(np.percentile(x, 99, method="inverted_cdf")), int(x.max()))
+
+
+def _check_dist(d, values):
+    assert (d.n, d.mean, d.p50, d.p99, d.max) == pytest.approx(_nearest_rank(values))
+
+
+def test_every_roll_up_field(make_tl):
+    tls, runs = _runs(make_tl)
+    calls = []
+    r = analyze(tls, runs=runs, inputs=["x", "y"], warnings=["given"], skipped=[("p", "why")],
+                progress=lambda i, n: calls.append((i, n)))
+    assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert (r.tool_version, r.op, r.inputs, r.skipped) == (__version__, None, ["x", "y"], [["p", "why"]])
+    # THEN the second export of run B's rank 0 is named, with the run in front
+    assert r.warnings == ["given", "runB: rank 0: used the kineto input(s); ignored ascend-kernel-csv input(s) of the "
+                          "same rank (another export of the same run would count each instance twice)"]
+
+    # Steps, in (run, rank) order, each sorted by start
+    got = [(s.run, s.rank, s.step, s.start_ns, s.end_ns, s.instances, s.total_ns, s.hidden_ns, s.exposed_ns,
+            s.forward_ns, s.wait_ns) for s in r.steps]
+    assert got == [
+        # run A rank 0: windows [0,1000) and [1000, end of trace 2000); forward = gemm busy of the step
+        ("runA", 0, 1, 0, 1000, 2, 200, 100, 100, 200, 0),
+        ("runA", 0, 2, 1000, 2000, 1, 150, 50, 100, 150, 0),
+        # run A rank 1: no steps, one row spanning its draws [0, 150)
+        ("runA", 1, None, 0, 150, 2, 200, 30, 170, 80, 0),
+        # run B rank 0: the kineto export only
+        ("runB", 0, None, 0, 40, 1, 40, 10, 30, 10, 0),
+    ]
+    assert [s.hidden_fraction for s in r.steps] == pytest.approx([0.5, 50 / 150, 30 / 200, 10 / 40])
+    assert all(s.source == "hand-built rank %d" % s.rank for s in r.steps)
+
+    ranks = {(x.run, x.rank): x for x in r.ranks}
+    assert list(ranks) == [("runA", 0), ("runA", 1), ("runB", 0)]
+    a0, a1, b0 = ranks.values()
+    # rank rows: sums of their steps; the union view counts overlapping draws once (rank 1: [0,150))
+    assert (a0.instances, a0.total_ns, a0.hidden_ns, a0.exposed_ns, a0.forward_ns, a0.wait_ns) == (3, 350, 150, 200, 350, 0)
+    assert (a0.wall_ns, a0.wall_hidden_ns, a0.steps) == (350, 150, 2)
+    assert a0.hidden_fraction == pytest.approx(150 / 350) and a0.wall_hidden_fraction == pytest.approx(150 / 350)
+    assert (a1.instances, a1.total_ns, a1.hidden_ns, a1.wall_ns, a1.wall_hidden_ns, a1.steps) == (2, 200, 30, 150, 30, 0)
+    assert a1.wall_hidden_fraction == pytest.approx(30 / 150) and a1.forward_ns == 80
+    assert (b0.fmt, b0.sources, b0.instances, b0.total_ns, b0.hidden_ns) == ("kineto", ["hand-built rank 0"], 1, 40, 10)
+    assert (a0.backend, a0.fmt, a0.forward_source) == ("cuda", "kineto", "compute-busy")
+    assert a0.names == {EXP_KERNEL: 3} and a1.names == {EXP_KERNEL: 2}
+    assert a0.rule and a0.rule == a1.rule
+    _check_dist(a0.per_instance.total_ns, [100, 100, 150])
+    _check_dist(a0.per_instance.hidden_ns, [50, 50, 50])
+    _check_dist(a0.per_instance.exposed_ns, [50, 50, 100])
+    _check_dist(a0.per_step.total_ns, [200, 150])
+    _check_dist(a0.per_step.forward_ns, [200, 150])
+    _check_dist(a1.per_instance.hidden_ns, [0, 30])
+
+    s = r.summary
+    assert (s.ranks, s.steps, s.instances, s.total_ns, s.hidden_ns, s.exposed_ns) == (3, 2, 6, 590, 190, 400)
+    assert (s.forward_ns, s.wait_ns, s.wall_ns, s.wall_hidden_ns) == (440, 0, 540, 190)
+    assert s.hidden_fraction == pytest.approx(190 / 590) and s.wall_hidden_fraction == pytest.approx(190 / 540)
+    _check_dist(s.per_instance.total_ns, [100, 100, 150, 100, 100, 40])
+    _check_dist(s.per_instance.exposed_ns, [50, 50, 100, 100, 70, 30])
+    _check_dist(s.per_step.total_ns, [200, 150, 200, 40])
+    _check_dist(s.per_step.hidden_ns, [100, 50, 30, 10])
+    _check_dist(s.per_step.exposed_ns, [100, 100, 170, 30])
+    _check_dist(s.per_step.wait_ns, [0, 0, 0, 0])
+
+
+def test_one_run_has_no_run_labels(make_tl):
+    tls, _ = _runs(make_tl)
+    r = analyze(tls[2:])  # run B's two exports, no labels
+    assert [x.run for x in r.ranks] == [None] and [s.run for s in r.steps] == [None]
+    assert r.warnings == ["rank 0: used the kineto input(s); ignored ascend-kernel-csv input(s) of the same rank "
+                          "(another export of the same run would count each instance twice)"]
+
+
+def test_run_labels_must_match_and_op_must_compile(make_tl):
+    tls, _ = _runs(make_tl)
+    with pytest.raises(ValueError, match=r"^runs: 1 labels for 4 timelines$"):
+        analyze(tls, runs=["x"])
+    with pytest.raises(BadInput, match=r"^--op '\(' is not a valid regular expression: "):
+        analyze(tls, op="(")
+    # AND an --op that compiles is used and recorded
+    r = analyze(tls[:1], op="gemm")
+    assert r.op == "gemm" and r.summary.instances == 2 and r.ranks[0].names == {"gemm": 2}
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 99, 100, 101, 250])
+def test_dist_is_nearest_rank(n):
+    # GIVEN n distinct shuffled values THEN p50/p99 are the nearest-rank order statistics, as numpy defines them
+    x = np.random.default_rng(n).permutation(np.arange(10, 10 + 7 * n, 7))
+    d = dist(x)
+    _check_dist(d, x.tolist())
+    assert isinstance(d.p50, int) and isinstance(d.mean, float)
+    assert (dist([]).n, dist([]).mean, dist([]).p50, dist([]).p99, dist([]).max) == (0, 0.0, 0, 0, 0)

@@ -1,0 +1,196 @@
+"""readers/source.py on small files: reading, gzip, size caps and JSON repair, checked against gzip/zlib/json.
+
+GIVEN small files written here (plain, gzip, several gzip members, padded,
+truncated, corrupt) and small JSON documents with one kind of damage each,
+WHEN read / decoded, THEN the bytes equal what Python's own gzip / json give
+for the intact part, caps hold at exactly the limit, and each warning or error
+is the one line documented in source.py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import random
+import struct
+
+import msgspec
+import pytest
+
+from expo_prof.errors import BadInput
+from expo_prof.readers import source
+from expo_prof.readers.source import Sink, decode_json, gzip_size_hint, inflate, read_bytes
+
+DOC = json.dumps({"traceEvents": [{"name": f"e{i}", "ts": i, "dur": 1} for i in range(300)]}).encode()
+
+
+def _gz(tmp_path, name, data, **kw):
+    p = tmp_path / name
+    p.write_bytes(gzip.compress(data, **kw))
+    return p
+
+
+def test_plain_file_is_read_whole_with_progress(tmp_path):
+    p = tmp_path / "t.json"
+    p.write_bytes(DOC)
+    seen = []
+    got = read_bytes(p, progress=seen.append)
+    assert bytes(got.data) == DOC and got.warnings == [] and got.compressed is False
+    assert seen == [len(DOC)]
+    # AND a cap of exactly the size is enough; one byte less is refused in one line naming both sizes
+    assert bytes(read_bytes(p, max_bytes=len(DOC)).data) == DOC
+    with pytest.raises(BadInput) as ei:
+        read_bytes(p, max_bytes=len(DOC) - 1)
+    assert str(ei.value) == f"{p}: {len(DOC) / 1e6:.1f} MB is over the {(len(DOC) - 1) / 1e6:.1f} MB size cap (raise it with --max-bytes)"
+
+
+def test_missing_file_is_bad_input(tmp_path):
+    p = tmp_path / "nope.json"
+    with pytest.raises(BadInput) as ei:
+        read_bytes(p)
+    assert str(ei.value) == f"{p}: cannot read (No such file or directory)"
+    assert source.file_size(p) == 0
+    p.write_bytes(b"abc")
+    assert source.file_size(p) == 3
+
+
+def test_gzip_is_detected_by_magic_and_capped_at_exactly_the_limit(tmp_path):
+    p = _gz(tmp_path, "no-gz-suffix.json", DOC)
+    plain = tmp_path / "plain.json.gz"  # a gzip-looking name on a plain file
+    plain.write_bytes(DOC)
+    assert source.is_gzip(p) and not source.is_gzip(plain)
+    assert read_bytes(plain).compressed is False
+    seen = []
+    got = read_bytes(p, progress=seen.append)
+    assert bytes(got.data) == DOC and got.compressed is True and got.warnings == []
+    assert sum(seen) == p.stat().st_size
+    assert bytes(read_bytes(p, max_bytes=len(DOC)).data) == DOC
+    with pytest.raises(BadInput, match=r"decompresses to more than .* \(size cap: a gzip bomb or a trace too large; "
+                                       r"raise it with --max-bytes\)$"):
+        read_bytes(p, max_bytes=len(DOC) - 1)
+
+
+def test_concatenated_members_and_zero_padding(tmp_path):
+    p = tmp_path / "multi.json.gz"
+    p.write_bytes(gzip.compress(DOC[:1000]) + gzip.compress(DOC[1000:]) + b"\0" * 64)
+    got = read_bytes(p)
+    assert bytes(got.data) == DOC == gzip.decompress(gzip.compress(DOC[:1000]) + gzip.compress(DOC[1000:]))
+    assert got.warnings == []
+
+
+def test_truncated_gzip_keeps_what_inflated_and_says_so(tmp_path):
+    full = gzip.compress(DOC * 50, compresslevel=1)
+    p = tmp_path / "cut.json.gz"
+    p.write_bytes(full[: len(full) // 2])
+    got = read_bytes(p)
+    # the oracle: what zlib inflates from the same prefix
+    d = __import__("zlib").decompressobj(wbits=31)
+    want = d.decompress(full[: len(full) // 2]) + d.flush()
+    assert bytes(got.data) == want and 0 < len(want) < len(DOC) * 50
+    assert got.warnings == [f"{p}: gzip stream is truncated; read the first {len(want) / 1e6:.1f} MB decompressed"]
+    # AND a file cut inside the header holds nothing at all
+    p.write_bytes(full[:10])
+    with pytest.raises(BadInput, match=r"gzip stream is truncated before any data$"):
+        read_bytes(p)
+
+
+def test_corrupt_gzip_keeps_what_came_before(tmp_path):
+    # GIVEN 3 MB that do not compress (so several 1 MiB pieces inflate before the damage at 2.5 MB)
+    raw = random.Random(1).randbytes(3_000_000)
+    full = bytearray(gzip.compress(raw, compresslevel=1))
+    mid = 2_500_000
+    full[mid : mid + 40] = b"\xff" * 40
+    p = tmp_path / "bad.json.gz"
+    p.write_bytes(bytes(full))
+    got = read_bytes(p)
+    assert len(got.warnings) == 1 and got.warnings[0].startswith(f"{p}: gzip data is corrupt (")
+    assert got.warnings[0].endswith(f"; kept the {len(got.data) / 1e6:.1f} MB decompressed before it")
+    assert raw.startswith(bytes(got.data)) and len(got.data) >= 1 << 20
+
+
+@pytest.mark.parametrize("piece", [1, 7, 4096])
+def test_inflate_yields_pieces_no_larger_than_asked(tmp_path, piece):
+    p = _gz(tmp_path, "p.gz", DOC[:3000])
+    with open(p, "rb") as f:
+        pieces = list(inflate(p, f, 10**9, None, [], piece=piece))
+    assert b"".join(pieces) == DOC[:3000] and max(map(len, pieces)) <= piece
+    assert all(pieces)
+
+
+def test_size_hint_is_the_trailer_when_plausible():
+    data = gzip.compress(DOC)
+    f = io.BytesIO(data)
+    f.seek(5)
+    assert gzip_size_hint(f, len(data), 10**9) == len(DOC) and f.tell() == 5  # position kept
+    assert gzip_size_hint(f, len(data), len(DOC)) == len(DOC)  # the cap itself is plausible
+    assert gzip_size_hint(f, len(data), len(DOC) - 1) == 0  # over the cap: not trusted
+    assert gzip_size_hint(io.BytesIO(b"x" * 17), 17, 10**9) == 0  # no room for header + trailer
+    # a trailer claiming more than 100x the file size (or 0) is not trusted either
+    lie = data[:-4] + struct.pack("<I", len(data) * 100 + 1)
+    assert gzip_size_hint(io.BytesIO(lie), len(lie), 10**12) == 0
+    ok = data[:-4] + struct.pack("<I", len(data) * 100)
+    assert gzip_size_hint(io.BytesIO(ok), len(ok), 10**12) == len(data) * 100
+    zero = data[:-4] + struct.pack("<I", 0)
+    assert gzip_size_hint(io.BytesIO(zero), len(zero), 10**12) == 0
+
+
+def test_sink_grows_past_its_capacity():
+    s = Sink(4)
+    for chunk in (b"abc", b"defgh", b"", b"ij"):
+        s.put(chunk)
+    assert bytes(s.buf[: s.used]) == b"abcdefghij" and s.used == 10
+
+
+def test_mb_formatting():
+    assert [source._mb(n) for n in (0, 1_234_567, 999_999_999, 10**9, 2_345_678_901)] == [
+        "0.0 MB", "1.2 MB", "1000.0 MB", "1.00 GB", "2.35 GB"]
+
+
+DEC = msgspec.json.Decoder()
+
+
+def test_decode_repairs_each_kind_of_damage_with_one_warning():
+    # invalid UTF-8 inside a string: replaced, counted
+    v = decode_json(b'{"traceEvents": [{"name": "a\xff\xfeb"}]}', DEC, "f")
+    assert v.value == {"traceEvents": [{"name": "a\ufffd\ufffdb"}]}
+    assert v.warnings == ["f: 2 invalid UTF-8 byte sequence(s) in strings replaced by U+FFFD"]
+    # a raw control character: replaced by a space, counted
+    v = decode_json(b'{"traceEvents": [{"name": "a\x01b\x02"}]}', DEC, "f")
+    assert v.value == {"traceEvents": [{"name": "a b "}]}
+    assert v.warnings == ["f: 2 raw control character(s) inside strings replaced by spaces"]
+    # only raw tabs / newlines: their own message
+    v = decode_json(b'{"traceEvents": [{"name": "a\tb\nc"}]}', DEC, "f")
+    assert v.value == {"traceEvents": [{"name": "a b c"}]}
+    assert v.warnings == ["f: raw tabs/newlines inside strings replaced by spaces"]
+
+
+def test_truncated_and_malformed_documents_keep_the_complete_events():
+    good = b'{"traceEvents": [{"a": 1}, {"b": {"c": 2}}, {"d": 3}'
+    v = decode_json(good + b', {"e": ', DEC, "f")
+    assert v.value == {"traceEvents": [{"a": 1}, {"b": {"c": 2}}, {"d": 3}]}
+    (w,) = v.warnings
+    assert w.startswith("f: JSON is truncated (") and w.endswith(f"kept the events before byte {len(good):,}, "
+                                                                 f"skipped the last {len(good) + 8 - len(good):,} bytes")
+    # a document cut right after an element keeps that element
+    v = decode_json(good, DEC, "f")
+    assert v.value["traceEvents"][-1] == {"d": 3}
+    # garbage in the middle: "malformed", everything before it kept
+    v = decode_json(b'{"traceEvents": [{"a": 1}, {"b": 2}, @@@ {"c": 3}]}', DEC, "f")
+    assert v.value == {"traceEvents": [{"a": 1}, {"b": 2}]} and "JSON is malformed (" in v.warnings[0]
+    # a bare array: closed with "]"; nothing complete left: an empty list
+    arr = msgspec.json.Decoder(list)
+    assert decode_json(b'[{"a": 1}, {"b": 2}, {"c"', arr, "f").value == [{"a": 1}, {"b": 2}]
+    v = decode_json(b'  [{"a', arr, "f")
+    assert v.value == [] and "kept the events before byte 0," in v.warnings[0]
+    # nothing recoverable: one-line BadInput with msgspec's reason
+    with pytest.raises(BadInput, match=r"^f: not valid JSON \("):
+        decode_json(b"@@@", DEC, "f")
+    with pytest.raises(BadInput, match=r"^f: not valid JSON \("):
+        decode_json(b'{"traceEvents": {"a', DEC, "f", container="object")
+
+
+def test_schema_errors_are_not_repaired():
+    # GIVEN a typed decoder and a well-formed document of the wrong shape THEN the ValidationError passes through
+    with pytest.raises(msgspec.ValidationError):
+        decode_json(b'{"traceEvents": 5}', msgspec.json.Decoder(dict[str, list]), "f")
