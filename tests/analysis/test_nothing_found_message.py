@@ -1,10 +1,10 @@
-"""The one-line "nothing found" message of ``analyze`` (analysis/aggregate.py), word for word.
+"""The "nothing found" error of ``analyze`` (analysis/aggregate.py), word for word.
 
 GIVEN hand-built timelines without any target instance, WHEN analysed, THEN
-NothingFound carries one line naming how many timelines and events were
-searched, what was looked for (the built-in rules, or the --op pattern), and
-the similar names present — long names cut to 120 characters (117 + "...") —
-or that none are.
+NothingFound carries one short line naming how many timelines and events were
+searched, and as details (printed as a short list under it) what was looked
+for (the built-in rules, or the --op pattern) and the similar names present —
+long names cut to 120 characters (117 + "...") — or that none are.
 """
 
 from __future__ import annotations
@@ -18,13 +18,21 @@ from expo_prof.errors import NothingFound
 from expo_prof.timeline import Kind
 
 LANES = [(THREAD, "cpu", "thread 1"), (STREAM, "cuda:0", "stream 7")]
-HEAD = "no target instance found in {n} timeline(s), {e} events; looked for: "
+class _Head:
+    @staticmethod
+    def format(n: int, e: int) -> str:
+        return f"no target instance found in {n} timeline{'' if n == 1 else 's'} ({e} events); looked for: "
+
+
+HEAD = _Head
 
 
 def _message(tls, op=None):
+    """The error line and its details, joined as the JSON's per-recording ``error`` joins them."""
     with pytest.raises(NothingFound) as ei:
         analyze(tls, op=op)
-    return str(ei.value)
+    assert "; " not in str(ei.value)  # the line itself stays short: the rest are details
+    return "; ".join([str(ei.value), *ei.value.details])
 
 
 def test_similar_names_are_listed_most_frequent_first_and_long_ones_cut(make_tl):
