@@ -14,6 +14,7 @@ def test_wait_past_the_timeout_falls_back_inline_and_is_counted(tmp_path):
     lane = CpuThreadLane(seed=1, wait_timeout_s=0.0)
     ov = Overlay(EventLog(str(tmp_path)), lane_factory=lambda device, instrument: lane)
     rows, vocab = 400, 100_000
+    probs = torch.rand(rows, vocab)  # made before the launch: the sampler asks right after it (no race with the draw)
     step = ov.begin_step(rows=rows, vocab=vocab, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
     ov.end_forward(step)
     inline_calls = []
@@ -23,7 +24,7 @@ def test_wait_past_the_timeout_falls_back_inline_and_is_counted(tmp_path):
         return probs.argmax(dim=-1)
 
     # WHEN the sampler asks for q before the draw is done
-    tokens = overlay_random_sample(torch.rand(rows, vocab), {}, False, inline=inline, overlay=ov)
+    tokens = overlay_random_sample(probs, {}, False, inline=inline, overlay=ov)
     # THEN the step drew inline and counts as an error fallback
     assert inline_calls == [(rows, vocab)] and tokens.shape == (rows,)
     assert step.fallback == "error" and not step.used
