@@ -33,8 +33,7 @@ def test_ab_on_the_cpu_server(tiny_model, vllm_available, vllm_lock, tmp_path, m
     with vllm_lock():
         # WHEN a 2×2 A/B with a tiny built-in workload runs
         proc = run_cli("ab", "--repeat", "2", "--num-prompts", "6", "--input-len", "48", "--output-len", "24",
-                       "--session-dir", str(session), "--json", "-o", str(tmp_path / "ab.json"), "--", *server,
-                       cwd=tmp_path, timeout=900)
+                       "--session-dir", str(session), "--", *server, cwd=tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     # THEN the session holds off, on, off, on, all ok
     s = json.loads((session / "session.json").read_text())
@@ -43,6 +42,9 @@ def test_ab_on_the_cpu_server(tiny_model, vllm_available, vllm_lock, tmp_path, m
     # AND the printed report has both tables, the why line and a verdict with its uncertainty
     out = proc.stdout
     assert "each run" in out and "change of the means" in out and "why:" in out and "verdict:" in out
+    # AND the same comparison as JSON in a file, from the kept session (what `ab --json -o FILE` writes)
+    saved = run_cli("compare", str(session), "--json", "-o", str(tmp_path / "ab.json"), cwd=tmp_path)
+    assert saved.returncode == 0, saved.stderr
     result = json.loads((tmp_path / "ab.json").read_text())
     v = result["verdict"]
     assert v["decision"] in ("enable", "keep off", "no significant difference")
