@@ -113,7 +113,8 @@ def test_sensitivity_rejudges_each_choice_of_left_out_runs():
         assert s.ci_pct == pytest.approx([100 * ci.low / mean_a, 100 * ci.high / mean_a], rel=1e-9)
         assert s.decision == want and s.changes_verdict is (want != main)
         # AND its statement says so in words
-        assert s.statement.startswith(f"{s.what} ({', '.join(runs)}): output tok/s {change:+.2f}% (95% CI ")
+        ci_text = f"(95% CI {100 * ci.low / mean_a:+.2f}% to {100 * ci.high / mean_a:+.2f}%)"
+        assert s.statement.startswith(f"{s.what} ({', '.join(runs)}): output tok/s {change:+.2f}% {ci_text}")
         assert f", p={p:.3g} → {want}" in s.statement
         assert s.statement.endswith(f" (instead of: {main})" if want != main else f"→ {want}")
     # AND the verdict names every choice that would change it

@@ -158,6 +158,11 @@ def test_exact_limit_is_inclusive():
     exact = _brute_sign_flip_p(d)
     assert abs(r17.p - exact) < 5 * math.sqrt(exact * (1 - exact) / stats.MC_RESAMPLES) + 1e-3
     assert stats.sign_flip_test(np.zeros(17), d).p == r17.p
+    # AND for data with no clear effect (a p far from both ends) the resampled signs are fair +-1 coin flips
+    d0 = np.random.default_rng(5).normal(0.0, 1.0, 17)
+    exact0 = _brute_sign_flip_p(d0)
+    assert 0.2 < exact0 < 0.9
+    assert abs(stats.sign_flip_test(np.zeros(17), d0).p - exact0) < 5 * math.sqrt(exact0 * (1 - exact0) / stats.MC_RESAMPLES)
 
 
 def test_unpaired_exact_limit_is_inclusive():
@@ -173,6 +178,10 @@ def test_monte_carlo_p_never_reaches_zero():
     r = stats.sign_flip_test(np.zeros(20), np.ones(20))
     # THEN the p of a Monte Carlo test is (0 + 1) / (R + 1) per tail, doubled: its own min_p
     assert r.exact is False and r.p == pytest.approx(2 / (stats.MC_RESAMPLES + 1)) and r.min_p == r.p
+    # (and the same in the lower tail: B below every arrangement)
+    low = stats.sign_flip_test(np.zeros(20), -np.ones(20))
+    assert low.p == pytest.approx(2 / (stats.MC_RESAMPLES + 1))
+    assert stats.permutation_test(np.ones(12), np.zeros(12)).p == pytest.approx(2 / (stats.MC_RESAMPLES + 1))
     u = stats.permutation_test(np.zeros(12), np.ones(12))
     assert math.comb(24, 12) > stats.EXACT_LIMIT
     assert u.exact is False and u.name == "permutation" and u.statistic == 1.0

@@ -36,16 +36,18 @@ def _message(tls, op=None):
 
 
 def test_similar_names_are_listed_most_frequent_first_and_long_ones_cut(make_tl):
-    # GIVEN a 120-character uniform-kernel name (3 times) and a 130-character one (once), on two timelines
+    # GIVEN a 120-character uniform-kernel name (3 times), a 121-character one (twice) and a 130-character one
     n120 = "uniform_kernel_" + "x" * 105
+    n121 = "sampler_" + "z" * 113
     n130 = "rand_fill_" + "y" * 120
-    assert (len(n120), len(n130)) == (120, 130)
+    assert (len(n120), len(n121), len(n130)) == (120, 121, 130)
     tl1 = make_tl(LANES, [(1, 10 * i, 5, n120, Kind.KERNEL) for i in range(3)])
-    tl2 = make_tl(LANES, [(1, 0, 5, n130, Kind.KERNEL), (0, 0, 5, "aten::add", Kind.CPU_OP)])
+    tl2 = make_tl(LANES, [(1, 0, 5, n130, Kind.KERNEL), (0, 0, 5, "aten::add", Kind.CPU_OP),
+                          (1, 10, 5, n121, Kind.KERNEL), (1, 20, 5, n121, Kind.KERNEL)])
     msg = _message([tl1, tl2])
-    # THEN: 2 timelines, 5 events, the built-in rules, and the names (the 120-char one whole, the other cut)
-    shown = f"{n120!r}, {(n130[:117] + '...')!r}"
-    assert msg == (HEAD.format(n=2, e=5) + "; ".join(LOOKED_FOR)
+    # THEN: 2 timelines, 7 events, the built-in rules, and the names (120 chars whole, longer ones cut to 120)
+    shown = f"{n120!r}, {(n121[:117] + '...')!r}, {(n130[:117] + '...')!r}"
+    assert msg == (HEAD.format(n=2, e=7) + "; ".join(LOOKED_FOR)
                    + f"; similar names present: {shown} (try --op REGEX)")
 
 

@@ -122,6 +122,18 @@ def test_one_run_has_no_run_labels(make_tl):
                       "(another view of the same draws would count each twice; choose with --source)"]
 
 
+def test_a_format_outside_the_priority_list_is_used_when_alone_and_loses_otherwise(make_tl):
+    # GIVEN rank 0 from a format the priority list does not know, alone and next to a Kineto export
+    ev = [(2, 0, 40, EXP_KERNEL, Kind.KERNEL)]
+    other = make_tl(LANES, ev, rank=0, fmt="hand-made")
+    r = analyze([other])
+    assert r.ranks[0].fmt == "hand-made" and r.summary.instances == 1 and r.warnings == []
+    r = analyze([other, make_tl(LANES, ev, rank=0)])
+    assert r.ranks[0].fmt == "kineto" and r.summary.instances == 1
+    assert r.warnings == ["rank 0: used the kineto input(s); ignored hand-made input(s) of the same rank "
+                          "(another export of the same run would count each instance twice)"]
+
+
 def test_run_labels_must_match_and_op_must_compile(make_tl):
     tls, _ = _runs(make_tl)
     with pytest.raises(ValueError, match=r"^runs: 1 labels for 4 timelines$"):

@@ -143,8 +143,9 @@ def test_sink_grows_past_its_capacity():
 
 
 def test_mb_formatting():
-    assert [source._mb(n) for n in (0, 1_234_567, 999_999_999, 10**9, 2_345_678_901)] == [
-        "0.0 MB", "1.2 MB", "1000.0 MB", "1.00 GB", "2.35 GB"]
+    # decimal units (10**6, 10**9 bytes), one rounding: 1.35 MB and 1.235 GB round up
+    assert [source._mb(n) for n in (0, 1_234_567, 1_350_000, 999_999_999, 10**9, 1_235_000_000, 2_345_678_901)] == [
+        "0.0 MB", "1.2 MB", "1.4 MB", "1000.0 MB", "1.00 GB", "1.24 GB", "2.35 GB"]
 
 
 DEC = msgspec.json.Decoder()
