@@ -39,6 +39,7 @@ FLOAT_EXACT_LIMIT_US = float(2**43)
 _NUM_RE = re.compile(r"\s*(-?)(\d*)(?:\.(\d*))?\s*")
 
 _POW10 = np.array([10**k for k in range(19)], dtype=np.int64)
+_POW10U = _POW10.astype(np.uint64)
 
 
 def us_text_to_ns(text: str | bytes) -> int:
@@ -95,9 +96,11 @@ def us_floats_to_ns(a: np.ndarray) -> np.ndarray:
     big = shift >= 62
     small = ~big
     if small.any():
-        s = shift[small]
-        half = np.left_shift(np.int64(1), s - 1)
-        out[small] = np.right_shift(prod[small] + half, s)
+        # In uint64: prod < 2**53 * 1000 < 2**63, but prod + half can pass 2**63 when the shift is 59..61
+        # (|x| in about [0.0035, 0.0156) µs); in int64 that wrapped and flipped the sign.
+        s = shift[small].astype(np.uint64)
+        half = np.left_shift(np.uint64(1), s - np.uint64(1))
+        out[small] = np.right_shift(prod[small].astype(np.uint64) + half, s).astype(np.int64)
     if big.any():  # |x*1000| < 2: a float is exact enough to round
         out[big] = np.floor(x[big] * 1000.0 + 0.5).astype(np.int64)
     out[neg] = -out[neg]
@@ -189,10 +192,14 @@ def _parse_chunk(
     p = np.where(idx < a, a - idx + 2, 3 - (idx - a))
     p = np.where(is_digit, p, -99)
     too_big = np.maximum.reduceat(p, lo) > 18
-    val = np.where(is_digit, c - 48, 0).astype(np.int64)
-    contrib = np.where(p >= 0, val * _POW10[np.clip(p, 0, 18)], 0)
-    total = np.add.reduceat(contrib, lo)  # < 9.2e18 for valid tokens (too_big excluded)
-    total += np.add.reduceat(np.where((p == -1) & (val >= 5), 1, 0).astype(np.int64), lo)
+    val = np.where(is_digit, c - 48, 0).astype(np.uint64)
+    # In uint64 (19 digits < 1e19 < 2**64): a 16-digit µs integer part reaches 1e19 ns, past int64, and must be
+    # reported as bad, not wrap around.
+    contrib = np.where(p >= 0, val * _POW10U[np.clip(p, 0, 18)], np.uint64(0))
+    total = np.add.reduceat(contrib, lo, dtype=np.uint64)
+    total += np.add.reduceat(np.where((p == -1) & (val >= 5), 1, 0).astype(np.uint64), lo, dtype=np.uint64)
+    too_big |= total > np.uint64(2**63 - 1)
+    total = np.where(too_big, 0, total).astype(np.int64)
     total = np.where(nminus > 0, -total, total)
     ok &= ~too_big
     out[:] = np.where(ok, total, 0)
