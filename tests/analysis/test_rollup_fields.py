@@ -130,8 +130,9 @@ def test_a_format_outside_the_priority_list_is_used_when_alone_and_loses_otherwi
     assert r.ranks[0].fmt == "hand-made" and r.summary.instances == 1 and r.warnings == []
     r = analyze([other, make_tl(LANES, ev, rank=0)])
     assert r.ranks[0].fmt == "kineto" and r.summary.instances == 1
-    assert r.warnings == ["rank 0: used the kineto input(s); ignored hand-made input(s) of the same rank "
-                          "(another export of the same run would count each instance twice)"]
+    assert r.warnings == []
+    assert r.info == ["rank 0: 1 instance from kineto; the hand-made input(s) of the same rank not counted "
+                      "(another view of the same draws would count each twice; choose with --source)"]
 
 
 def test_run_labels_must_match_and_op_must_compile(make_tl):
