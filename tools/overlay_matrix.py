@@ -1,7 +1,7 @@
 """The overlay against the real sources of every vLLM / vllm-ascend it claims.
 
 For each row a real wheel is fetched with ``pip download --no-deps`` into
-``.cache/wheels`` (wheels are zip files: nothing is installed) and checked:
+``~/.cache/expo-prof/wheels`` (``EXPO_PROF_WHEEL_CACHE``; wheels are zip files: nothing is installed) and checked:
 
 * **runner** — the model-runner class is read from the wheel's source (AST):
   the seam the overlay would hook (:func:`overlay.patches._runner.pick_seam`,
@@ -26,6 +26,7 @@ import ast
 import contextlib
 import fcntl
 import inspect
+import os
 import subprocess
 import sys
 import types
@@ -35,7 +36,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-CACHE = REPO / ".cache" / "wheels"
+#: Downloaded wheels (about 8 GB for the whole matrix): outside the checkout, so every clone and CI run on a
+#: machine shares them; EXPO_PROF_WHEEL_CACHE points elsewhere.
+CACHE = Path(os.environ.get("EXPO_PROF_WHEEL_CACHE") or Path.home() / ".cache" / "expo-prof" / "wheels")
 DOC = REPO / "docs" / "overlay.md"
 BEGIN, END = "<!-- version-matrix:begin -->", "<!-- version-matrix:end -->"
 
@@ -83,7 +86,7 @@ class Row:
 
 
 def wheel(dist: str, version: str) -> Path:
-    """The wheel of ``dist==version`` in ``.cache/wheels`` (downloaded once, under a lock)."""
+    """The wheel of ``dist==version`` in the wheel cache (downloaded once, under a lock)."""
     CACHE.mkdir(parents=True, exist_ok=True)
     stem = f"{dist.replace('-', '_')}-{version}-"
     with open(CACHE / ".lock", "a+") as lock:

@@ -1,7 +1,7 @@
 """Each row of the version matrix in docs/overlay.md, re-checked against its real wheel.
 
 GIVEN the real wheel of a vLLM / vllm-ascend release (``pip download --no-deps``
-into ``.cache/wheels``, once, under a lock), WHEN the overlay's patch code is
+into ``~/.cache/expo-prof/wheels``, once per machine, under a lock), WHEN the overlay's patch code is
 run against its real sources (tools/overlay_matrix.py), THEN the runner has a
 seam ``execute_model`` calls, the replacement ``random_sample`` has exactly the
 original's parameters, one CPU step gives the original's tokens, and the
