@@ -113,6 +113,12 @@ class EventLog:
         self.used = 0
         self.fallbacks: Counter[str] = Counter()
         self.unattributed = 0
+        #: Largest single q launched, and the most q memory alive at any
+        #: launch (the new q included), in bytes (summary keys, additive).
+        self.q_max_bytes = 0
+        self.q_peak_bytes = 0
+        #: The q held through vLLM's memory profiling (0: profiling never ran).
+        self.q_reserved_bytes = 0
 
     @classmethod
     def from_env(cls, *, instrument: bool) -> EventLog:
@@ -159,6 +165,7 @@ class EventLog:
             self._file = None
             self._writer = None
             self.steps = self.launched = self.used = self.unattributed = 0
+            self.q_max_bytes = self.q_peak_bytes = self.q_reserved_bytes = 0
             self.fallbacks.clear()
 
     def _open(self) -> bool:
@@ -228,6 +235,21 @@ class EventLog:
         )
         self.drain(NOTICE_WAIT_S)
 
+    def note_q(self, q: Any, lane: Any, reserved: bool = False) -> None:
+        """Count a launched ``q``: its size and the q memory alive with it.
+
+        ``reserved``: the q held through vLLM's memory profiling (not a step).
+        """
+        held = getattr(lane, "held_bytes", None)
+        if q is None or held is None:
+            return
+        nbytes = q.numel() * q.element_size()
+        if reserved:
+            self.q_reserved_bytes = max(self.q_reserved_bytes, nbytes)
+        else:
+            self.q_max_bytes = max(self.q_max_bytes, nbytes)
+        self.q_peak_bytes = max(self.q_peak_bytes, held())
+
     def summary(self) -> dict[str, Any]:
         """The ``summary`` object for the lines written so far."""
         with self._lock:
@@ -248,6 +270,9 @@ class EventLog:
                 "dropped": w.dropped if w else 0,
                 "dropped_notices": w.dropped_notices if w else 0,
                 "max_bytes": self.max_bytes,
+                "q_max_bytes": self.q_max_bytes,
+                "q_peak_bytes": self.q_peak_bytes,
+                "q_reserved_bytes": self.q_reserved_bytes,
                 "t_ns": time.monotonic_ns(),
             }
 

@@ -21,6 +21,7 @@ import os
 import queue
 import threading
 import time
+import weakref
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -270,6 +271,10 @@ class CpuThreadLane:
             self._buffers[dtype] = buf
         return buf
 
+    def held_bytes(self) -> int:
+        """Bytes of ``q`` memory the lane holds: its reused buffers (one per dtype)."""
+        return sum(buf.numel() * buf.element_size() for buf in self._buffers.values())
+
     def launch(self, rows: int, vocab: int, dtype: Any, device: Any) -> Draw:
         """Hand a ``[rows, vocab]`` draw to the worker; returns at once."""
         if self._torch.device(device).type != "cpu":
@@ -356,6 +361,11 @@ class DeviceStreamLane:
         #: ``torch.empty`` unless a test counts allocations (FakeAllocator).
         self._allocate = allocate or torch.empty
         self.side = self.mod.Stream(device=self.device)
+        #: Bytes of the q tensors still alive (whoever holds them: the lane, a
+        #: step, the sampler), counted down by a finalizer when the last
+        #: reference goes - the figure the summary's ``q_peak_bytes`` reports.
+        self._live_bytes = 0
+        self._live_lock = threading.Lock()
         global _ranges
         _ranges = device_ranges(self.mod)
 
@@ -395,8 +405,20 @@ class DeviceStreamLane:
             draw.done.record(self.side)
         if self.instrument:
             draw.exp[1] = draw.done
+        nbytes = q.numel() * q.element_size()
+        with self._live_lock:
+            self._live_bytes += nbytes
+        weakref.finalize(q, self._freed, nbytes)
         draw.q = q
         return draw
+
+    def _freed(self, nbytes: int) -> None:
+        with self._live_lock:
+            self._live_bytes -= nbytes
+
+    def held_bytes(self) -> int:
+        """Bytes of ``q`` tensors alive now (launched and not yet released by every holder)."""
+        return self._live_bytes
 
     def wait(self, draw: Draw) -> tuple[Any, Any, Any]:
         """Make the current stream wait for ``q`` on the device; no host sync."""

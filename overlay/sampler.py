@@ -182,6 +182,7 @@ class Overlay:
             try:
                 step.draw = lane.launch(rows, vocab, dtype, device)
                 step.launched = True
+                self.log.note_q(step.draw.q, lane)
             except Exception as exc:  # noqa: BLE001 - a lane failure is a fallback
                 step.fallback = "error"
                 self._lane_error(exc)
@@ -282,7 +283,10 @@ class Overlay:
         self._check_fork()
         if rows <= 0 or vocab <= 0:
             return None
-        return self.lane_for(device).launch(rows, vocab, dtype, device)
+        lane = self.lane_for(device)
+        draw = lane.launch(rows, vocab, dtype, device)
+        self.log.note_q(draw.q, lane, reserved=True)
+        return draw
 
     def release(self, draw: Any) -> None:
         """Wait for a reserved q (stream order) and drop it."""

