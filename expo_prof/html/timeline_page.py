@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from expo_prof.html.assets import render_page
 from expo_prof.html.escape import text
+from expo_prof.html.timeline_data import encode_for_page
 
 #: Our own markup only: every text that comes from a trace is set by the page's JavaScript via textContent.
 BODY = """<header>
@@ -50,7 +51,7 @@ def render(payload: dict) -> str:
     return render_page(
         title=str(payload.get("title") or "expo-prof timeline"),
         body=body,
-        data=payload,
+        data=encode_for_page(payload),
         scripts=["common.js", "timeline.js"],
         styles=["common.css"],
     )
