@@ -181,3 +181,25 @@ def test_small_page_is_small(tmp_path, vllm_cpu_trace):
     doc = timeline_document([vllm_cpu_trace])
     assert len(doc.text.encode()) < 2_500_000
     assert "plotly.js (basic - minified) v4.1.1" in doc.text
+
+
+def test_report_tables_fit_or_scroll(tmp_path, open_page, vllm_cpu_trace):
+    """GIVEN the report page of a real trace WHEN shown 900 px wide (narrower than its widest table)
+    THEN the page itself never scrolls sideways: every table stays inside the viewport and scrolls in its own box."""
+    from expo_prof.html.build import report_document
+
+    out = tmp_path / "r.html"
+    out.write_text(report_document([vllm_cpu_trace]).text)
+    page = open_page(out)
+    page.send("Emulation.setDeviceMetricsOverride", {"width": 900, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+    page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    tables = page.evaluate(
+        "Array.from(document.querySelectorAll('table.grid')).map(t => [t.getBoundingClientRect().right, t.scrollWidth,"
+        " t.clientWidth, getComputedStyle(t).overflowX])"
+    )
+    assert tables
+    assert page.evaluate("document.documentElement.scrollWidth") <= 900
+    for right, sw, cw, ov in tables:
+        assert right <= 900 and ov == "auto"
+    assert any(sw > cw for _, sw, cw, _ in tables)  # at least one needed its own scroll bar at this width
+    assert page.errors() == []

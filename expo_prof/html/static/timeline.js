@@ -85,7 +85,6 @@
   const wait = new Table(D.wait);
   const workCat = Int8Array.from(D.work.cat);
   const pieceHidden = Int8Array.from(D.piece.hidden);
-  const instExposed = Float64Array.from(D.inst.exposed);
 
   // Steps per group, and windows per step id for "jump to step": per source format, over all
   // ranks of it (one format numbers steps one way; the overlay log and a trace may differ).
