@@ -115,7 +115,7 @@ def build_page(name: str, n: int) -> dict:
         sys.path.insert(0, str(REPO / "tests" / "html"))
         from dense_trace import dense_cuda_timeline
 
-        tl = dense_cuda_timeline(max(1, n // 101))
+        tl = dense_cuda_timeline(max(1, -(-n // 101)))
     else:
         tl = replicate(readers.load([REAL / rel]).timelines[0], n)
     t0 = time.perf_counter()

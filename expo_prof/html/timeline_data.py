@@ -12,8 +12,9 @@ markup.
 Python twin, the page's JavaScript the other): every ``start`` column holds
 differences to the previous row, and the pieces, which tile their instance
 almost always without gaps, become a signed length (``d`` > 0 hidden, < 0
-exposed) and the ``gap`` since the previous piece's end (or the instance's
-start) — mostly a single ``0``. A million pieces then take about 8 bytes each.
+exposed) and, sparsely (``gap_at``, ``gap``), the pieces that do not start where
+the previous piece (or their instance) ended. A million pieces then take about
+6 bytes each.
 
 Columns (all sorted by lane, then start):
 
@@ -276,7 +277,9 @@ def encode_for_page(payload: dict) -> dict:
     prev_end = np.where(first, np.asarray(ic["start"], dtype=np.int64)[inst] if len(inst) else start,
                         np.concatenate(([0], start[:-1] + dur[:-1])))
     d = np.where(np.asarray(pc["hidden"]) > 0, dur, -dur)
-    out["piece"] = {"gap": start - prev_end, "d": d}
+    gap = start - prev_end
+    at = np.flatnonzero(gap)  # sparse: pieces nearly always tile their instance
+    out["piece"] = {"d": d, "gap_at": at, "gap": gap[at]}
     out["encoding"] = "delta-start, signed-piece"
     return out
 
@@ -291,8 +294,9 @@ def decode_page(data: dict) -> dict:
     ic = out["inst"]
     npc = np.asarray(ic["np"], dtype=np.int64)
     inst = np.repeat(np.arange(len(npc), dtype=np.int64), npc)
-    gap = np.asarray(data["piece"]["gap"], dtype=np.int64)
     d = np.asarray(data["piece"]["d"], dtype=np.int64)
+    gap = np.zeros(len(d), dtype=np.int64)
+    gap[np.asarray(data["piece"]["gap_at"], dtype=np.int64)] = np.asarray(data["piece"]["gap"], dtype=np.int64)
     dur = np.abs(d)
     start = np.empty(len(d), dtype=np.int64)
     ist = np.asarray(ic["start"], dtype=np.int64)

@@ -16,7 +16,8 @@
     for (let i = 1; i < a.length; i++) a[i] += a[i - 1];
   }
   (function unpackPieces() {
-    const gap = D.piece.gap, d = D.piece.d, n = d.length;
+    const d = D.piece.d, n = d.length, gap = new Float64Array(n);
+    for (let k = 0; k < D.piece.gap_at.length; k++) gap[D.piece.gap_at[k]] = D.piece.gap[k];
     const P = { inst: new Int32Array(n), start: new Float64Array(n), dur: new Float64Array(n), hidden: new Int8Array(n) };
     let k = 0;
     for (let i = 0; i < D.inst.np.length; i++) {
@@ -655,6 +656,11 @@
   const nSteps = Array.from(stepWins.values()).reduce((m, w) => Math.max(m, w.size), 0);
   const target = D.run && D.run.target ? "matched-op" : "exponential";
   const notes = [D.lod.text + ".", nInst + " " + target + " instances drawn individually.", nSteps + " steps."];
+  if (D.busy_cover.lanes.length) {
+    notes.splice(1, 0, "Busy shares are exact while a pixel spans at least " + Expo.fmtNs(D.busy_cover.bin_ns) +
+      "; zoomed in closer, the merged intervals are drawn.");
+  }
+  notes.push("Dense lanes: each pixel column shows the share of its time covered, hidden : exposed in proportion.");
   if (D.clock_note) notes.push(D.clock_note + ".");
   if (D.origin_is_epoch) notes.push("t = 0 is " + new Date(Number(BigInt(D.origin_ns) / 1000000n)).toISOString() + ".");
   Expo.setText("lod", notes.join(" "));
@@ -676,9 +682,7 @@
     gd.on("plotly_relayouting", (ev) => { const r = rangeFrom(ev); if (r) paint(r); });
     gd.on("plotly_relayout", (ev) => { paint(rangeFrom(ev) || currentRange()); });
     gd.on("plotly_afterplot", () => { ensureCanvas(); paint(currentRange()); paintOverview(); });
-    ensureCanvas();
-    paint(currentRange());
-    paintOverview();
+    if (!stats.frames) { ensureCanvas(); paint(currentRange()); paintOverview(); } // afterplot has usually painted
     window.expoTimeline = {
       data: D, stats, hit, paint: () => paint(currentRange()), goStep, stepIds: () => stepIds, useStepSource,
       search, runSearch, jumpMatch, matches: () => matches,
