@@ -399,7 +399,7 @@
       const need = ctx.measureText("step " + maxId).width + 10;
       const pxPerStep = k1 - lo > 1 ? (steps.s[idx[k1 - 1]] - steps.s[idx[lo]]) * MS * F.sx / (k1 - lo - 1) : F.w;
       let stride = 1;
-      for (let m = 1; stride * pxPerStep < need; m *= 10) {
+      for (let m = 1; stride * pxPerStep < need && m < 1e9; m *= 10) {
         for (const f of [1, 2, 5]) { stride = f * m; if (stride * pxPerStep >= need) break; }
         if (stride * pxPerStep >= need) break;
         stride = 10 * m;
