@@ -203,3 +203,45 @@ def test_report_tables_fit_or_scroll(tmp_path, open_page, vllm_cpu_trace):
         assert right <= 900 and ov == "auto"
     assert any(sw > cw for _, sw, cw, _ in tables)  # at least one needed its own scroll bar at this width
     assert page.errors() == []
+
+
+def test_merged_busy_lane_shows_its_exact_busy_share(tmp_path, open_page):
+    """GIVEN the dense trace drawn with budgets so small that the forward lane is merged and its 2 µs gaps closed
+    (the merged intervals alone would look ~95 % busy) WHEN the whole trace is on screen
+    THEN the lane's grey bars cover the lane's exact busy share of the time (±5 points), from the per-bin grid."""
+    import importlib.util
+
+    require(importlib.util.find_spec("PIL") is not None, "pillow (dev extra)")
+    from PIL import Image
+
+    from expo_prof.analysis import intervals as iv
+
+    tl = dense_cuda_timeline(400)
+    p = build_payload([analyze_timeline(tl)], detail_budget=0, busy_budget=2_000)
+    lane = next(i for i, ln in enumerate(p["lanes"]) if ln["label"].endswith("stream 7"))
+    assert p["lod"]["gap_closed_ns"] > 0 and p["busy_cover"]["lanes"] == [lane]
+    out = tmp_path / "busy.html"
+    out.write_text(render(p))
+    page = open_page(out)
+    m = tl.lane == 0
+    u = iv.union(tl.start[m], tl.end[m])
+    lo, hi = page.evaluate("expoTimeline.stats.range")
+    t0 = int(tl.start.min())
+    want = float(iv.coverage(u, np.array([t0 + int(lo * 1e6)]), np.array([t0 + int(hi * 1e6)]))[0]) / ((hi - lo) * 1e6)
+    merged = float((np.asarray(p["busy"]["dur"])).sum()) / ((hi - lo) * 1e6)
+    assert merged - want > 0.1  # the merged intervals alone would overstate it
+    page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    shot = tmp_path / "busy.png"
+    page.screenshot(shot)
+    img = np.asarray(Image.open(shot).convert("RGB")).astype(int)
+    y0, y1, x0, x1, h = page.evaluate(
+        f"(() => {{ const fl = document.getElementById('plot')._fullLayout, sz = fl._size, ya = fl.yaxis;"
+        f" const r = document.getElementById('plot').getBoundingClientRect(); const rh = Math.abs(ya.l2p(1) - ya.l2p(0));"
+        f" return [r.top + sz.t + ya.l2p({lane} - 0.5), r.top + sz.t + ya.l2p({lane} + 0.5), r.left + sz.l, r.left + sz.l + sz.w,"
+        f" Math.round(rh * 0.62)]; }})()"
+    )
+    band = img[int(round(min(y0, y1))):int(round(max(y0, y1))), int(round(x0)):int(round(x1))]
+    grey = int((np.abs(band - np.array((184, 194, 204))).sum(axis=2) <= 30).sum())
+    got = grey / (h * band.shape[1])
+    assert abs(got - want) <= 0.05, (got, want, merged)
+    assert page.errors() == []
