@@ -61,6 +61,6 @@ def render(payload: dict) -> str:
         title=str(payload.get("title") or "expo-prof timeline"),
         body=body,
         data=encode_for_page(payload),
-        scripts=["common.js", "timeline.js"],
+        scripts=["common.js", "timeline_paint.js", "timeline.js"],
         styles=["common.css"],
     )
