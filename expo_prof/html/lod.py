@@ -14,6 +14,13 @@ busy intervals per lane:
 
 The budgets bound the file size and the drawing time whatever the trace
 holds (bench/bench_html.py measures both against event count).
+
+Closing gaps (step 3) would make a lane look busier than it was. So for
+each merged lane whose gaps were closed, the page also gets the *exact*
+busy time per bin of a fixed grid (:data:`COVER_BINS` bins over the whole
+span, from the union before any gap was closed). Wherever a screen pixel is
+at least one bin wide the page draws busy time as that exact share; only
+zoomed in further does it draw the merged intervals (and says so).
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ from expo_prof.analysis import intervals as iv
 DETAIL_BUDGET = 120_000
 #: Merged busy intervals drawn (all merged lanes together).
 BUSY_BUDGET = 150_000
+#: Bins of the exact busy-share grid of each gap-closed lane (about 12 screens wide at 1400 px).
+COVER_BINS = 16_384
 
 
 @dataclass
@@ -42,6 +51,9 @@ class Detail:
     merged_events: int  # events that went into busy intervals
     gap_closed_ns: int  # 0, or gaps shorter than this were closed
     notes: list[str] = field(default_factory=list)
+    #: Exact busy ns per bin of ``cover_bin_ns`` from 0, for each gap-closed lane (empty when none was closed).
+    cover: dict[int, np.ndarray] = field(default_factory=dict)
+    cover_bin_ns: int = 0
 
     def describe(self) -> str:
         """One line for the page: what was drawn how."""
@@ -71,6 +83,8 @@ def choose(
     *,
     detail_budget: int = DETAIL_BUDGET,
     busy_budget: int = BUSY_BUDGET,
+    span_ns: int | None = None,
+    cover_bins: int = COVER_BINS,
 ) -> Detail:
     """Pick detailed lanes and merge the rest (see the module docstring)."""
     lane = np.asarray(lane, dtype=np.int64)
@@ -92,9 +106,20 @@ def choose(
     busy_start = np.concatenate(bs) if bs else np.empty(0, np.int64)
     busy_end = np.concatenate(be) if be else np.empty(0, np.int64)
     gap_closed = 0
+    cover: dict[int, np.ndarray] = {}
+    bin_ns = 0
     if len(busy_start) > busy_budget:
-        busy_lane, busy_start, busy_end, gap_closed = coarsen(busy_lane, busy_start, busy_end, busy_budget)
-    return Detail(detailed, busy_lane, busy_start, busy_end, n, len(rows), gap_closed)
+        merged = coarsen(busy_lane, busy_start, busy_end, busy_budget)
+        span = int(span_ns if span_ns is not None else busy_end.max())
+        bin_ns = max(1, -(-max(span, 1) // cover_bins))
+        edges = np.arange(cover_bins + 1, dtype=np.int64) * bin_ns
+        before = np.bincount(busy_lane, minlength=int(busy_lane.max()) + 1)
+        after = np.bincount(merged[0], minlength=len(before))
+        for ln, u in sorted(unions.items()):
+            if after[ln] < before[ln]:  # this lane's gaps were closed: keep its exact busy time per bin
+                cover[int(ln)] = np.diff(iv.covered_before(u, edges))
+        busy_lane, busy_start, busy_end, gap_closed = merged
+    return Detail(detailed, busy_lane, busy_start, busy_end, n, len(rows), gap_closed, cover=cover, cover_bin_ns=bin_ns)
 
 
 def coarsen(lane: np.ndarray, start: np.ndarray, end: np.ndarray, budget: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:

@@ -27,7 +27,12 @@ def page_data(html: str) -> dict:
     """The JSON payload embedded in a page (what the page's script reads)."""
     m = DATA_RE.search(html)
     assert m, "no data block in the page"
-    return json.loads(m.group(1))
+    data = json.loads(m.group(1))
+    if data.get("kind") == "timeline":  # packed columns: decoded by the Python twin of the page's script
+        from expo_prof.html.timeline_data import decode_page
+
+        data = decode_page(data)
+    return data
 
 
 def wait_for(page, expr: str, timeout: float = 10.0):

@@ -53,3 +53,24 @@ def test_coarsening_meets_busy_budget_and_covers_all_work(vllm_cpu_trace):
     added = coarse.measure - full.measure
     assert added <= (len(full) - len(coarse)) * d.gap_closed_ns
     assert "closed" in d.describe()
+
+
+def test_gap_closed_lanes_keep_their_exact_busy_time_per_bin(nccl_trace):
+    """GIVEN a real trace merged with a busy budget so small that gaps must be closed
+    WHEN the level of detail is chosen THEN every gap-closed lane carries a per-bin grid whose bins add up to
+    that lane's exact (unclosed) busy time, each bin to the union's time inside it, and no bin exceeds its width."""
+    tl, lane, s, e = _cols(nccl_trace)
+    s0 = s - s.min()
+    e0 = e - s.min()
+    span = int(e0.max())
+    d = lod.choose(lane, s0, e0, detail_budget=0, busy_budget=50, span_ns=span, cover_bins=512)
+    assert d.gap_closed_ns > 0 and d.cover and d.cover_bin_ns * 512 >= span
+    for ln, bins in d.cover.items():
+        m = lane == ln
+        u = iv.union(s0[m], e0[m])
+        assert int(bins.sum()) == int((u.end - u.start).sum())
+        assert int(bins.max()) <= d.cover_bin_ns
+        k = int(np.argmax(bins))
+        assert int(bins[k]) == int(iv.coverage(u, np.array([k * d.cover_bin_ns]), np.array([(k + 1) * d.cover_bin_ns]))[0])
+    # lanes whose intervals were left as they were carry no grid
+    assert d.cover.keys() <= set(np.unique(d.busy_lane).tolist())

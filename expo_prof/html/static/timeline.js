@@ -1,11 +1,36 @@
 /* expo-prof timeline page.
-   Plotly draws the axes, zoom, pan, range slider and legend; the bars are painted on a
-   canvas under plotly's SVG, from the column-wise data, at most ~one rect per pixel per
-   lane per layer (instances: always one rect each). This keeps a page of a million-event
-   trace interactive (measured in bench/bench_html.py; docs/html.md has the numbers). */
+   Plotly draws the axes, zoom, pan and range slider; the page's own legend (one) toggles layers.
+   The bars are painted on a canvas under plotly's SVG, from the column-wise data, re-bucketed
+   per pixel column on every repaint: where a lane holds more than a few items per pixel, each
+   column shows what is in it — a bar whose height is the share of the column's time covered,
+   split into hidden (green) and exposed (red) in proportion; zoomed in, the exact pieces are
+   drawn one by one. This keeps a page of a million-event trace true and interactive
+   (measured in bench/bench_html.py). */
 "use strict";
 (function () {
   const D = Expo.data();
+  // Unpack the columns (timeline_data.encode_for_page; decode_page is the Python twin):
+  // starts are differences to the previous row; pieces are signed lengths and gaps.
+  for (const t of [D.inst, D.work, D.busy, D.fwd, D.wait]) {
+    const a = t.start;
+    for (let i = 1; i < a.length; i++) a[i] += a[i - 1];
+  }
+  (function unpackPieces() {
+    const d = D.piece.d, n = d.length, gap = new Float64Array(n);
+    for (let k = 0; k < D.piece.gap_at.length; k++) gap[D.piece.gap_at[k]] = D.piece.gap[k];
+    const P = { inst: new Int32Array(n), start: new Float64Array(n), dur: new Float64Array(n), hidden: new Int8Array(n) };
+    let k = 0;
+    for (let i = 0; i < D.inst.np.length; i++) {
+      let t = D.inst.start[i];
+      for (let j = 0; j < D.inst.np[i]; j++, k++) {
+        t += gap[k];
+        const v = d[k];
+        P.inst[k] = i; P.start[k] = t; P.dur[k] = v > 0 ? v : -v; P.hidden[k] = v > 0 ? 1 : 0;
+        t += P.dur[k];
+      }
+    }
+    D.piece = P;
+  })();
   const gd = document.getElementById("plot");
   const nL = D.lanes.length;
   const MS = 1e-6; // ns -> ms (the x axis unit)
@@ -13,18 +38,8 @@
     busy: "#b8c2cc", w0: "#7f97b2", w1: "#c9a26b", w2: "#d5dbe3", fwd: "#9ecae1", wait: "#9467bd",
     hidden: "#2ca02c", exposed: "#d62728", step: "rgba(31,41,51,0.45)",
   };
-  // Layers in drawing order; "key" is the legend entry that toggles it.
-  const LEGEND = [
-    { key: "hidden", name: "exp. hidden part", color: COL.hidden },
-    { key: "exposed", name: "exp. exposed part", color: COL.exposed },
-    { key: "fwd", name: "forward pass", color: COL.fwd },
-    { key: "wait", name: "sampler wait", color: COL.wait },
-    { key: "step", name: "step boundary", color: COL.step },
-    { key: "w0", name: "kernel / operator", color: COL.w0 },
-    { key: "w1", name: "comm / copy", color: COL.w1 },
-    { key: "w2", name: "annotation / other", color: COL.w2 },
-    { key: "busy", name: "busy (merged)", color: COL.busy },
-  ];
+  COL.match = "#ff9f1c"; COL.cur = "#7a3e00";
+  // Layers switched off in the page's legend (data-layer of each entry: hidden, exposed, fwd, wait, step, w0–w2, busy).
   const hiddenLayers = new Set();
 
   // ------------------------------------------------------------------ columns
@@ -71,7 +86,6 @@
   const wait = new Table(D.wait);
   const workCat = Int8Array.from(D.work.cat);
   const pieceHidden = Int8Array.from(D.piece.hidden);
-  const instExposed = Float64Array.from(D.inst.exposed);
 
   // Steps per group, and windows per step id for "jump to step": per source format, over all
   // ranks of it (one format numbers steps one way; the overlay log and a trace may differ).
@@ -117,16 +131,14 @@
     type: "rect", xref: "paper", yref: "y", x0: 0, x1: 1, y0: g.lane0 - 0.5, y1: g.lane1 - 0.5,
     fillcolor: i % 2 ? "rgba(0,0,0,0)" : "rgba(120,140,170,0.07)", line: { width: 0 }, layer: "below",
   }));
-  const traces = LEGEND.map((L) => ({
-    type: "scatter", mode: "lines", x: [null], y: [null], name: L.name, hoverinfo: "skip",
-    line: { color: L.color, width: 10 }, showlegend: true, legendgroup: L.key,
-  }));
+  // One empty trace: plotly draws axes and slider; the bars are ours and the legend is the page's.
+  const traces = [{ type: "scatter", mode: "lines", x: [null], y: [null], hoverinfo: "skip", showlegend: false }];
   const layout = {
     height: height,
-    margin: { l: marginL, r: 46, t: 58, b: 40 },
+    margin: { l: Math.round(marginL), r: 46, t: 16, b: 40 },
     modebar: { orientation: "v" },
     paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
-    showlegend: true, legend: { orientation: "h", x: 0, y: 1.0, yanchor: "bottom", font: { size: 11 }, itemclick: "toggle", itemdoubleclick: "toggleothers" },
+    showlegend: false,
     dragmode: "zoom", hovermode: false,
     xaxis: {
       range: full.slice(), autorange: false, title: { text: "time since start (ms)", standoff: 6 }, zeroline: false,
@@ -178,29 +190,16 @@
     const sx = sz.w / (xr[1] - xr[0]);
     const ya = fl.yaxis;
     const rowH = Math.abs(ya.l2p(1) - ya.l2p(0));
-    return { l: sz.l, t: sz.t, w: sz.w, h: sz.h, x0: xr[0], x1: xr[1], sx, rowH, yc: (i) => sz.t + ya.l2p(i) };
+    return { l: sz.l, t: sz.t, w: sz.w, W: Math.max(1, Math.round(sz.w)), h: sz.h, x0: xr[0], x1: xr[1], sx, rowH,
+      yc: (i) => sz.t + ya.l2p(i) };
   }
 
-  /** Paint one layer of a table: rects merged per pixel within a lane. */
-  function paintTable(tab, color, F, hFrac, pick, minW) {
-    ctx.fillStyle = color;
-    const h = F.rowH * hFrac;
-    let rects = 0;
-    for (let l = 0; l < nL; l++) {
-      const y = F.yc(l) - h / 2;
-      let a0 = 0, a1 = -Infinity;
-      tab.each(l, F.x0, F.x1, (i) => {
-        if (pick && !pick(i)) return;
-        let a = F.l + (tab.s[i] - F.x0) * F.sx, b = F.l + (tab.e[i] - F.x0) * F.sx;
-        if (b - a < minW) { const c = (a + b) / 2; a = c - minW / 2; b = c + minW / 2; }
-        if (a <= a1 + 0.5) { if (b > a1) a1 = b; return; }
-        if (a1 > -Infinity) { ctx.fillRect(a0, y, a1 - a0, h); rects++; }
-        a0 = a; a1 = b;
-      });
-      if (a1 > -Infinity) { ctx.fillRect(a0, y, a1 - a0, h); rects++; }
-    }
-    return rects;
-  }
+  // ---------------------------------------------------------------- painting (static/timeline_paint.js)
+  const grid = new ExpoPaint.BusyGrid(D.busy_cover, MS);
+  const paintLayer = (g, F, tab, color, hFrac, pick, useGrid) =>
+    ExpoPaint.paintLayer(g, F, nL, tab, color, hFrac, pick, useGrid ? grid : null);
+  const paintInstances = (g, F, hFrac, outline) => ExpoPaint.paintInstances(g, F, nL, inst, piece, pieceHidden, COL,
+    { hidden: !hiddenLayers.has("hidden"), exposed: !hiddenLayers.has("exposed") }, hFrac, outline);
 
   function paint(xr) {
     if (!ensureCanvas()) return;
@@ -214,51 +213,19 @@
     ctx.rect(F.l, F.t, F.w, F.h);
     ctx.clip();
     let rects = 0;
-    if (!hiddenLayers.has("busy")) rects += paintTable(busy, COL.busy, F, 0.62, null, 1);
+    if (!hiddenLayers.has("busy")) rects += paintLayer(ctx, F, busy, COL.busy, 0.62, null, true);
     for (const c of [2, 1, 0]) {
-      if (!hiddenLayers.has("w" + c)) rects += paintTable(work, COL["w" + c], F, 0.62, (i) => workCat[i] === c, 1);
+      if (!hiddenLayers.has("w" + c)) rects += paintLayer(ctx, F, work, COL["w" + c], 0.62, (i) => workCat[i] === c, false);
     }
-    if (!hiddenLayers.has("fwd")) rects += paintTable(fwd, COL.fwd, F, 0.7, null, 1);
-    if (!hiddenLayers.has("wait")) rects += paintTable(wait, COL.wait, F, 0.7, null, 2);
+    if (!hiddenLayers.has("fwd")) rects += paintLayer(ctx, F, fwd, COL.fwd, 0.7, null, false);
+    if (!hiddenLayers.has("wait")) rects += paintLayer(ctx, F, wait, COL.wait, 0.7, null, false);
+    stats.stepLabels = [];
     if (!hiddenLayers.has("step")) paintSteps(F);
-    // Instances: never merged; each at least 3 px wide (1 px where they are denser than
-    // that). Hidden first, exposed on top, so a draw too short to show both parts shows red
-    // when any of it is exposed.
-    let ni = 0, np = 0;
-    const h = F.rowH * 0.86;
-    const minW = new Float64Array(nL);
-    for (let l = 0; l < nL; l++) {
-      let c = 0;
-      inst.each(l, F.x0, F.x1, () => { c++; });
-      minW[l] = c * 4 > F.w ? 1 : 3;
-    }
-    for (const part of [1, 0]) {
-      if (hiddenLayers.has(part ? "hidden" : "exposed")) continue;
-      ctx.fillStyle = part ? COL.hidden : COL.exposed;
-      for (let l = 0; l < nL; l++) {
-        const y = F.yc(l) - h / 2, mw = minW[l];
-        piece.each(l, F.x0, F.x1, (i) => {
-          if (pieceHidden[i] !== part) return;
-          let a = F.l + (piece.s[i] - F.x0) * F.sx, b = F.l + (piece.e[i] - F.x0) * F.sx;
-          if (b - a < mw) { const c = (a + b) / 2; a = c - mw / 2; b = c + mw / 2; }
-          ctx.fillRect(a, y, b - a, h);
-          np++;
-        });
-      }
-    }
-    // Outline each instance so neighbours stay distinguishable.
-    ctx.strokeStyle = "rgba(20,20,20,0.55)";
-    ctx.lineWidth = 1;
-    for (let l = 0; l < nL; l++) {
-      const y = F.yc(l) - h / 2;
-      inst.each(l, F.x0, F.x1, (i) => {
-        ni++;
-        const a = F.l + (inst.s[i] - F.x0) * F.sx, b = F.l + (inst.e[i] - F.x0) * F.sx;
-        if (b - a >= 6) ctx.strokeRect(a + 0.5, y + 0.5, b - a - 1, h - 1);
-      });
-    }
+    const r = paintInstances(ctx, F, 0.86, true);
+    paintMatches(F);
     ctx.restore();
-    stats.frames++; stats.inst = ni; stats.pieces = np; stats.rects = rects + np; stats.lastMs = performance.now() - t0;
+    stats.frames++; stats.inst = r.ni; stats.pieces = r.np; stats.bucketedLanes = r.bucketed; stats.rects = rects + r.np;
+    stats.lastMs = performance.now() - t0;
     stats.range = [xr[0], xr[1]];
   }
 
@@ -276,14 +243,34 @@
       // Boundaries closer than 5 px apart would only paint the lane grey: leave them out.
       if ((k1 - lo) * 5 > F.w) continue;
       const y0 = F.yc(G.lane0) - F.rowH / 2, y1 = F.yc(G.lane1 - 1) + F.rowH / 2;
+      // Labels every k-th step id, k from 1, 2, 5, 10, 20, 50, … so that the widest label fits
+      // between two labelled boundaries; a label is also skipped if it would touch the previous one.
+      let maxId = 0;
+      for (let k = lo; k < k1; k++) maxId = Math.max(maxId, Math.abs(steps.id[idx[k]]));
+      const need = ctx.measureText("step " + maxId).width + 10;
+      const pxPerStep = k1 - lo > 1 ? (steps.s[idx[k1 - 1]] - steps.s[idx[lo]]) * MS * F.sx / (k1 - lo - 1) : F.w;
+      let stride = 1;
+      for (let m = 1; stride * pxPerStep < need && m < 1e9; m *= 10) {
+        for (const f of [1, 2, 5]) { stride = f * m; if (stride * pxPerStep >= need) break; }
+        if (stride * pxPerStep >= need) break;
+        stride = 10 * m;
+      }
       let lastLabel = -Infinity;
+      const drawn = [];
       for (let k = lo; k < k1; k++) {
         const i = idx[k];
         const px = Math.round(F.l + (steps.s[i] * MS - F.x0) * F.sx);
         ctx.fillRect(px, y0, 1, y1 - y0);
+        if (steps.id[i] % stride !== 0) continue;
         const label = "step " + steps.id[i];
-        if (px > lastLabel) { ctx.fillText(label, px + 3, y0 + 10); lastLabel = px + ctx.measureText(label).width + 8; }
+        if (px + 3 >= lastLabel) {
+          ctx.fillText(label, px + 3, y0 + 10);
+          const w = ctx.measureText(label).width;
+          drawn.push([px + 3, px + 3 + w]);
+          lastLabel = px + 3 + w + 4;
+        }
       }
+      stats.stepLabels = stats.stepLabels.concat(drawn);
     }
   }
 
@@ -298,37 +285,13 @@
     octx.clearRect(0, 0, over.width, over.height);
     const L = r.left - box.left, T = r.top - box.top, W = r.width, H = r.height;
     if (W <= 2 || H <= 2) return;
-    const sx = W / (full[1] - full[0]);
     const rh = (H - 4) / Math.max(nL, 1);
-    const px = (x) => L + (x - full[0]) * sx;
-    const lanePaint = (tab, color, hf) => {
-      octx.fillStyle = color;
-      for (let l = 0; l < nL; l++) {
-        const y = T + 2 + l * rh + rh * (1 - hf) / 2;
-        let a0 = 0, a1 = -Infinity;
-        tab.each(l, full[0], full[1], (i) => {
-          let a = px(tab.s[i]), b = Math.max(px(tab.e[i]), a + 1);
-          if (a <= a1 + 0.5) { if (b > a1) a1 = b; return; }
-          if (a1 > -Infinity) octx.fillRect(a0, y, a1 - a0, rh * hf);
-          a0 = a; a1 = b;
-        });
-        if (a1 > -Infinity) octx.fillRect(a0, y, a1 - a0, rh * hf);
-      }
-    };
-    lanePaint(busy, COL.busy, 0.6);
-    lanePaint(work, COL.w0, 0.6);
-    lanePaint(fwd, COL.fwd, 0.7);
-    for (const exposed of [false, true]) {
-      octx.fillStyle = exposed ? COL.exposed : COL.hidden;
-      for (let l = 0; l < nL; l++) {
-        const y = T + 2 + l * rh;
-        inst.each(l, full[0], full[1], (i) => {
-          if ((instExposed[i] > 0) !== exposed) return;
-          const a = px(inst.s[i]);
-          octx.fillRect(a - 1, y, Math.max(px(inst.e[i]) - a, 2), Math.max(rh, 2));
-        });
-      }
-    }
+    const F = { l: L, t: T, w: W, W: Math.max(1, Math.round(W)), h: H, x0: full[0], x1: full[1], sx: W / (full[1] - full[0]),
+      rowH: rh, yc: (l) => T + 2 + (l + 0.5) * rh };
+    paintLayer(octx, F, busy, COL.busy, 0.6, null, true);
+    paintLayer(octx, F, work, COL.w0, 0.6, null, false);
+    paintLayer(octx, F, fwd, COL.fwd, 0.7, null, false);
+    paintInstances(octx, F, 1.0, false);
   }
 
   function currentRange() {
@@ -465,6 +428,73 @@
   srcSel.addEventListener("change", () => { curStep = null; useStepSource(srcSel.value); });
   useStepSource(stepWins.size ? stepWins.keys().next().value : "");
 
+  // ------------------------------------------------------------------ search
+  // Matches of a name search (case-insensitive substring of op / kernel / span names), sorted by
+  // start: [start ms, end ms, lane]. Merged (busy) work has no names and cannot match.
+  let matches = [], mCur = -1;
+  const search = { n: 0, cur: -1, query: "" };
+  function runSearch(q) {
+    q = q.trim().toLowerCase();
+    matches = []; mCur = -1;
+    if (q) {
+      const hit = new Uint8Array(D.names.length);
+      for (let i = 0; i < D.names.length; i++) if (String(D.names[i]).toLowerCase().includes(q)) hit[i] = 1;
+      for (const [tab, cols] of [[inst, D.inst], [work, D.work], [fwd, D.fwd], [wait, D.wait]]) {
+        for (let i = 0; i < tab.n; i++) if (hit[cols.name[i]]) matches.push([tab.s[i], tab.e[i], tab.lane[i]]);
+      }
+      matches.sort((a, b) => a[0] - b[0] || a[2] - b[2]);
+    }
+    search.n = matches.length; search.cur = -1; search.query = q;
+    let msg = q ? matches.length + " match" + (matches.length === 1 ? "" : "es") : "";
+    if (q && D.lod.merged) msg += " (" + D.lod.merged.toLocaleString("en") + " merged events not searchable)";
+    Expo.setText("smsg", msg);
+    paint(currentRange());
+  }
+  function jumpMatch(dir) {
+    if (!matches.length) return null;
+    mCur = mCur < 0 ? (dir > 0 ? 0 : matches.length - 1) : (mCur + dir + matches.length) % matches.length;
+    search.cur = mCur;
+    const m = matches[mCur];
+    Expo.setText("smsg", (mCur + 1) + " of " + matches.length + ": " + D.lanes[m[2]].label);
+    return zoomTo(m[0] / MS, m[1] / MS);
+  }
+  /** Matches in view: an amber strip along the top of the lane (the current one also boxed). */
+  function paintMatches(F) {
+    if (!matches.length) return;
+    ctx.fillStyle = COL.match;
+    for (let k = 0; k < matches.length; k++) {
+      const m = matches[k];
+      if (m[0] > F.x1) break;
+      if (m[1] < F.x0) continue;
+      const a = F.l + (m[0] - F.x0) * F.sx, b = Math.max(F.l + (m[1] - F.x0) * F.sx, a + 3);
+      ctx.fillRect(Math.floor(a), Math.round(F.yc(m[2]) - F.rowH / 2) + 1, Math.ceil(b - a), 3);
+    }
+    if (mCur >= 0) {
+      const m = matches[mCur];
+      const a = F.l + (m[0] - F.x0) * F.sx, b = Math.max(F.l + (m[1] - F.x0) * F.sx, a + 3);
+      ctx.strokeStyle = COL.cur; ctx.lineWidth = 2;
+      ctx.strokeRect(a - 2, F.yc(m[2]) - F.rowH / 2 + 1, b - a + 4, F.rowH - 2);
+    }
+  }
+  const sbox = document.getElementById("search");
+  let sTimer = null;
+  sbox.addEventListener("input", () => { clearTimeout(sTimer); sTimer = setTimeout(() => runSearch(sbox.value), 150); });
+  sbox.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter") { clearTimeout(sTimer); if (search.query !== sbox.value.trim().toLowerCase()) runSearch(sbox.value); jumpMatch(ev.shiftKey ? -1 : 1); }
+  });
+  document.getElementById("snext").addEventListener("click", () => { if (search.query !== sbox.value.trim().toLowerCase()) runSearch(sbox.value); jumpMatch(1); });
+  document.getElementById("sprev").addEventListener("click", () => { if (search.query !== sbox.value.trim().toLowerCase()) runSearch(sbox.value); jumpMatch(-1); });
+
+  // ------------------------------------------------------------------ the one legend: click an entry to hide that layer
+  for (const e of document.querySelectorAll(".legend [data-layer]")) {
+    e.addEventListener("click", () => {
+      const k = e.getAttribute("data-layer");
+      if (hiddenLayers.has(k)) hiddenLayers.delete(k); else hiddenLayers.add(k);
+      e.classList.toggle("off", hiddenLayers.has(k));
+      paint(currentRange());
+    });
+  }
+
   // ------------------------------------------------------------------ header text
   Expo.setText("title", D.title);
   const nInst = D.inst.start.length;
@@ -477,6 +507,11 @@
   const nSteps = Array.from(stepWins.values()).reduce((m, w) => Math.max(m, w.size), 0);
   const target = D.run && D.run.target ? "matched-op" : "exponential";
   const notes = [D.lod.text + ".", nInst + " " + target + " instances drawn individually.", nSteps + " steps."];
+  if (D.busy_cover.lanes.length) {
+    notes.splice(1, 0, "Busy shares are exact while a pixel spans at least " + Expo.fmtNs(D.busy_cover.bin_ns) +
+      "; zoomed in closer, the merged intervals are drawn.");
+  }
+  notes.push("Dense lanes: each pixel column shows the share of its time covered, hidden : exposed in proportion.");
   if (D.clock_note) notes.push(D.clock_note + ".");
   if (D.origin_is_epoch) notes.push("t = 0 is " + new Date(Number(BigInt(D.origin_ns) / 1000000n)).toISOString() + ".");
   Expo.setText("lod", notes.join(" "));
@@ -498,16 +533,10 @@
     gd.on("plotly_relayouting", (ev) => { const r = rangeFrom(ev); if (r) paint(r); });
     gd.on("plotly_relayout", (ev) => { paint(rangeFrom(ev) || currentRange()); });
     gd.on("plotly_afterplot", () => { ensureCanvas(); paint(currentRange()); paintOverview(); });
-    gd.on("plotly_restyle", () => {
-      hiddenLayers.clear();
-      gd.data.forEach((t, k) => { if (t.visible === "legendonly" || t.visible === false) hiddenLayers.add(LEGEND[k].key); });
-      paint(currentRange());
-    });
-    ensureCanvas();
-    paint(currentRange());
-    paintOverview();
+    if (!stats.frames) { ensureCanvas(); paint(currentRange()); paintOverview(); } // afterplot has usually painted
     window.expoTimeline = {
       data: D, stats, hit, paint: () => paint(currentRange()), goStep, stepIds: () => stepIds, useStepSource,
+      search, runSearch, jumpMatch, matches: () => matches,
       /** Page coordinates (CSS px) of (x ms, lane) — for tests that move a real mouse there. */
       toClient(xms, lane) {
         const sz = gd._fullLayout._size, r = gd.getBoundingClientRect();
