@@ -293,7 +293,17 @@ def _spans_by_step(tl: Timeline, steps: Steps, rows: np.ndarray, when: np.ndarra
 
 def union_by_step(sid: np.ndarray, start: np.ndarray, end: np.ndarray) -> dict[int, int]:
     """``{step id: measure of the union of the intervals [start, end) of that step}`` (``sid`` per interval)."""
-    return {int(s): iv.union(start[sid == s], end[sid == s]).measure for s in np.unique(sid)}
+    if len(sid) == 0:
+        return {}
+    # One sort and split, not a mask per step: a mask per step is steps x events
+    # (minutes for a 10,000-step trace).
+    order = np.argsort(sid, kind="stable")
+    sid_s = sid[order]
+    cuts = np.flatnonzero(np.diff(sid_s)) + 1
+    return {
+        int(sid[idx[0]]): iv.union(start[idx], end[idx]).measure
+        for idx in np.split(order, cuts)
+    }
 
 
 def pick_lane_kind(tl: Timeline, m: np.ndarray) -> np.ndarray:

@@ -12,6 +12,8 @@ step that launched it.
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from analysis_helpers import EXP_KERNEL, OVERLAY, STREAM, THREAD  # type: ignore[import-not-found]
 
 from expo_prof.analysis.hidden import (
@@ -158,3 +160,18 @@ def test_union_by_step_counts_overlaps_once_per_step():
     s = np.array([0, 5, 0, 20])
     e = np.array([10, 15, 7, 20])  # the last one is empty
     assert union_by_step(sid, s, e) == {1: 15, 2: 7}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-1, 4), st.integers(0, 60), st.integers(-3, 20)), max_size=40))
+def test_union_by_step_matches_a_raster_per_step(rows):
+    # GIVEN random intervals tagged with steps (empty and reversed ones included, in any order)
+    sid = np.array([r[0] for r in rows], dtype=np.int64)
+    s = np.array([r[1] for r in rows], dtype=np.int64)
+    e = s + np.array([r[2] for r in rows], dtype=np.int64)
+    # WHEN measured per step THEN each step's figure is its count of covered ns cells
+    want = {}
+    for step in sorted(set(sid.tolist())):
+        cells = {t for i in np.flatnonzero(sid == step) for t in range(int(s[i]), int(e[i]))}
+        want[step] = len(cells)
+    assert union_by_step(sid, s, e) == want
