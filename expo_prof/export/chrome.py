@@ -1,0 +1,325 @@
+"""``expo-prof export`` (JSON): the recording's traces, whole, with the analysis added as tracks.
+
+The output is the Trace Event Format (Perfetto UI, chrome://tracing,
+MindStudio Insight): ``{"schemaVersion":1,"displayTimeUnit":"ns",
+"otherData":{"tool":"expo-prof …"}, …, "traceEvents":[…]}``.
+
+* **The source, whole.** A Chrome-trace source (Kineto, Ascend
+  ``trace_view.json``, msprof JSON) is passed through from its own bytes
+  (:mod:`.chrome_source`): every event, flow event, metadata event and arg,
+  and its top-level keys (``deviceProperties``, ``distributedInfo``,
+  ``baseTimeNanoseconds`` …). With one rank the events are copied byte for
+  byte and the export's ``baseTimeNanoseconds`` is the source's, so every
+  ``ts`` is unchanged. Top-level keys that the export sets itself
+  (``schemaVersion``, ``displayTimeUnit``, ``otherData``) are kept under
+  ``otherData.sources[i].top``.
+* **Several ranks**: one pid per rank (``rank R``, pid ``RANK_PID + R``);
+  each original (pid, tid) becomes one thread of it, named
+  ``<process> · <thread>`` with the original pid/tid in its args; ``ts`` moves
+  onto one clock; flow ids get a per-rank prefix. Process-scoped metadata
+  (``process_name`` …) is kept in ``otherData.sources[i].processes``.
+* **Other sources** (overlay event log, Ascend CSV / SQLite): what the
+  Timeline holds, one ``X`` event per event, with the Kineto category of its
+  kind; overlay-log events carry their ``step`` in args. Sources that were
+  read but not counted (the overlay log used for the wait, another view of
+  the same rank) get the inert category ``expo_prof_source`` (the original
+  in ``args.source_cat``) so that reading the export back counts nothing twice.
+* **The analysis** (:mod:`.tracks`): per counted part a process
+  ``expo-prof analysis · rank R (fmt)`` at pid ``ANALYSIS_PID + i``.
+
+Reading the export back through ``expo_prof.readers`` gives the same
+instances and hidden/exposed ns for one rank (tests/html/test_export.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from expo_prof import __version__
+from expo_prof.clocks import clock_offsets
+from expo_prof.errors import BadInput
+from expo_prof.export import chrome_source as cs
+from expo_prof.export.tracks import ADDED_CAT, analysis_tracks
+from expo_prof.pipeline.result import RecordingResult
+from expo_prof.timeline import Kind, LaneKind, Timeline
+
+#: First pid of the added analysis processes (well clear of real pids and device ids).
+ANALYSIS_PID = 2_000_000_000
+#: First pid of the processes written from a Timeline (non-JSON sources) when ranks are not merged.
+TIMELINE_PID = 1_500_000_000
+#: pid of rank R when several ranks are exported together: RANK_PID + R.
+RANK_PID = 1_000_000_000
+#: Category of events of sources that were read but not counted.
+UNCOUNTED_CAT = "expo_prof_source"
+
+_STREAM_CAT = {Kind.KERNEL: "kernel", Kind.COMM: "kernel", Kind.MEMCPY: "gpu_memcpy", Kind.ANNOTATION: "gpu_user_annotation",
+               Kind.STEP: "gpu_user_annotation", Kind.OTHER: "cuda_sync"}
+_HOST_CAT = {Kind.CPU_OP: "cpu_op", Kind.STEP: "cpu_op", Kind.ANNOTATION: "user_annotation", Kind.OVERLAY: "user_annotation",
+             Kind.RUNTIME: "cuda_runtime"}
+
+
+def _cat(lane_kind: LaneKind, kind: int) -> str:
+    k = Kind(kind)
+    if lane_kind == LaneKind.STREAM:
+        return _STREAM_CAT.get(k, "kernel")
+    return _HOST_CAT.get(k, "expo_prof_other")
+
+
+def _us(ns: np.ndarray) -> list[float]:
+    """ns (relative, int64) → µs with three exact decimals."""
+    return (np.asarray(ns, dtype=np.int64) / 1000.0).tolist()
+
+
+def _meta(pid: int, tid: int | None, what: str, value: Any) -> dict:
+    ev: dict[str, Any] = {"ph": "M", "pid": pid, "name": what, "args": {"name" if "name" in what else "sort_index": value}}
+    if tid is not None:
+        ev["tid"] = tid
+    return ev
+
+
+def _dump(events: list[dict]) -> Iterator[bytes]:
+    for i in range(0, len(events), cs.CHUNK):
+        yield b",".join(orjson.dumps(e) for e in events[i : i + cs.CHUNK])
+
+
+class _Plan:
+    """Where each source goes: clock shift, pids, and whether it is passed through or written from its Timeline."""
+
+    def __init__(self, rr: RecordingResult, max_bytes: int, warnings: list[str]) -> None:
+        self.tls: list[Timeline] = list(rr.timelines) or [a.tl for a in rr.parts]
+        counted_ids = {id(a.tl) for a in rr.parts}
+        self.counted = [id(t) in counted_ids for t in self.tls]
+        offs, _ = clock_offsets(self.tls)
+        self.offs = offs
+        self.ranks = sorted({t.rank for t in self.tls})
+        self.merge_ranks = len(self.ranks) > 1
+        self.raw: list[cs.RawSource | None] = []
+        for t in self.tls:
+            src = None
+            if t.fmt in cs.JSON_FMTS and Path(t.source).is_file():
+                try:
+                    src = cs.load_raw(Path(t.source), max_bytes)
+                except BadInput as exc:
+                    warnings.append(f"export: {exc}; its events are written from the timeline (flows, args and "
+                                    "metadata of that file are not kept)")
+            self.raw.append(src)
+        # The export's clock: the first passed-through source's own base (its ts stay as they are) with one
+        # rank; the earliest event with several (every ts is rewritten anyway).
+        firsts = [int(t.start.min()) + o for t, o in zip(self.tls, offs) if len(t)]
+        json_idx = [i for i, s in enumerate(self.raw) if s is not None]
+        if json_idx and not self.merge_ranks:
+            j = json_idx[0]
+            self.base = int(self.tls[j].meta.get("base_time_ns") or 0) + offs[j]
+        else:
+            self.base = min(firsts) if firsts else 0
+        self.used_pids = {int(ln.pid) for t in self.tls for ln in t.lanes}
+
+    def shift(self, i: int) -> int:
+        """ns to add to source ``i``'s raw ts (µs·1000 relative to its own base) to put it on the export clock."""
+        return int(self.tls[i].meta.get("base_time_ns") or 0) + self.offs[i] - self.base
+
+    def free_pid(self, want: int) -> int:
+        while want in self.used_pids:
+            want += 100_000_000
+        self.used_pids.add(want)
+        return want
+
+
+def export_chrome(rr: RecordingResult, op: str | None, max_bytes: int) -> tuple[Iterator[bytes], dict, list[str]]:
+    """The annotated trace as byte chunks (written as they come), counts of what it holds, and warnings.
+
+    The counts are complete once the chunks are consumed.
+    """
+    warnings: list[str] = []
+    plan = _Plan(rr, max_bytes, warnings)
+    stats: dict[str, Any] = {"events": 0, "source_events": 0, "flows": 0, "instances": 0, "hidden": 0,
+                             "exposed": 0, "steps": 0, "sources": len(plan.tls), "ranks": plan.ranks,
+                             "passed_through": sum(s is not None for s in plan.raw)}
+    return _chunks(rr, op, plan, stats), stats, warnings
+
+
+def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> Iterator[bytes]:
+    sources: list[dict[str, Any]] = []
+    promoted: dict[str, bytes] = {}
+    for i, (t, src) in enumerate(zip(plan.tls, plan.raw)):
+        entry: dict[str, Any] = {"path": t.source, "rank": t.rank, "fmt": t.fmt, "counted": plan.counted[i],
+                                 "passed_through": src is not None}
+        if src is not None:
+            own = {"schemaVersion", "displayTimeUnit", "otherData", "baseTimeNanoseconds"}
+            keep_here = plan.merge_ranks or promoted or any(s is not None for s in plan.raw[:i])
+            top = {}
+            for k, v in src.top.items():
+                if keep_here or k in own:
+                    top[k] = orjson.Fragment(bytes(v))
+                else:
+                    promoted[k] = bytes(v)
+            if top:
+                entry["top"] = top
+        sources.append(entry)
+    other = {"tool": f"expo-prof {__version__} export", "format": "expo-prof export 2",
+             "ranks_merged": plan.merge_ranks, "sources": sources}
+    rank_pid = {r: RANK_PID + r for r in plan.ranks} if plan.merge_ranks else {}
+    # The head: otherData is written at the end (it gathers per-source process metadata on the way).
+    yield b'{"schemaVersion":1,"displayTimeUnit":"ns","otherData":' + orjson.dumps(
+        {"tool": other["tool"], "format": other["format"]}) + b',"baseTimeNanoseconds":' + str(plan.base).encode()
+    for k, v in promoted.items():
+        yield b"," + orjson.dumps(k) + b":" + v
+    if len(plan.ranks) == 1 and "distributedInfo" not in promoted:
+        yield b',"distributedInfo":' + orjson.dumps({"rank": plan.ranks[0]})
+    yield b',"traceEvents":['
+    first = True
+
+    def sep(chunk: bytes) -> bytes:
+        nonlocal first
+        if first:
+            first = False
+            return chunk
+        return b"," + chunk
+
+    tids: dict[int, dict[Any, int]] = {r: {} for r in plan.ranks}
+    tnames: dict[int, dict[Any, Any]] = {r: {} for r in plan.ranks}
+    procs: dict[int, dict[int, dict]] = {r: {} for r in plan.ranks}
+    labels: dict[int, dict[int, str]] = {r: {} for r in plan.ranks}
+    for i, (t, src) in enumerate(zip(plan.tls, plan.raw)):
+        flows = t.meta.get("flows") or {}
+        stats["flows"] += len(flows.get("id", ()))
+        if src is not None:
+            stats["source_events"] += len(src.events)
+            if plan.merge_ranks:
+                rw = cs.Rewriter(rank_pid[t.rank], plan.shift(i), (i + 1) * 10**12, tids[t.rank],
+                                 thread_names=tnames[t.rank], source_key=i)
+                labels[t.rank][i] = Path(t.source).name
+                for c in rw.chunks(src):
+                    yield sep(c)
+                procs[t.rank][i] = rw.processes
+                sources[i]["processes"] = rw.processes
+            else:
+                shift = plan.shift(i)
+                if shift:  # a second file of the same rank on another base: its ts move
+                    for c in _shift_only(src, shift):
+                        yield sep(c)
+                else:
+                    for c in cs.verbatim_chunks(src):
+                        yield sep(c)
+            src.events, src.data, src.top = [], None, {}  # free the buffer before the next source
+            continue
+        evs = _timeline_events(t, plan, i, rank_pid, tids, labels)
+        stats["source_events"] += len(t)
+        for c in _dump(evs):
+            yield sep(c)
+    if plan.merge_ranks:
+        meta: list[dict] = []
+        for r in plan.ranks:
+            pid = rank_pid[r]
+            fmts = sorted({t.fmt for t in plan.tls if t.rank == r})
+            meta.append(_meta(pid, None, "process_name", f"rank {r} ({', '.join(fmts)})"))
+            meta.append(_meta(pid, None, "process_sort_index", r))
+            meta.append({"ph": "M", "pid": pid, "name": "process_labels", "args": {"labels": f"rank {r}"}})
+            meta += cs.thread_meta(pid, tids[r], tnames[r], procs[r], labels[r])
+        for c in _dump(meta):
+            yield sep(c)
+    # The analysis.
+    for k, a in enumerate(rr.parts):
+        i = next((j for j, t in enumerate(plan.tls) if t is a.tl), None)
+        off = plan.offs[i] if i is not None else 0
+        apid = plan.free_pid(ANALYSIS_PID + k)
+        evs = [_meta(apid, None, "process_name", f"expo-prof analysis · rank {a.tl.rank} ({a.tl.fmt})"),
+               _meta(apid, None, "process_sort_index", -1000 + k),
+               {"ph": "M", "pid": apid, "name": "process_labels", "args": {"labels": f"rank {a.tl.rank}"}}]
+        tracks, st = analysis_tracks(a, op)
+        for key in ("instances", "hidden", "exposed", "steps"):
+            stats[key] += st[key]
+        for tr in tracks:
+            evs.append(_meta(apid, tr.sort, "thread_name", tr.name))
+            evs.append(_meta(apid, tr.sort, "thread_sort_index", tr.sort))
+            ts = _us(tr.start + off - plan.base)
+            dur = _us(tr.end - tr.start)
+            evs += [{"ph": "X", "cat": ADDED_CAT, "name": n, "pid": apid, "tid": tr.sort, "ts": s, "dur": d, "args": g}
+                    for n, s, d, g in zip(tr.names, ts, dur, tr.args)]
+        for c in _dump(evs):
+            yield sep(c)
+        stats["events"] += len(evs)
+    stats["events"] += stats["source_events"]
+    yield b'],"expoProf":' + orjson.dumps(other) + b"}\n"
+
+
+def _shift_only(src: cs.RawSource, shift: int) -> Iterator[bytes]:
+    out: list[bytes] = []
+    for r in src.events:
+        ev = orjson.loads(bytes(r))
+        ts = ev.get("ts") if isinstance(ev, dict) else None
+        if isinstance(ts, (int, float)) and not isinstance(ts, bool):
+            ev["ts"] = (round(ts * 1000) + shift) / 1000
+        out.append(orjson.dumps(ev))
+        if len(out) >= cs.CHUNK:
+            yield b",".join(out)
+            out = []
+    if out:
+        yield b",".join(out)
+
+
+def _timeline_events(t: Timeline, plan: _Plan, i: int, rank_pid: dict[int, int], tids: dict[int, dict[Any, int]],
+                     labels: dict[int, dict[int, str]]) -> list[dict]:
+    """A source without its own bytes (overlay log, CSV, SQLite, or JSON that could not be passed through):
+    one X event per Timeline event, the lanes as threads."""
+    events: list[dict] = []
+    shift = plan.offs[i] - plan.base
+    counted = plan.counted[i]
+    label = f"rank {t.rank} · {t.fmt}"
+    lane_pid = np.zeros(len(t.lanes), dtype=np.int64)
+    lane_tid = np.zeros(len(t.lanes), dtype=np.int64)
+    if plan.merge_ranks:
+        labels[t.rank][i] = Path(t.source).name
+        for li, ln in enumerate(t.lanes):
+            key = (i, int(ln.pid), f"{ln.tid}:{li}")
+            tid = tids[t.rank].setdefault(key, len(tids[t.rank]) + 1)
+            lane_pid[li], lane_tid[li] = rank_pid[t.rank], tid
+            events.append(_meta(rank_pid[t.rank], tid, "thread_name", f"{Path(t.source).name} · {t.fmt} · {ln.name}"))
+            events.append(_meta(rank_pid[t.rank], tid, "thread_sort_index", 1000 * (i + 1) + li))
+    else:
+        pid_of: dict[int, int] = {}
+        used: dict[int, set[int]] = {}
+        for li, ln in enumerate(t.lanes):
+            if ln.pid not in pid_of:
+                p = pid_of[ln.pid] = plan.free_pid(TIMELINE_PID + 1000 * i + len(pid_of))
+                dev = ln.device if ln.kind == LaneKind.STREAM else "host"
+                events.append(_meta(p, None, "process_name", f"{label} · {dev} (pid {ln.pid})"))
+                events.append(_meta(p, None, "process_sort_index", p - TIMELINE_PID))
+            p = pid_of[ln.pid]
+            tid = int(ln.tid)
+            taken = used.setdefault(p, set())
+            while tid in taken:  # lanes that share (pid, tid) in the source (overlay-log lanes)
+                tid += 1_000_000
+            taken.add(tid)
+            lane_pid[li], lane_tid[li] = p, tid
+            events.append(_meta(p, tid, "thread_name", ln.name))
+            events.append(_meta(p, tid, "thread_sort_index", li))
+    lk = np.array([int(ln.kind) for ln in t.lanes], dtype=np.int8)
+    cat_table = {(a, k): _cat(LaneKind(a), k) for a in set(lk.tolist()) for k in range(len(Kind))}
+    corr = t.meta.get("correlation")
+    cl = np.asarray(corr, dtype=np.int64).tolist() if corr is not None and len(corr) == len(t) else None
+    step = t.step.tolist() if t.step is not None and len(t.step) == len(t) else None
+    ts, dur = _us(t.start + shift), _us(t.dur)
+    lk_ev, kinds = lk[t.lane].tolist(), t.kind.tolist()
+    pids, tids_ev = lane_pid[t.lane].tolist(), lane_tid[t.lane].tolist()
+    names, nm = t.names, t.name.tolist()
+    for j in range(len(t)):
+        cat = cat_table[(lk_ev[j], kinds[j])]
+        args: dict[str, Any] = {}
+        if not counted:
+            args["source_cat"] = cat
+            cat = UNCOUNTED_CAT
+        if cl is not None and cl[j] >= 0:
+            args["correlation"] = cl[j]
+        if step is not None and step[j] >= 0:
+            args["step"] = step[j]
+        ev = {"ph": "X", "cat": cat, "name": names[nm[j]], "pid": pids[j], "tid": tids_ev[j], "ts": ts[j], "dur": dur[j]}
+        if args:
+            ev["args"] = args
+        events.append(ev)
+    return events
