@@ -13,11 +13,12 @@ MindStudio Insight): ``{"schemaVersion":1,"displayTimeUnit":"ns",
   ``ts`` is unchanged. Top-level keys that the export sets itself
   (``schemaVersion``, ``displayTimeUnit``, ``otherData``) are kept under
   ``otherData.sources[i].top``.
-* **Several ranks**: one pid per rank (``rank R``, pid ``RANK_PID + R``);
-  each original (pid, tid) becomes one thread of it, named
-  ``<process> · <thread>`` with the original pid/tid in its args; ``ts`` moves
-  onto one clock; flow ids get a per-rank prefix. Process-scoped metadata
-  (``process_name`` …) is kept in ``otherData.sources[i].processes``.
+* **Several ranks**: ranks never share a pid. Rank R owns the pids
+  ``RANK_PID + R·1000 + n``, one per original process (its tids, threads
+  and metadata unchanged; ``process_labels`` start with ``rank R``); ``ts``
+  moves onto one clock; flow ids get a per-rank prefix. The trailer's
+  ``expoProf.rank_pids`` maps each pid to its rank, which the Kineto reader
+  uses to read such a file back as one Timeline per rank.
 * **Other sources** (overlay event log, Ascend CSV / SQLite): what the
   Timeline holds, one ``X`` event per event, with the Kineto category of its
   kind; overlay-log events carry their ``step`` in args. Sources that were
@@ -52,8 +53,7 @@ from expo_prof.timeline import Kind, LaneKind, Timeline
 ANALYSIS_PID = 2_000_000_000
 #: First pid of the processes written from a Timeline (non-JSON sources) when ranks are not merged.
 TIMELINE_PID = 1_500_000_000
-#: pid of rank R when several ranks are exported together: RANK_PID + R.
-RANK_PID = 1_000_000_000
+RANK_PID = cs.RANK_PID
 #: Category of events of sources that were read but not counted.
 UNCOUNTED_CAT = "expo_prof_source"
 
@@ -163,7 +163,7 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
         sources.append(entry)
     other = {"tool": f"expo-prof {__version__} export", "format": "expo-prof export 2",
              "ranks_merged": plan.merge_ranks, "sources": sources}
-    rank_pid = {r: RANK_PID + r for r in plan.ranks} if plan.merge_ranks else {}
+    rank_pids = {r: cs.RankPids(r) for r in plan.ranks}
     # The head: otherData is written at the end (it gathers per-source process metadata on the way).
     yield b'{"schemaVersion":1,"displayTimeUnit":"ns","otherData":' + orjson.dumps(
         {"tool": other["tool"], "format": other["format"]}) + b',"baseTimeNanoseconds":' + str(plan.base).encode()
@@ -181,46 +181,33 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
             return chunk
         return b"," + chunk
 
-    tids: dict[int, dict[Any, int]] = {r: {} for r in plan.ranks}
-    tnames: dict[int, dict[Any, Any]] = {r: {} for r in plan.ranks}
-    procs: dict[int, dict[int, dict]] = {r: {} for r in plan.ranks}
-    labels: dict[int, dict[int, str]] = {r: {} for r in plan.ranks}
     for i, (t, src) in enumerate(zip(plan.tls, plan.raw)):
         flows = t.meta.get("flows") or {}
         stats["flows"] += len(flows.get("id", ()))
         if src is not None:
             stats["source_events"] += len(src.events)
+            shift = plan.shift(i)
             if plan.merge_ranks:
-                rw = cs.Rewriter(rank_pid[t.rank], plan.shift(i), (i + 1) * 10**12, tids[t.rank],
-                                 thread_names=tnames[t.rank], source_key=i)
-                labels[t.rank][i] = Path(t.source).name
+                rw = cs.Rewriter(rank_pids[t.rank], shift, (i + 1) * 10**12)
                 for c in rw.chunks(src):
                     yield sep(c)
-                procs[t.rank][i] = rw.processes
-                sources[i]["processes"] = rw.processes
+            elif shift:  # a second file of the same rank on another base: its ts move
+                for c in _shift_only(src, shift):
+                    yield sep(c)
             else:
-                shift = plan.shift(i)
-                if shift:  # a second file of the same rank on another base: its ts move
-                    for c in _shift_only(src, shift):
-                        yield sep(c)
-                else:
-                    for c in cs.verbatim_chunks(src):
-                        yield sep(c)
+                for c in cs.verbatim_chunks(src):
+                    yield sep(c)
             src.events, src.data, src.top = [], None, {}  # free the buffer before the next source
             continue
-        evs = _timeline_events(t, plan, i, rank_pid, tids, labels)
+        evs = _timeline_events(t, plan, i, rank_pids)
         stats["source_events"] += len(t)
         for c in _dump(evs):
             yield sep(c)
     if plan.merge_ranks:
         meta: list[dict] = []
         for r in plan.ranks:
-            pid = rank_pid[r]
-            fmts = sorted({t.fmt for t in plan.tls if t.rank == r})
-            meta.append(_meta(pid, None, "process_name", f"rank {r} ({', '.join(fmts)})"))
-            meta.append(_meta(pid, None, "process_sort_index", r))
-            meta.append({"ph": "M", "pid": pid, "name": "process_labels", "args": {"labels": f"rank {r}"}})
-            meta += cs.thread_meta(pid, tids[r], tnames[r], procs[r], labels[r])
+            meta += cs.rank_labels(rank_pids[r])
+            other.setdefault("rank_pids", {}).update({str(p): r for p in rank_pids[r].pids.values()})
         for c in _dump(meta):
             yield sep(c)
     # The analysis.
@@ -263,8 +250,7 @@ def _shift_only(src: cs.RawSource, shift: int) -> Iterator[bytes]:
         yield b",".join(out)
 
 
-def _timeline_events(t: Timeline, plan: _Plan, i: int, rank_pid: dict[int, int], tids: dict[int, dict[Any, int]],
-                     labels: dict[int, dict[int, str]]) -> list[dict]:
+def _timeline_events(t: Timeline, plan: _Plan, i: int, rank_pids: dict[int, cs.RankPids]) -> list[dict]:
     """A source without its own bytes (overlay log, CSV, SQLite, or JSON that could not be passed through):
     one X event per Timeline event, the lanes as threads."""
     events: list[dict] = []
@@ -273,32 +259,28 @@ def _timeline_events(t: Timeline, plan: _Plan, i: int, rank_pid: dict[int, int],
     label = f"rank {t.rank} · {t.fmt}"
     lane_pid = np.zeros(len(t.lanes), dtype=np.int64)
     lane_tid = np.zeros(len(t.lanes), dtype=np.int64)
-    if plan.merge_ranks:
-        labels[t.rank][i] = Path(t.source).name
-        for li, ln in enumerate(t.lanes):
-            key = (i, int(ln.pid), f"{ln.tid}:{li}")
-            tid = tids[t.rank].setdefault(key, len(tids[t.rank]) + 1)
-            lane_pid[li], lane_tid[li] = rank_pid[t.rank], tid
-            events.append(_meta(rank_pid[t.rank], tid, "thread_name", f"{Path(t.source).name} · {t.fmt} · {ln.name}"))
-            events.append(_meta(rank_pid[t.rank], tid, "thread_sort_index", 1000 * (i + 1) + li))
-    else:
-        pid_of: dict[int, int] = {}
-        used: dict[int, set[int]] = {}
-        for li, ln in enumerate(t.lanes):
-            if ln.pid not in pid_of:
+    pid_of: dict[int, int] = {}
+    used: dict[int, set[int]] = {}
+    for li, ln in enumerate(t.lanes):
+        if ln.pid not in pid_of:
+            dev = ln.device if ln.kind == LaneKind.STREAM else "host"
+            if plan.merge_ranks:  # in the rank's block, apart from its trace's own processes
+                p = pid_of[ln.pid] = rank_pids[t.rank].of(("timeline", i, int(ln.pid)))
+                sort = t.rank * cs.RANK_STRIDE + (p - RANK_PID) % cs.RANK_STRIDE
+            else:
                 p = pid_of[ln.pid] = plan.free_pid(TIMELINE_PID + 1000 * i + len(pid_of))
-                dev = ln.device if ln.kind == LaneKind.STREAM else "host"
-                events.append(_meta(p, None, "process_name", f"{label} · {dev} (pid {ln.pid})"))
-                events.append(_meta(p, None, "process_sort_index", p - TIMELINE_PID))
-            p = pid_of[ln.pid]
-            tid = int(ln.tid)
-            taken = used.setdefault(p, set())
-            while tid in taken:  # lanes that share (pid, tid) in the source (overlay-log lanes)
-                tid += 1_000_000
-            taken.add(tid)
-            lane_pid[li], lane_tid[li] = p, tid
-            events.append(_meta(p, tid, "thread_name", ln.name))
-            events.append(_meta(p, tid, "thread_sort_index", li))
+                sort = p - TIMELINE_PID
+            events.append(_meta(p, None, "process_name", f"{label} · {dev} (pid {ln.pid})"))
+            events.append(_meta(p, None, "process_sort_index", sort))
+        p = pid_of[ln.pid]
+        tid = int(ln.tid)
+        taken = used.setdefault(p, set())
+        while tid in taken:  # lanes that share (pid, tid) in the source (overlay-log lanes)
+            tid += 1_000_000
+        taken.add(tid)
+        lane_pid[li], lane_tid[li] = p, tid
+        events.append(_meta(p, tid, "thread_name", ln.name))
+        events.append(_meta(p, tid, "thread_sort_index", li))
     lk = np.array([int(ln.kind) for ln in t.lanes], dtype=np.int8)
     cat_table = {(a, k): _cat(LaneKind(a), k) for a in set(lk.tolist()) for k in range(len(Kind))}
     corr = t.meta.get("correlation")

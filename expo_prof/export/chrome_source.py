@@ -72,89 +72,87 @@ def verbatim_chunks(src: RawSource) -> Iterator[bytes]:
 
 #: Flow and async phases whose ``id`` ties events together: the ids of several ranks must not meet.
 _ID_PHASES = frozenset("stfbenSTFpPOND")
-#: Process-scoped metadata: with one pid per rank, kept in ``otherData`` and in the thread names instead.
-PROCESS_META = frozenset(("process_name", "process_labels", "process_sort_index", "process_uptime_seconds"))
+#: pids of rank R when several ranks are exported together: RANK_PID + R * RANK_STRIDE + n (n: the rank's n-th
+#: original process).
+RANK_PID = 1_000_000_000
+RANK_STRIDE = 1000
+
+
+@dataclass
+class RankPids:
+    """The pids of one rank's processes in an export of several ranks (shared by every source of the rank)."""
+
+    rank: int
+    pids: dict[Any, int] = field(default_factory=dict)
+    #: new pids that got a process_labels event from their source
+    labelled: set[int] = field(default_factory=set)
+
+    def of(self, source_pid: Any) -> int:
+        p = self.pids.get(source_pid)
+        if p is None:
+            n = len(self.pids)
+            if n >= RANK_STRIDE:
+                raise BadInput(f"rank {self.rank} has over {RANK_STRIDE} processes; export fewer sources at once")
+            p = self.pids[source_pid] = RANK_PID + self.rank * RANK_STRIDE + n
+        return p
 
 
 @dataclass
 class Rewriter:
-    """Moves one source's events into its rank's process (several ranks in one export).
+    """Moves one source's events into its rank's pids (several ranks in one export).
 
-    Every event gets the rank's pid; each original (pid, tid) becomes one
-    thread of it (``tids``, shared by every source of the rank); ``ts`` moves
-    by ``shift_ns`` onto the export's clock (exact ns while |ts| < 9e12 µs);
-    flow/async ids get the rank's prefix so arrows never join two ranks.
-    Process-scoped metadata is collected in ``processes`` (original pid →
-    {name: args}) rather than written, since it would rename the rank's process.
+    Each original process gets its own pid in the rank's block
+    (:class:`RankPids`): ranks never share a pid, and a process keeps its
+    threads, its tids and its metadata — Kineto's device pid stays one
+    device, torch_npu's process names keep their roles. ``process_labels``
+    get ``rank R`` in front and ``process_sort_index`` groups by rank. ``ts``
+    moves by ``shift_ns`` onto the export's clock (exact ns while |ts| <
+    9e12 µs); flow/async ids get the rank's prefix so arrows never join two
+    ranks.
     """
 
-    pid: int
+    pids: RankPids
     shift_ns: int
     id_prefix: int
-    tids: dict[Any, int]
-    processes: dict[str, dict] = field(default_factory=dict)
-    #: (source, pid, tid) -> the source's thread_name args, written again by :meth:`meta_events`.
-    thread_names: dict[Any, Any] = field(default_factory=dict)
-    source_key: int = 0
-
-    def tid_of(self, pid: Any, tid: Any) -> int:
-        key = (self.source_key, pid, tid)
-        t = self.tids.get(key)
-        if t is None:
-            t = self.tids[key] = len(self.tids) + 1
-        return t
 
     def chunks(self, src: RawSource) -> Iterator[bytes]:
         out: list[bytes] = []
         for r in src.events:
-            b = self.one(orjson.loads(bytes(r)))
-            if b is not None:
-                out.append(b)
+            out.append(self.one(orjson.loads(bytes(r))))
             if len(out) >= CHUNK:
                 yield b",".join(out)
                 out = []
         if out:
             yield b",".join(out)
 
-    def one(self, ev: Any) -> bytes | None:
+    def one(self, ev: Any) -> bytes:
         if not isinstance(ev, dict):
             return orjson.dumps(ev)
-        pid, tid = ev.get("pid"), ev.get("tid")
-        if ev.get("ph") == "M" and ev.get("name") in PROCESS_META and "tid" not in ev:
-            self.processes.setdefault(str(pid), {})[ev["name"]] = ev.get("args")
-            return None
-        if ev.get("ph") == "M" and ev.get("name") == "thread_name":
-            self.tid_of(pid, tid)
-            self.thread_names[(self.source_key, pid, tid)] = ev.get("args")
-            return None
-        ev["pid"] = self.pid
-        ev["tid"] = self.tid_of(pid, tid)
+        if "pid" in ev:
+            ev["pid"] = self.pids.of(ev["pid"])
+        ph = ev.get("ph")
+        if ph == "M":
+            args = ev.get("args")
+            if ev.get("name") == "process_labels" and isinstance(args, dict):
+                args["labels"] = f"rank {self.pids.rank}" + (f", {args['labels']}" if args.get("labels") else "")
+                self.pids.labelled.add(ev.get("pid"))
+            elif ev.get("name") == "process_sort_index" and isinstance(args, dict):
+                si = args.get("sort_index")
+                if isinstance(si, int) and not isinstance(si, bool):
+                    args["sort_index"] = self.pids.rank * RANK_STRIDE + (si % RANK_STRIDE)
         ts = ev.get("ts")
         if self.shift_ns and isinstance(ts, (int, float)) and not isinstance(ts, bool):
             ev["ts"] = (round(ts * 1000) + self.shift_ns) / 1000
-        if ev.get("ph") in _ID_PHASES:
+        if ph in _ID_PHASES:
             i = ev.get("id")
             if isinstance(i, int) and not isinstance(i, bool):
                 ev["id"] = self.id_prefix + i
             elif isinstance(i, str):
-                ev["id"] = f"r{self.id_prefix}:{i}"
+                ev["id"] = f"r{self.pids.rank}:{i}"
         return orjson.dumps(ev)
 
 
-def thread_meta(pid: int, tids: dict[Any, int], thread_names: dict[Any, Any], processes: dict[int, dict],
-                labels: dict[int, str]) -> list[dict]:
-    """One ``thread_name`` per thread of a rank's process: "<source> · <process> · <thread>", with the source's
-    own pid, tid and thread_name args kept in the args (several ranks in one export)."""
-    out = []
-    for key, t in tids.items():
-        sk, p, tid = key
-        pargs = (processes.get(sk) or {}).get(str(p)) or {}
-        pname = (pargs.get("process_name") or {}).get("name") if isinstance(pargs.get("process_name"), dict) else None
-        targs = thread_names.get(key)
-        tname = targs.get("name") if isinstance(targs, dict) else None
-        name = " · ".join(x for x in (labels.get(sk), str(pname or f"pid {p}"), str(tname or f"tid {tid}")) if x)
-        args: dict[str, Any] = {"name": name, "source_pid": p, "source_tid": tid}
-        if targs is not None:
-            args["source_args"] = targs
-        out.append({"ph": "M", "pid": pid, "tid": t, "name": "thread_name", "args": args})
-    return out
+def rank_labels(pids: RankPids) -> list[dict]:
+    """``process_labels: rank R`` for the rank's processes whose source wrote no labels."""
+    return [{"ph": "M", "pid": p, "name": "process_labels", "args": {"labels": f"rank {pids.rank}"}}
+            for p in pids.pids.values() if p not in pids.labelled]

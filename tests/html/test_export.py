@@ -13,7 +13,8 @@ from expo_prof import readers
 from expo_prof.analysis import analyze
 from expo_prof.analysis.hidden import analyze_timeline
 from expo_prof.cli.main import cli
-from expo_prof.html.chrome_export import ADDED_CAT, ANALYSIS_PID
+from expo_prof.export.chrome import ANALYSIS_PID
+from expo_prof.export.tracks import ADDED_CAT
 from expo_prof.html.segments import instance_pieces
 
 
@@ -34,9 +35,10 @@ def _check_chrome_trace(doc):
     named_p = {e["pid"] for e in evs if e["ph"] == "M" and e["name"] == "process_name"}
     named_t = {(e["pid"], e["tid"]) for e in evs if e["ph"] == "M" and e["name"] == "thread_name"}
     for e in evs:
-        assert e["ph"] in ("X", "M")
-        assert isinstance(e["pid"], int) and isinstance(e["name"], str)
-        if e["ph"] == "X":
+        assert isinstance(e["ph"], str) and isinstance(e["name"], str)
+        if e["ph"] in ("X", "M"):
+            assert isinstance(e["pid"], int)
+        if e["ph"] == "X" and e.get("cat") in (ADDED_CAT, "expo_prof_source"):
             assert isinstance(e["tid"], int) and e["ts"] >= 0 and e["dur"] >= 0 and isinstance(e["cat"], str)
             assert e["pid"] in named_p and (e["pid"], e["tid"]) in named_t
 
