@@ -108,6 +108,12 @@ class _Plan:
                     warnings.append(f"export: {exc}; its events are written from the timeline (flows, args and "
                                     "metadata of that file are not kept)")
             self.raw.append(src)
+        # Passed-through files first (the source's events open the array), then what is written from Timelines.
+        order = sorted(range(len(self.tls)), key=lambda i: self.raw[i] is None)
+        self.tls = [self.tls[i] for i in order]
+        self.counted = [self.counted[i] for i in order]
+        self.offs = offs = [offs[i] for i in order]
+        self.raw = [self.raw[i] for i in order]
         # The export's clock: the first passed-through source's own base (its ts stay as they are) with one
         # rank; the earliest event with several (every ts is rewritten anyway).
         firsts = [int(t.start.min()) + o for t, o in zip(self.tls, offs) if len(t)]
@@ -241,7 +247,7 @@ def _shift_only(src: cs.RawSource, shift: int) -> Iterator[bytes]:
         ev = orjson.loads(bytes(r))
         ts = ev.get("ts") if isinstance(ev, dict) else None
         if isinstance(ts, (int, float)) and not isinstance(ts, bool):
-            ev["ts"] = (round(ts * 1000) + shift) / 1000
+            ev["ts"] = (cs.us_to_ns(ts) + shift) / 1000
         out.append(orjson.dumps(ev))
         if len(out) >= cs.CHUNK:
             yield b",".join(out)
