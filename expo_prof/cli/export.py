@@ -49,9 +49,9 @@ def command(settings, paths, output, fmt, op, source, max_bytes) -> int:
     s = doc.stats
     ranks = s.get("ranks") or []
     console.print(
-        f"export: {escape(str(output))} ({n / 1e6:.1f} MB; {s['source_events']} source events, {s['flows']} flow events "
-        f"from {s['sources']} source(s), rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks))}; added "
-        f"{s['instances']} instances, {s['hidden']} hidden / {s['exposed']} exposed slices, {s['steps']} steps)"
+        f"export: {escape(str(output))} ({n / 1e6:.1f} MB; {s['source_events']} source events incl. {s['flows']} flow "
+        f"events from {s['sources']} source(s), rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks))} "
+        f"+ {s['instances']} instances, {s['hidden']} hidden / {s['exposed']} exposed slices, {s['steps']} steps)"
     )
     console.print(escape(doc.headline))
     return 0

@@ -57,7 +57,7 @@ def test_export_keeps_every_source_event_flow_and_metadata(tmp_path, nccl_trace)
         if k not in ("traceEvents", "schemaVersion", "displayTimeUnit"):
             assert doc[k] == v, k
     assert doc["expoProf"]["sources"][0]["top"]["displayTimeUnit"] == src["displayTimeUnit"]
-    assert "13600 flow events" in " ".join(msg.split())
+    assert "incl. 13600 flow events" in " ".join(msg.split()) and "+ 21 instances" in " ".join(msg.split())
     added = _check_added(doc)
     assert len(doc["traceEvents"]) == len(se) + len(added) + sum(
         1 for e in doc["traceEvents"][len(se):] if e["ph"] == "M")
