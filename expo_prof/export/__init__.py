@@ -48,4 +48,5 @@ def export_document(paths: Sequence[Path], *, fmt: str = "json", options: Option
         from expo_prof.export.chrome import export_chrome
 
         chunks, stats, warns = export_chrome(rr, opts.op, max_bytes)
-    return Export(chunks, stats, list(result.warnings) + warns, list(result.info), rr.headline)
+    warns[:0] = result.warnings  # the same list: warnings met while writing are shown too
+    return Export(chunks, stats, warns, list(result.info), rr.headline)

@@ -98,32 +98,44 @@ class _Plan:
         self.offs = offs
         self.ranks = sorted({t.rank for t in self.tls})
         self.merge_ranks = len(self.ranks) > 1
-        self.raw: list[cs.RawSource | None] = []
+        # Sources that can be passed through: read one at a time while writing (load()), so that only one
+        # file's bytes are in memory; the first is read now (its top-level keys open the document).
+        self.files: list[list[Path] | None] = []
         for t in self.tls:
-            src = None
-            if t.fmt in cs.JSON_FMTS and Path(t.source).is_file():
-                try:
-                    src = cs.load_raw(Path(t.source), max_bytes)
-                except BadInput as exc:
-                    warnings.append(f"export: {exc}; its events are written from the timeline (flows, args and "
-                                    "metadata of that file are not kept)")
-            self.raw.append(src)
+            files = [Path(f) for f in (t.meta.get("merged_from") or [t.source])]
+            self.files.append(files if t.fmt in cs.JSON_FMTS and all(f.is_file() for f in files) else None)
         # Passed-through files first (the source's events open the array), then what is written from Timelines.
-        order = sorted(range(len(self.tls)), key=lambda i: self.raw[i] is None)
+        order = sorted(range(len(self.tls)), key=lambda i: self.files[i] is None)
         self.tls = [self.tls[i] for i in order]
         self.counted = [self.counted[i] for i in order]
         self.offs = offs = [offs[i] for i in order]
-        self.raw = [self.raw[i] for i in order]
+        self.files = [self.files[i] for i in order]
+        self.max_bytes = max_bytes
+        self.warnings = warnings
+        self.first: cs.RawSource | None = self.load(0) if self.files and self.files[0] is not None else None
         # The export's clock: the first passed-through source's own base (its ts stay as they are) with one
         # rank; the earliest event with several (every ts is rewritten anyway).
         firsts = [int(t.start.min()) + o for t, o in zip(self.tls, offs) if len(t)]
-        json_idx = [i for i, s in enumerate(self.raw) if s is not None]
+        json_idx = [i for i, f in enumerate(self.files) if f is not None]
         if json_idx and not self.merge_ranks:
             j = json_idx[0]
             self.base = int(self.tls[j].meta.get("base_time_ns") or 0) + offs[j]
         else:
             self.base = min(firsts) if firsts else 0
         self.used_pids = {int(ln.pid) for t in self.tls for ln in t.lanes}
+
+    def load(self, i: int) -> cs.RawSource | None:
+        """Source ``i``'s own bytes, or None (with a warning) when they cannot be passed through."""
+        files = self.files[i]
+        if files is None:
+            return None
+        try:
+            return cs.load_raws(files, self.max_bytes)
+        except BadInput as exc:
+            self.warnings.append(f"export: {exc}; its events are written from the timeline (flows, args and "
+                                 "metadata of that file are not kept)")
+            self.files[i] = None
+            return None
 
     def shift(self, i: int) -> int:
         """ns to add to source ``i``'s raw ts (µs·1000 relative to its own base) to put it on the export clock."""
@@ -145,28 +157,29 @@ def export_chrome(rr: RecordingResult, op: str | None, max_bytes: int) -> tuple[
     plan = _Plan(rr, max_bytes, warnings)
     stats: dict[str, Any] = {"events": 0, "source_events": 0, "flows": 0, "instances": 0, "hidden": 0,
                              "exposed": 0, "steps": 0, "sources": len(plan.tls), "ranks": plan.ranks,
-                             "passed_through": sum(s is not None for s in plan.raw)}
+                             "passed_through": 0}
     return _chunks(rr, op, plan, stats), stats, warnings
 
 
 def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> Iterator[bytes]:
     sources: list[dict[str, Any]] = []
     promoted: dict[str, bytes] = {}
-    for i, (t, src) in enumerate(zip(plan.tls, plan.raw)):
+    for i, t in enumerate(plan.tls):
         entry: dict[str, Any] = {"path": t.source, "rank": t.rank, "fmt": t.fmt, "counted": plan.counted[i],
-                                 "passed_through": src is not None}
-        if src is not None:
-            own = {"schemaVersion", "displayTimeUnit", "otherData", "baseTimeNanoseconds"}
-            keep_here = plan.merge_ranks or promoted or any(s is not None for s in plan.raw[:i])
-            top = {}
-            for k, v in src.top.items():
-                if keep_here or k in own:
-                    top[k] = orjson.Fragment(bytes(v))
-                else:
-                    promoted[k] = bytes(v)
-            if top:
-                entry["top"] = top
+                                 "passed_through": plan.files[i] is not None}
         sources.append(entry)
+    if plan.first is not None:
+        # One rank: the first source's top-level keys become the export's (those it sets itself are kept in
+        # expoProf); several ranks: every source's stay in expoProf.
+        own = {"schemaVersion", "displayTimeUnit", "otherData", "baseTimeNanoseconds"}
+        top = {}
+        for k, v in plan.first.top.items():
+            if plan.merge_ranks or k in own:
+                top[k] = orjson.Fragment(bytes(v))
+            else:
+                promoted[k] = bytes(v)
+        if top:
+            sources[0]["top"] = top
     other = {"tool": f"expo-prof {__version__} export", "format": "expo-prof export 2",
              "ranks_merged": plan.merge_ranks, "sources": sources}
     rank_pids = {r: cs.RankPids(r) for r in plan.ranks}
@@ -187,10 +200,16 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
             return chunk
         return b"," + chunk
 
-    for i, (t, src) in enumerate(zip(plan.tls, plan.raw)):
+    for i, t in enumerate(plan.tls):
         flows = t.meta.get("flows") or {}
         stats["flows"] += len(flows.get("id", ()))
+        src = plan.first if i == 0 else plan.load(i)
+        plan.first = None  # each source's bytes are freed once written
         if src is not None:
+            if i:
+                sources[i]["top"] = {k: orjson.Fragment(bytes(v)) for k, v in src.top.items()}
+            sources[i]["passed_through"] = True
+            stats["passed_through"] += 1
             stats["source_events"] += len(src.events)
             shift = plan.shift(i)
             if plan.merge_ranks:
@@ -205,6 +224,7 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
                     yield sep(c)
             src.events, src.data, src.top = [], None, {}  # free the buffer before the next source
             continue
+        sources[i]["passed_through"] = False
         evs = _timeline_events(t, plan, i, rank_pids)
         stats["source_events"] += len(t)
         for c in _dump(evs):

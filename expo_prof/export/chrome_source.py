@@ -50,7 +50,7 @@ def load_raw(path: Path, max_bytes: int) -> RawSource:
     """Split ``path`` (plain or gzip) into top-level keys and raw events; BadInput when it is not plain valid JSON
     (the readers repair cut or damaged files; an export then falls back to what the timeline holds)."""
     loaded = read_bytes(path, max_bytes=max_bytes)
-    data = bytes(loaded.data)
+    data = loaded.data  # a bytearray: decoded in place, never copied (the Raw slices point into it)
     loaded.data = None
     try:
         first = data.lstrip()[:1]
@@ -69,6 +69,17 @@ def us_to_ns(ts: float | int) -> int:
     if isinstance(ts, int):
         return ts * 1000
     return int((Decimal(repr(ts)) * 1000).to_integral_value(ROUND_HALF_EVEN))
+
+
+def load_raws(paths: list[Path], max_bytes: int) -> RawSource:
+    """Several files read as one Timeline (msprof JSON slices): their events one after the other, the first's
+    top-level keys."""
+    parts = [load_raw(p, max_bytes) for p in paths]
+    first = parts[0]
+    for p in parts[1:]:
+        first.events.extend(p.events)
+    first.data = [p.data for p in parts]
+    return first
 
 
 def verbatim_chunks(src: RawSource) -> Iterator[bytes]:
