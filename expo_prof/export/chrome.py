@@ -65,7 +65,7 @@ _HOST_CAT = {Kind.CPU_OP: "cpu_op", Kind.STEP: "cpu_op", Kind.ANNOTATION: "user_
 
 def _cat(lane_kind: LaneKind, kind: int) -> str:
     k = Kind(kind)
-    if lane_kind == LaneKind.STREAM:
+    if lane_kind in (LaneKind.STREAM, LaneKind.LOGICAL):  # a logical device lane (HCCL groups) stays a device lane
         return _STREAM_CAT.get(k, "kernel")
     return _HOST_CAT.get(k, "expo_prof_other")
 
@@ -330,4 +330,31 @@ def _timeline_events(t: Timeline, plan: _Plan, i: int, rank_pids: dict[int, cs.R
         if args:
             ev["args"] = args
         events.append(ev)
+    if counted and step is not None and len(t) and not (t.kind == Kind.STEP).any():
+        events += _step_spans(t, int(lane_pid[0]), used, shift)
     return events
+
+
+def _step_spans(t: Timeline, pid: int, used: dict[int, set[int]], shift: int) -> list[dict]:
+    """A source whose steps are a column (Ascend CSV / SQLite): one ``ProfilerStep#N`` span per step over its
+    events, on a thread of its own, so that reading the export back finds the same steps (the Kineto reader
+    takes steps from those names)."""
+    st = np.asarray(t.step)
+    has = st >= 0
+    if not has.any():
+        return []
+    ids = np.unique(st[has])
+    lo = np.full(len(ids), np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(len(ids), np.iinfo(np.int64).min, dtype=np.int64)
+    k = np.searchsorted(ids, st[has])
+    np.minimum.at(lo, k, t.start[has])
+    np.maximum.at(hi, k, t.end[has])
+    tid = 999_999
+    while tid in used.setdefault(pid, set()):
+        tid += 1
+    used[pid].add(tid)
+    out = [_meta(pid, tid, "thread_name", f"steps (the step column of {t.fmt})")]
+    for sid, a, b in zip(ids.tolist(), _us(lo + shift), _us(hi - lo)):
+        out.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{sid}", "pid": pid, "tid": tid,
+                    "ts": a, "dur": b, "args": {"step": sid, "from": "step column"}})
+    return out

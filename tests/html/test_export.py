@@ -155,3 +155,25 @@ def test_export_of_recorded_run_gz(tmp_path, run_on):
     n = analyze(readers.load([run_on]).timelines).summary.instances
     assert sum(1 for e in doc["traceEvents"] if e["ph"] == "X" and e["name"] == "instance") == n > 0
     assert np.isfinite(doc["baseTimeNanoseconds"])
+
+
+def test_sources_without_their_own_bytes_are_written_from_the_timeline(tmp_path, realtraces, nccl_trace):
+    """GIVEN an Ascend kernel_details.csv (--op hcom) and a real GPU trace cut at 70 % (invalid JSON the reader
+    repairs) WHEN each is exported
+    THEN the CSV's events are written from its timeline and read back with the same instances; the cut trace
+    is exported too, with one warning saying its events come from the timeline, and reads back the same."""
+    csv = realtraces / "msinsight/test/data/pytorch/text/level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"
+    out, _ = export(tmp_path, str(csv), "--op", "hcom", name="csv.json")
+    doc = _load(out)
+    assert doc["expoProf"]["sources"][0]["passed_through"] is False
+    before = instances([csv], "hcom")
+    assert before["n"] == 4 and instances([out], "hcom") == before
+
+    raw = gzip.decompress(nccl_trace.read_bytes())
+    cut = tmp_path / "cut.pt.trace.json"
+    cut.write_bytes(raw[: int(len(raw) * 0.7)])
+    out, msg = export(tmp_path, str(cut), "--op", "nccl", name="cut-export.json")
+    text = " ".join(msg.split())
+    assert text.count("not plain valid JSON") == 1 and "written from the timeline" in text
+    before = instances([cut], "nccl")
+    assert before["n"] > 0 and instances([out], "nccl") == before
