@@ -122,8 +122,10 @@ def test_perfetto_export_of_a_real_gpu_trace(tmp_path, nccl_trace):
     a = analyze_timeline(tl, re.compile("nccl"))
     pcs = instance_pieces(a)
     added = [n for n in r["tracks"].values() if n.startswith("op nccl ")]
-    n_source = sum(len(v) for k, v in r["slices"].items() if k not in added and k != "steps")
-    assert n_source == len(tl)
+    got = Counter((s, e, n) for k, v in r["slices"].items() if k not in added and k != "steps" for s, e, n, _ in v)
+    # every event comes back with its own start, end and name: the BEGIN/END pairs nest as written
+    assert got == Counter(zip(tl.start.tolist(), tl.end.tolist(), (tl.names[i] for i in tl.name.tolist())))
+    assert sum(got.values()) == len(tl)
     assert r["flows"] == 4317
     inst = [s for k, v in r["slices"].items() if "instances" in k for s in v]
     hid = [s for k, v in r["slices"].items() if " hidden " in k for s in v]
