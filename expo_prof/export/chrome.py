@@ -210,19 +210,22 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
                 sources[i]["top"] = {k: orjson.Fragment(bytes(v)) for k, v in src.top.items()}
             sources[i]["passed_through"] = True
             stats["passed_through"] += 1
-            stats["source_events"] += len(src.events)
             shift = plan.shift(i)
             if plan.merge_ranks:
+                stats["source_events"] += len(src.events)
                 rw = cs.Rewriter(rank_pids[t.rank], shift, (i + 1) * 10**12)
                 for c in rw.chunks(src):
                     yield sep(c)
             elif shift:  # a second file of the same rank on another base: its ts move
+                stats["source_events"] += len(src.events)
                 for c in _shift_only(src, shift):
                     yield sep(c)
-            else:
-                for c in cs.verbatim_chunks(src):
-                    yield sep(c)
-            src.events, src.data, src.top = [], None, {}  # free the buffer before the next source
+            else:  # byte for byte, undecoded; the count is the reader's
+                n = t.meta.get("events_in_file")
+                stats["source_events"] += n if isinstance(n, int) and len(src.arrays) == 1 else len(src.events)
+                for new_item, piece in cs.verbatim_pieces(src):
+                    yield sep(piece) if new_item else piece
+            src.free()  # the file's bytes go before the next source is read
             continue
         sources[i]["passed_through"] = False
         evs = _timeline_events(t, plan, i, rank_pids)

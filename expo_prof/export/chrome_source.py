@@ -34,34 +34,46 @@ CHUNK = 4096
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
+_RAW = msgspec.json.Decoder(msgspec.Raw)
 
 
 @dataclass
 class RawSource:
-    """One Chrome-trace file as undecoded pieces: its top-level keys (minus the events) and its events."""
+    """One Chrome-trace file (or the slices of one) as undecoded pieces: its top-level keys (minus the events)
+    and its event arrays, each one undecoded slice (:attr:`events` splits them when an export must rewrite)."""
 
     path: Path
     top: dict[str, msgspec.Raw]
-    events: list[msgspec.Raw]
-    data: Any = field(repr=False, default=None)  # the buffer the Raw slices point into
+    arrays: list[Any]  # each the JSON text of one file's event array, brackets included
+    data: Any = field(repr=False, default=None)  # the buffers the slices point into
+    _events: list[msgspec.Raw] | None = field(default=None, repr=False)
+
+    @property
+    def events(self) -> list[msgspec.Raw]:
+        """One undecoded slice per event (decoded on first use: one small object per event)."""
+        if self._events is None:
+            self._events = [r for a in self.arrays for r in _ARRAY.decode(a)]
+        return self._events
+
+    def free(self) -> None:
+        self.top, self.arrays, self.data, self._events = {}, [], None, None
 
 
 def load_raw(path: Path, max_bytes: int) -> RawSource:
-    """Split ``path`` (plain or gzip) into top-level keys and raw events; BadInput when it is not plain valid JSON
-    (the readers repair cut or damaged files; an export then falls back to what the timeline holds)."""
+    """Split ``path`` (plain or gzip) into top-level keys and its event array; BadInput when it is not plain valid
+    JSON (the readers repair cut or damaged files; an export then falls back to what the timeline holds)."""
     loaded = read_bytes(path, max_bytes=max_bytes)
     data = loaded.data  # a bytearray: decoded in place, never copied (the Raw slices point into it)
     loaded.data = None
     try:
-        first = data.lstrip()[:1]
-        if first == b"[":
-            return RawSource(path, {}, _ARRAY.decode(data), data)
-        top = _TOP.decode(data)
+        # Decoding into Raw values still checks the whole text is valid JSON, without building any object.
+        top = _TOP.decode(data) if data.lstrip()[:1] != b"[" else {"traceEvents": _RAW.decode(data)}
         ev = top.pop("traceEvents", None)
-        events = _ARRAY.decode(ev) if ev is not None else []
+        if ev is not None and bytes(memoryview(ev)[:1]) != b"[":
+            raise BadInput(f"{path}: traceEvents is not an array")
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise BadInput(f"{path}: not plain valid JSON ({str(exc).splitlines()[0]})") from None
-    return RawSource(path, top, events, data)
+    return RawSource(path, top, [ev] if ev is not None else [], data)
 
 
 def us_to_ns(ts: float | int) -> int:
@@ -76,17 +88,29 @@ def load_raws(paths: list[Path], max_bytes: int) -> RawSource:
     top-level keys."""
     parts = [load_raw(p, max_bytes) for p in paths]
     first = parts[0]
-    for p in parts[1:]:
-        first.events.extend(p.events)
+    first.arrays = [a for p in parts for a in p.arrays]
     first.data = [p.data for p in parts]
     return first
 
 
-def verbatim_chunks(src: RawSource) -> Iterator[bytes]:
-    """The events exactly as in the file, ``CHUNK`` at a time, comma-joined (no leading comma)."""
-    ev = src.events
-    for i in range(0, len(ev), CHUNK):
-        yield b",".join(bytes(r) for r in ev[i : i + CHUNK])
+#: Bytes per piece of a passed-through event array.
+PIECE = 1 << 23
+
+
+def verbatim_pieces(src: RawSource) -> Iterator[tuple[bool, Any]]:
+    """The event arrays' contents exactly as in the files, in pieces of at most ``PIECE`` bytes: (starts a new
+    list item, bytes). Nothing is decoded: the text between the brackets is written as it is."""
+    for a in src.arrays:
+        mv = memoryview(a)
+        lo, hi = 1, len(mv) - 1  # inside [ … ]
+        while lo < hi and mv[lo] in b" \t\r\n":
+            lo += 1
+        while hi > lo and mv[hi - 1] in b" \t\r\n":
+            hi -= 1
+        first = True
+        for k in range(lo, hi, PIECE):
+            yield first, mv[k : min(k + PIECE, hi)]
+            first = False
 
 
 #: Flow and async phases whose ``id`` ties events together: the ids of several ranks must not meet.
