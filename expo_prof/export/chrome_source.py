@@ -15,6 +15,7 @@ be rewritten, and the output is streamed (never the whole document at once).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
@@ -35,6 +36,7 @@ CHUNK = 4096
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
 _RAW = msgspec.json.Decoder(msgspec.Raw)
+_NON_SPACE = re.compile(rb"[^ \t\r\n]")
 
 
 @dataclass
@@ -67,7 +69,9 @@ def load_raw(path: Path, max_bytes: int) -> RawSource:
     loaded.data = None
     try:
         # Decoding into Raw values still checks the whole text is valid JSON, without building any object.
-        top = _TOP.decode(data) if data.lstrip()[:1] != b"[" else {"traceEvents": _RAW.decode(data)}
+        first = _NON_SPACE.search(data)  # (data.lstrip() would copy the whole file)
+        is_array = first is not None and first.group() == b"["
+        top = _TOP.decode(data) if not is_array else {"traceEvents": _RAW.decode(data)}
         ev = top.pop("traceEvents", None)
         if ev is not None and bytes(memoryview(ev)[:1]) != b"[":
             raise BadInput(f"{path}: traceEvents is not an array")
