@@ -54,7 +54,7 @@ SEQ_CLEARED, SEQ_NEEDS = 1, 2  # TracePacket.SequenceFlags
 MARK = "expo-prof export"
 
 
-def _varint(n: int) -> bytes:
+def _varint_slow(n: int) -> bytes:
     out = bytearray()
     while True:
         b = n & 0x7F
@@ -64,6 +64,20 @@ def _varint(n: int) -> bytes:
         else:
             out.append(b)
             return bytes(out)
+
+
+#: Varints of 0 … 2**14 - 1 (iids, track uuids, lengths): looked up, not computed.
+_SMALL = [_varint_slow(n) for n in range(1 << 14)]
+
+
+def _varint(n: int) -> bytes:
+    """Protobuf base-128 varint of a non-negative int."""
+    if n < 16384:
+        return _SMALL[n]
+    k = (n.bit_length() + 6) // 7
+    b = bytearray(((n >> s) & 0x7F) | 0x80 for s in range(0, 7 * k, 7))
+    b[-1] &= 0x7F
+    return bytes(b)
 
 
 def frame(packet_bytes: bytes) -> bytes:
