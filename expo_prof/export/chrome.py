@@ -103,7 +103,9 @@ class _Plan:
         self.files: list[list[Path] | None] = []
         for t in self.tls:
             files = [Path(f) for f in (t.meta.get("merged_from") or [t.source])]
-            self.files.append(files if t.fmt in cs.JSON_FMTS and all(f.is_file() for f in files) else None)
+            # One rank of a multi-rank export read back: its file holds the other ranks too; from the timeline.
+            whole = "split_from" not in t.meta
+            self.files.append(files if whole and t.fmt in cs.JSON_FMTS and all(f.is_file() for f in files) else None)
         # Passed-through files first (the source's events open the array), then what is written from Timelines.
         order = sorted(range(len(self.tls)), key=lambda i: self.files[i] is None)
         self.tls = [self.tls[i] for i in order]
@@ -171,7 +173,7 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
     if plan.first is not None:
         # One rank: the first source's top-level keys become the export's (those it sets itself are kept in
         # expoProf); several ranks: every source's stay in expoProf.
-        own = {"schemaVersion", "displayTimeUnit", "otherData", "baseTimeNanoseconds"}
+        own = {"schemaVersion", "displayTimeUnit", "otherData", "baseTimeNanoseconds", "expoProf"}
         top = {}
         for k, v in plan.first.top.items():
             if plan.merge_ranks or k in own:

@@ -176,6 +176,7 @@ def split_ranks(tl: Timeline, rank_pids: dict[int, int]) -> list[Timeline]:
         remap = np.full(len(tl.lanes), -1, dtype=np.int32)
         remap[lanes_r] = np.arange(len(lanes_r), dtype=np.int32)
         meta = {k: v for k, v in tl.meta.items() if k not in ("rank_pids", "flows")}
+        meta["split_from"] = tl.source  # one rank of a file that holds several
         for k, v in tl.meta.items():
             if isinstance(v, np.ndarray) and len(v) == len(tl):  # per-event columns (correlation)
                 meta[k] = v[sel]
