@@ -2,7 +2,9 @@
 
 The output is the Trace Event Format (Perfetto UI, chrome://tracing,
 MindStudio Insight): ``{"schemaVersion":1,"displayTimeUnit":"ns",
-"otherData":{"tool":"expo-prof …"}, …, "traceEvents":[…]}``.
+"otherData":{"tool":"expo-prof …"}, …, "traceEvents":[…], "expoProf":{…}}``; the
+``expoProf`` trailer lists the sources (path, rank, format, counted, passed
+through, the top-level keys the export could not keep at the top).
 
 * **The source, whole.** A Chrome-trace source (Kineto, Ascend
   ``trace_view.json``, msprof JSON) is passed through from its own bytes
@@ -10,9 +12,9 @@ MindStudio Insight): ``{"schemaVersion":1,"displayTimeUnit":"ns",
   and its top-level keys (``deviceProperties``, ``distributedInfo``,
   ``baseTimeNanoseconds`` …). With one rank the events are copied byte for
   byte and the export's ``baseTimeNanoseconds`` is the source's, so every
-  ``ts`` is unchanged. Top-level keys that the export sets itself
-  (``schemaVersion``, ``displayTimeUnit``, ``otherData``) are kept under
-  ``otherData.sources[i].top``.
+  ``ts`` is unchanged; the array is written undecoded. Top-level keys that
+  the export sets itself (``schemaVersion``, ``displayTimeUnit``,
+  ``otherData``) are kept under ``expoProf.sources[i].top``.
 * **Several ranks**: ranks never share a pid. Rank R owns the pids
   ``RANK_PID + R·1000 + n``, one per original process (its tids, threads
   and metadata unchanged; ``process_labels`` start with ``rank R``); ``ts``
@@ -21,7 +23,9 @@ MindStudio Insight): ``{"schemaVersion":1,"displayTimeUnit":"ns",
   uses to read such a file back as one Timeline per rank.
 * **Other sources** (overlay event log, Ascend CSV / SQLite): what the
   Timeline holds, one ``X`` event per event, with the Kineto category of its
-  kind; overlay-log events carry their ``step`` in args. Sources that were
+  kind; events carry their ``step`` in args (the overlay log's step of each
+  span), and a step column becomes ``ProfilerStep#N`` spans so that the steps
+  come back on reading. Sources that were
   read but not counted (the overlay log used for the wait, another view of
   the same rank) get the inert category ``expo_prof_source`` (the original
   in ``args.source_cat``) so that reading the export back counts nothing twice.
@@ -29,7 +33,8 @@ MindStudio Insight): ``{"schemaVersion":1,"displayTimeUnit":"ns",
   ``expo-prof analysis · rank R (fmt)`` at pid ``ANALYSIS_PID + i``.
 
 Reading the export back through ``expo_prof.readers`` gives the same
-instances and hidden/exposed ns for one rank (tests/html/test_export.py).
+instances (rank, step, start, total/hidden/exposed ns), for one rank or
+several (tests/html/test_export.py; docs/export.md).
 """
 
 from __future__ import annotations
