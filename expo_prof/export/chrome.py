@@ -59,8 +59,7 @@ ANALYSIS_PID = 2_000_000_000
 #: First pid of the processes written from a Timeline (non-JSON sources) when ranks are not merged.
 TIMELINE_PID = 1_500_000_000
 RANK_PID = cs.RANK_PID
-#: Category of events of sources that were read but not counted.
-UNCOUNTED_CAT = "expo_prof_source"
+UNCOUNTED_CAT = cs.UNCOUNTED_CAT
 
 _STREAM_CAT = {Kind.KERNEL: "kernel", Kind.COMM: "kernel", Kind.MEMCPY: "gpu_memcpy", Kind.ANNOTATION: "gpu_user_annotation",
                Kind.STEP: "gpu_user_annotation", Kind.OTHER: "cuda_sync"}
@@ -218,14 +217,12 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
             sources[i]["passed_through"] = True
             stats["passed_through"] += 1
             shift = plan.shift(i)
-            if plan.merge_ranks:
+            if plan.merge_ranks or shift or not plan.counted[i]:
+                # several ranks; a second file of the rank on another base; a source not counted
                 stats["source_events"] += len(src.events)
-                rw = cs.Rewriter(rank_pids[t.rank], shift, (i + 1) * 10**12)
+                rw = cs.Rewriter(rank_pids[t.rank] if plan.merge_ranks else None, shift,
+                                 (i + 1) * 10**12 if plan.merge_ranks else 0, inert=not plan.counted[i])
                 for c in rw.chunks(src):
-                    yield sep(c)
-            elif shift:  # a second file of the same rank on another base: its ts move
-                stats["source_events"] += len(src.events)
-                for c in _shift_only(src, shift):
                     yield sep(c)
             else:  # byte for byte, undecoded; the count is the reader's
                 n = t.meta.get("events_in_file")
@@ -269,21 +266,6 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
         stats["events"] += len(evs)
     stats["events"] += stats["source_events"]
     yield b'],"expoProf":' + orjson.dumps(other) + b"}\n"
-
-
-def _shift_only(src: cs.RawSource, shift: int) -> Iterator[bytes]:
-    out: list[bytes] = []
-    for r in src.events:
-        ev = orjson.loads(bytes(r))
-        ts = ev.get("ts") if isinstance(ev, dict) else None
-        if isinstance(ts, (int, float)) and not isinstance(ts, bool):
-            ev["ts"] = (cs.us_to_ns(ts) + shift) / 1000
-        out.append(orjson.dumps(ev))
-        if len(out) >= cs.CHUNK:
-            yield b",".join(out)
-            out = []
-    if out:
-        yield b",".join(out)
 
 
 def _timeline_events(t: Timeline, plan: _Plan, i: int, rank_pids: dict[int, cs.RankPids]) -> list[dict]:

@@ -117,6 +117,8 @@ def verbatim_pieces(src: RawSource) -> Iterator[tuple[bool, Any]]:
             first = False
 
 
+#: Category of events of sources that were read but not counted (the readers drop it).
+UNCOUNTED_CAT = "expo_prof_source"
 #: Flow and async phases whose ``id`` ties events together: the ids of several ranks must not meet.
 _ID_PHASES = frozenset("stfbenSTFpPOND")
 #: pids of rank R when several ranks are exported together: RANK_PID + R * RANK_STRIDE + n (n: the rank's n-th
@@ -158,9 +160,12 @@ class Rewriter:
     ranks.
     """
 
-    pids: RankPids
+    pids: RankPids | None  # None: pids stay (one rank)
     shift_ns: int
     id_prefix: int
+    #: A source read but not counted (``--source`` chose another of its rank): its complete events get the
+    #: category ``expo_prof_source`` (the original in ``args.source_cat``), which the readers drop.
+    inert: bool = False
 
     def chunks(self, src: RawSource) -> Iterator[bytes]:
         out: list[bytes] = []
@@ -175,10 +180,14 @@ class Rewriter:
     def one(self, ev: Any) -> bytes:
         if not isinstance(ev, dict):
             return orjson.dumps(ev)
-        if "pid" in ev:
-            ev["pid"] = self.pids.of(ev["pid"])
         ph = ev.get("ph")
-        if ph == "M":
+        if self.inert and ph == "X":
+            args = ev.get("args")
+            ev["args"] = {**(args if isinstance(args, dict) else {}), "source_cat": ev.get("cat")}
+            ev["cat"] = UNCOUNTED_CAT
+        if self.pids is not None and "pid" in ev:
+            ev["pid"] = self.pids.of(ev["pid"])
+        if ph == "M" and self.pids is not None:
             args = ev.get("args")
             if ev.get("name") == "process_labels" and isinstance(args, dict):
                 args["labels"] = f"rank {self.pids.rank}" + (f", {args['labels']}" if args.get("labels") else "")
@@ -192,9 +201,9 @@ class Rewriter:
             ev["ts"] = (us_to_ns(ts) + self.shift_ns) / 1000
         if ph in _ID_PHASES:
             i = ev.get("id")
-            if isinstance(i, int) and not isinstance(i, bool):
+            if isinstance(i, int) and not isinstance(i, bool) and self.id_prefix:
                 ev["id"] = self.id_prefix + i
-            elif isinstance(i, str):
+            elif isinstance(i, str) and self.pids is not None:
                 ev["id"] = f"r{self.pids.rank}:{i}"
         return orjson.dumps(ev)
 

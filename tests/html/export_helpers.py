@@ -43,8 +43,10 @@ def two_ranks(tmp_path: Path, src: Path) -> Path:
     return d
 
 
-def instances(paths: list[Path], op: str | None = None) -> dict[str, list]:
+def instances(paths: list[Path], op: str | None = None, source: str = "auto", start: bool = True) -> dict[str, list]:
     """Every counted instance (rank, step, start, total/hidden/exposed ns), sorted, as plain lists."""
-    t = run(paths, Options.make(op=op)).instances()
-    rows = sorted(zip(*(t[k].tolist() for k in ("rank", "start_ns", "step", "total_ns", "hidden_ns", "exposed_ns"))))
+    t = run(paths, Options.make(op=op, source=source)).instances()
+    keys = ("rank", "start_ns", "step", "total_ns", "hidden_ns", "exposed_ns") if start else (
+        "rank", "step", "total_ns", "hidden_ns", "exposed_ns")
+    rows = sorted(zip(*(t[k].tolist() for k in keys)))
     return {"rows": rows, "n": len(rows)}

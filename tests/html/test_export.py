@@ -96,7 +96,8 @@ def test_run_with_overlay_log_keeps_log_steps_and_reads_back_the_same(tmp_path):
     WHEN exported
     THEN the trace's events are there unchanged; the log's events are there too, each with its step number in
     args, in the inert category (the trace was counted, the log only read for the wait); and the export read
-    back gives the same instances, hidden and exposed ns as the run."""
+    back gives the same instances, hidden and exposed ns as the run. With --source overlay-log the roles swap:
+    the trace's events are kept (inert) and the log's 65 draws read back with their steps and ns."""
     out, _ = export(tmp_path, str(RUN_WITH_LOG))
     doc = _load(out)
     trace = next((RUN_WITH_LOG / "profiler").glob("rank0.*.pt.trace.json.gz"))
@@ -114,6 +115,16 @@ def test_run_with_overlay_log_keeps_log_steps_and_reads_back_the_same(tmp_path):
                                                                               ("overlay-log", False, False)]
     before = instances([RUN_WITH_LOG])
     assert before["n"] == 33 and instances([out]) == before
+
+    # --source overlay-log: the log counts (written from its timeline, its steps as ProfilerStep# spans) and the
+    # trace is kept whole but inert; read back, the log's 65 draws (times on the trace's clock now).
+    out, _ = export(tmp_path, str(RUN_WITH_LOG), "--source", "overlay-log", name="log-counted.json")
+    doc = _load(out)
+    inert = [e for e in doc["traceEvents"] if e.get("cat") == UNCOUNTED_CAT]
+    assert len(inert) == sum(1 for e in se if e.get("ph") == "X")
+    assert Counter(e["args"]["source_cat"] for e in inert) == Counter(e.get("cat") for e in se if e.get("ph") == "X")
+    before = instances([RUN_WITH_LOG], source="overlay-log", start=False)
+    assert before["n"] == 65 and instances([out], start=False) == before
 
 
 def test_several_ranks_stay_apart_and_read_back_per_rank(tmp_path, nccl_trace):
