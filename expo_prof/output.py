@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,10 @@ class Kind:
 
 PAGE = Kind("an HTML page", (".html", ".htm"), b"<!DOCTYPE html>", b'<meta name="generator" content="expo-prof')
 EXPORT = Kind("a Chrome-trace JSON", (".json", ".json.gz"), b'{"schemaVersion":1,"displayTimeUnit":"ns"', b'"tool":"expo-prof')
+#: ``export --format perfetto``: a Perfetto protobuf trace. Its first packet is a track descriptor named
+#: ``expo-prof …`` (the bytes 0x0a = field 1 of Trace, length-delimited), which marks the file as ours.
+PERFETTO = Kind("a Perfetto protobuf trace", (".pftrace", ".perfetto-trace", ".pb", ".pftrace.gz"), b"\x0a",
+                b"expo-prof export")
 ANALYZE_JSON = Kind("an analyze result", (), b"{", b'"schema_name": "expo-prof.analyze"', "an earlier analyze output")
 TEXT = Kind("text tables", (".txt", ".log", ".md", ".text"), b"", b" hidden, exposed ", "an earlier analyze output")
 COMPARE_JSON = Kind("a compare result", (), b"{", b"expo-prof.compare", "an earlier compare output")
@@ -95,3 +100,28 @@ def write(out: Path, data: str | bytes) -> int:
         tmp.unlink(missing_ok=True)
         raise BadInput(f"-o {out}: cannot write ({exc.strerror or exc})") from None
     return len(raw)
+
+
+def write_chunks(out: Path, chunks: Iterable[bytes]) -> int:
+    """Like :func:`write` for output made piece by piece (a large export): never all in memory at once."""
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    n = 0
+    try:
+        raw = open(tmp, "wb")
+        f = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if out.name.endswith(".gz") else raw
+        try:
+            for c in chunks:
+                f.write(c)
+        finally:
+            f.close()
+            if f is not raw:
+                raw.close()
+        n = tmp.stat().st_size
+        os.replace(tmp, out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise BadInput(f"-o {out}: cannot write ({exc.strerror or exc})") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return n

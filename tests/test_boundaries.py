@@ -92,6 +92,7 @@ LAYERS: dict[str, set[str] | None] = {
     "pipeline": {"readers", "analysis", "runs", "timeline", "errors"},
     "report": {"pipeline", "analysis", "console", "errors"},
     "html": {"pipeline", "analysis", "timeline", "clocks", "errors"},
+    "export": {"pipeline", "readers", "analysis", "timeline", "clocks", "errors", "html"},
     "abtest": {"pipeline", "runs", "errors"},
     "record": {"pipeline", "runs", "server", "workload", "console", "errors"},
     "server": {"errors"},

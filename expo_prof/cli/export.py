@@ -1,4 +1,4 @@
-"""``expo-prof export RUN -o annotated.json``: a Chrome trace with hidden/exposed and step tracks added."""
+"""``expo-prof export RUN -o annotated.json``: the source trace, whole, with hidden/exposed/instance/step tracks."""
 
 from __future__ import annotations
 
@@ -12,37 +12,46 @@ from expo_prof.cli.common import options, show_notes, target_options
 
 @cli_command(
     "export",
-    summary="The recording's traces as one Chrome-trace JSON with hidden/exposed/step tracks added.",
+    summary="The recording's traces, whole, as one Chrome-trace JSON or Perfetto trace with the analysis as tracks.",
     examples=[
         "expo-prof export traces/RUN -o annotated.json.gz    # open in Perfetto UI or chrome://tracing",
         "expo-prof export trace.json.gz --op nccl -o nccl.json",
+        "expo-prof export traces/RUN --format perfetto -o run.pftrace   # Perfetto's own protobuf",
     ],
 )
 @click.argument("paths", nargs=-1, metavar="PATH...", type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("annotated.json"), show_default=True,
-              help="The Chrome-trace JSON to write (.json.gz compresses).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="The file to write: .json / .json.gz (default annotated.json), or .pftrace with --format perfetto "
+                   "(default annotated.pftrace).")
+@click.option("--format", "fmt", type=click.Choice(["json", "perfetto"]), default="json", show_default=True,
+              help="json: Chrome Trace Event JSON with every source event, flow, metadata entry and arg kept. "
+                   "perfetto: Perfetto's native protobuf (TrackDescriptor/TrackEvent packets; no JSON-importer limits).")
 @target_options
 @click.pass_obj
-def command(settings, paths, output, op, source, max_bytes) -> int:
-    """Write the run's traces as one Chrome-trace JSON (Perfetto UI, chrome://tracing,
-    MindStudio Insight) with added tracks: each exponential instance, its hidden and
-    exposed parts, and the steps.
+def command(settings, paths, output, fmt, op, source, max_bytes) -> int:
+    """Write the run's traces as one file for Perfetto UI (or chrome://tracing, MindStudio
+    Insight for JSON): the source trace as it was recorded, plus added tracks for each
+    exponential instance, its hidden and exposed parts, and the steps.
     """
     from expo_prof.console import console
     from expo_prof import output as out_mod
-    from expo_prof.html.build import export_document
+    from expo_prof.export import export_document
     from rich.markup import escape
 
     if not paths:
         raise click.UsageError("export needs a run directory or trace PATHs")
-    out_mod.check_target(output, list(paths), out_mod.EXPORT)
-    doc = export_document(list(paths), options=options(op, source, max_bytes))
-    n = out_mod.write(output, doc.text)
+    if output is None:
+        output = Path("annotated.pftrace" if fmt == "perfetto" else "annotated.json")
+    out_mod.check_target(output, list(paths), out_mod.PERFETTO if fmt == "perfetto" else out_mod.EXPORT)
+    doc = export_document(list(paths), fmt=fmt, options=options(op, source, max_bytes))
+    n = out_mod.write_chunks(output, doc.chunks)
     show_notes(settings, doc.warnings, doc.info)
-    s = doc.payload
+    s = doc.stats
+    ranks = s.get("ranks") or []
     console.print(
-        f"export: {escape(str(output))} ({n / 1e6:.1f} MB; {s['events']} events + {s['instances']} instances, "
-        f"{s['hidden']} hidden / {s['exposed']} exposed slices, {s['steps']} steps)"
+        f"export: {escape(str(output))} ({n / 1e6:.1f} MB; {s['source_events']} source events incl. {s['flows']} flow "
+        f"events from {s['sources']} source(s), rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks))} "
+        f"+ {s['instances']} instances, {s['hidden']} hidden / {s['exposed']} exposed slices, {s['steps']} steps)"
     )
-    console.print(escape(doc.headlines[0]))
+    console.print(escape(doc.headline))
     return 0

@@ -101,14 +101,3 @@ def report_document(
     return Document(report_page.render(payload), payload, list(result.warnings), [],
                     [f"{rr.label}: {rr.headline}" if len(result.recordings) > 1 else rr.headline
                      for rr in result.recordings], result.info)
-
-
-def export_document(paths: Sequence[Path], *, op: str | None = None, max_bytes: int | None = None,
-                    source: str = "auto", options: Options | None = None) -> Document:
-    """The annotated Chrome trace of one recording."""
-    from expo_prof.html import chrome_export
-
-    result = run(list(paths), _options(op, max_bytes, source, options))
-    rr = one_recording(result, "export")
-    data, stats = chrome_export.export(rr.parts, result.options.op)
-    return Document(data, stats, list(result.warnings), [], [rr.headline], result.info)

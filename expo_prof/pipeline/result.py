@@ -51,6 +51,9 @@ class RecordingResult:
     #: The per-Timeline analyses that were counted (one source per rank): what pages draw and exports annotate.
     parts: list[TimelineAnalysis] = field(default_factory=list)
     error: str | None = None
+    #: Every Timeline grouped into the recording, counted or not (an overlay log read for the wait, another
+    #: format of the same rank): what ``export`` writes out besides the counted parts.
+    timelines: list = field(default_factory=list)
 
     @property
     def label(self) -> str:

@@ -89,7 +89,7 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
         try:
             res, parts = analyze_parts(tls, op=opts.op, inputs=[rec.path], source=opts.source)
         except NothingFound as exc:
-            results.append(RecordingResult(rec, None, [], "; ".join([str(exc), *exc.details])))
+            results.append(RecordingResult(rec, None, [], "; ".join([str(exc), *exc.details]), tls))
             last_miss = exc
             continue
         if several:
@@ -100,7 +100,7 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
         prefix = f"{rec.label}: " if several else ""
         warnings += [prefix + w for w in res.warnings if w not in loaded.warnings]
         info += [prefix + line for line in res.info]
-        results.append(RecordingResult(rec, res, parts))
+        results.append(RecordingResult(rec, res, parts, timelines=tls))
 
     found = [r for r in results if r.analysis is not None]
     if not found:

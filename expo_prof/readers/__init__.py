@@ -83,6 +83,11 @@ def load(
             size = file_size(job.path)
             if progress is not None and done - before < size:
                 tick(size - (done - before))
+        if tl.meta.get("rank_pids"):  # an expo-prof export of several ranks: one Timeline per rank again
+            from expo_prof.readers.builder import split_ranks
+
+            result.timelines.extend(split_ranks(tl, tl.meta["rank_pids"]))
+            continue
         if job.reader == detect.MSPROF_JSON:
             pd = detect.profile_dir(job.path) or job.path.parent
             merged_msprof.setdefault(pd, []).append(tl)

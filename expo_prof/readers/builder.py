@@ -158,3 +158,39 @@ def merge_timelines(parts: list[Timeline]) -> Timeline:
         meta=meta,
         warnings=warnings,
     )
+
+
+def split_ranks(tl: Timeline, rank_pids: dict[int, int]) -> list[Timeline]:
+    """One Timeline per rank of an ``expo-prof export`` of several ranks (its ``expoProf.rank_pids``).
+
+    Lanes whose pid belongs to no rank (the export's analysis tracks) are left out; names are shared.
+    """
+    lane_rank = np.array([rank_pids.get(int(ln.pid), -1) for ln in tl.lanes], dtype=np.int64)
+    ev_rank = lane_rank[tl.lane] if len(tl) else np.zeros(0, dtype=np.int64)
+    out = []
+    for r in sorted(set(rank_pids.values())):
+        lanes_r = np.flatnonzero(lane_rank == r)
+        sel = np.flatnonzero(ev_rank == r)
+        if not len(sel):
+            continue
+        remap = np.full(len(tl.lanes), -1, dtype=np.int32)
+        remap[lanes_r] = np.arange(len(lanes_r), dtype=np.int32)
+        meta = {k: v for k, v in tl.meta.items() if k not in ("rank_pids", "flows")}
+        meta["split_from"] = tl.source  # one rank of a file that holds several
+        for k, v in tl.meta.items():
+            if isinstance(v, np.ndarray) and len(v) == len(tl):  # per-event columns (correlation)
+                meta[k] = v[sel]
+        fl = tl.meta.get("flows")
+        if isinstance(fl, dict) and "lane" in fl:
+            lane = np.asarray(fl["lane"])
+            keep = np.flatnonzero((lane >= 0) & (lane_rank[np.maximum(lane, 0)] == r)) if len(lane_rank) else lane[:0]
+            meta["flows"] = {k: (np.asarray(v)[keep] if isinstance(v, np.ndarray) and len(v) == len(lane) else v)
+                             for k, v in fl.items()}
+            meta["flows"]["lane"] = remap[lane[keep]]
+        out.append(Timeline(
+            rank=r, source=tl.source, fmt=tl.fmt, backend=tl.backend, lanes=[tl.lanes[i] for i in lanes_r.tolist()],
+            names=tl.names, start=tl.start[sel], dur=tl.dur[sel], lane=remap[tl.lane[sel]], name=tl.name[sel],
+            kind=tl.kind[sel], step=tl.step[sel] if tl.step is not None else None, meta=meta,
+            warnings=list(tl.warnings) if not out else [],
+        ))
+    return out or [tl]

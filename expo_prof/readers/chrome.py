@@ -173,6 +173,7 @@ def _timeline(
     new_lanes = [lanes[i] for i in used.tolist()]
     meta["flows"] = flows(cols, remap, base_ns)
     meta["dropped_events"] = dict(cols.dropped)
+    meta["events_in_file"] = cols.n_seen
     if backend == "cpu" and any(ln.kind == LaneKind.STREAM for ln in new_lanes):
         backend = "cuda"
     if len(ts_ns) == 0:

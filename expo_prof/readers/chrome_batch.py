@@ -37,8 +37,11 @@ __all__ = ["DROP_CATS", "collect_events"]
 
 
 #: Complete events dropped while decoding: Python frames (94 % of a with_stack
-#: trace), the whole-trace span, profiler overhead, instants.
-DROP_CATS = frozenset({"python_function", "Trace", "overhead", "cpu_instant_event", "Python", "python"})
+#: trace), the whole-trace span, profiler overhead, instants; and ``expo_prof_source``: the copy in an
+#: ``expo-prof export`` of a source that was read but not counted (the overlay log beside a trace), which
+#: reading the export back must not count a second time.
+DROP_CATS = frozenset({"python_function", "Trace", "overhead", "cpu_instant_event", "Python", "python",
+                       "expo_prof_source"})
 
 #: Categories that only Kineto writes: their events carry no Ascend ``Task Type`` (torch_npu writes it on
 #: device tasks without a ``cat``), so it is not looked for there.

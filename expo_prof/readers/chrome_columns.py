@@ -382,6 +382,13 @@ def top_meta(top: Any, where: str, warnings: list[str]) -> tuple[int, dict[str, 
         if isinstance(r, int) and not isinstance(r, bool):
             rank = r
         meta["distributed"] = {k: v for k, v in di.items() if k in ("backend", "rank", "world_size", "nccl_version")}
+    ep = getattr(top, "expoProf", None)
+    if isinstance(ep, dict) and isinstance(ep.get("rank_pids"), dict):
+        # An expo-prof export of several ranks: load() reads it back as one Timeline per rank.
+        try:
+            meta["rank_pids"] = {int(k): int(v) for k, v in ep["rank_pids"].items()}
+        except (TypeError, ValueError):
+            warnings.append(f"{where}: expoProf.rank_pids is not a map of pid to rank; read as one rank")
     devices = top.deviceProperties
     if isinstance(devices, list):
         meta["devices"] = [d.get("name") for d in devices if isinstance(d, dict)]

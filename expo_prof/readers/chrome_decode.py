@@ -124,6 +124,8 @@ class Trace(msgspec.Struct):
     vllm_version: Any = None
     host_name: Any = None
     trace_id: Any = None
+    #: The trailer of an ``expo-prof export`` (its ``rank_pids`` say which pid is which rank's).
+    expoProf: Any = None
 
 
 _DEC_TRACE = msgspec.json.Decoder(Trace)

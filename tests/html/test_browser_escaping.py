@@ -7,7 +7,9 @@ import json
 from html_helpers import page_data, wait_for  # type: ignore[import-not-found]
 from make_run import EVIL, EVIL_THREAD  # type: ignore[import-not-found]
 
-from expo_prof.html.build import export_document, report_document, timeline_document
+from expo_prof.export import export_document
+from expo_prof.html.build import report_document, timeline_document
+from expo_prof.pipeline import Options
 
 EVIL_TITLE = '"><img src=x onerror=alert("xss-title")><script>alert("xss-title")</script>'
 #: What a successful injection would leave behind.
@@ -70,8 +72,8 @@ def test_report_shows_hostile_names_as_text(tmp_path, open_page, evil_run):
 
 def test_export_keeps_hostile_names_as_json_strings(tmp_path, evil_run):
     """GIVEN the same run WHEN exported THEN the names survive as plain JSON strings (a viewer's concern to escape)."""
-    doc = export_document([evil_run], op="xss")
-    events = json.loads(doc.text)["traceEvents"]
+    doc = export_document([evil_run], options=Options.make(op="xss"))
+    events = json.loads(b"".join(doc.chunks))["traceEvents"]
     names = {e["name"] for e in events} | {e.get("args", {}).get("name") for e in events}
     assert set(EVIL) <= names
 

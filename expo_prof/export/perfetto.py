@@ -1,0 +1,367 @@
+"""``expo-prof export --format perfetto``: Perfetto's native protobuf trace (TracePackets of track events).
+
+Perfetto UI opens it directly, without the JSON importer (no size limit of
+the legacy importer, no guessing of nesting). Written with a subset of
+Perfetto's own ``perfetto_trace.proto`` (:mod:`.proto`, field numbers
+unchanged). What it holds, following Perfetto's track-event rules
+(docs.perfetto.dev, "Converting arbitrary timestamped data to Perfetto"):
+
+* One packet sequence (``trusted_packet_sequence_id`` 1). Its first packet
+  clears the incremental state (``SEQ_INCREMENTAL_STATE_CLEARED``,
+  ``first_packet_on_sequence``); event names, categories and arg names are
+  interned (``InternedData``, emitted with the first packet that uses them)
+  and every later packet says ``SEQ_NEEDS_INCREMENTAL_STATE``.
+* Every TrackDescriptor comes before the first event; each track has a
+  unique uuid and its parent is described before it. One process track per
+  rank (``rank R``) with one child track per lane of each source; one
+  process track per analysed part (``expo-prof analysis · rank R``) with
+  the steps / instances / hidden / exposed tracks (:mod:`.tracks`).
+* Slices are ``TYPE_SLICE_BEGIN`` / ``TYPE_SLICE_END`` pairs. Perfetto wants
+  them strictly nested per track; events of one lane that overlap without
+  nesting (possible in any trace) go to the lane's next overflow track
+  (``lane #2`` …), so every track stays balanced and nested.
+* Timestamps (ns, absolute, on the recording's clock) never decrease along
+  the sequence.
+* Kineto flow events (launch → kernel) become ``flow_ids`` on the slice that
+  starts the flow and ``terminating_flow_ids`` on the one that ends it;
+  correlation ids and overlay-log step numbers become debug annotations.
+
+This is the Timeline's view of a source (names, times, lanes, kinds, flows,
+correlation, step): the source's other args and metadata are kept only by
+the JSON export.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from expo_prof import __version__
+from expo_prof.clocks import clock_offsets
+from expo_prof.export.chrome import _cat
+from expo_prof.export.tracks import ADDED_CAT, analysis_tracks
+from expo_prof.pipeline.result import RecordingResult
+from expo_prof.timeline import LaneKind, Timeline
+
+#: The one packet sequence of the file.
+SEQ = 1
+BEGIN, END = 1, 2  # TrackEvent.Type
+SEQ_CLEARED, SEQ_NEEDS = 1, 2  # TracePacket.SequenceFlags
+#: The first packet's track name starts with this (expo_prof.output.PERFETTO recognises its own files by it).
+MARK = "expo-prof export"
+
+
+def _varint_slow(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+#: Varints of 0 … 2**14 - 1 (iids, track uuids, lengths): looked up, not computed.
+_SMALL = [_varint_slow(n) for n in range(1 << 14)]
+
+
+def _varint(n: int) -> bytes:
+    """Protobuf base-128 varint of a non-negative int."""
+    if n < 16384:
+        return _SMALL[n]
+    k = (n.bit_length() + 6) // 7
+    b = bytearray(((n >> s) & 0x7F) | 0x80 for s in range(0, 7 * k, 7))
+    b[-1] &= 0x7F
+    return bytes(b)
+
+
+def frame(packet_bytes: bytes) -> bytes:
+    """One ``Trace.packet`` entry (field 1, length-delimited): a file is these, concatenated."""
+    return b"\x0a" + _varint(len(packet_bytes)) + packet_bytes
+
+
+def nest_levels(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Slices in (start, longest first) order, and for each the first track on which it nests properly."""
+    order = np.lexsort((-end, start))
+    level = np.zeros(len(start), dtype=np.int64)
+    stacks: list[list[int]] = []
+    st, en = start.tolist(), end.tolist()
+    for i in order.tolist():
+        s, e = st[i], en[i]
+        for k, stack in enumerate(stacks):
+            while stack and stack[-1] <= s:
+                stack.pop()
+            if not stack or e <= stack[-1]:
+                stack.append(e)
+                level[i] = k
+                break
+        else:
+            stacks.append([e])
+            level[i] = len(stacks) - 1
+    return order, level
+
+
+def begin_end(order: np.ndarray, start: np.ndarray, end: np.ndarray) -> list[tuple[int, int, int]]:
+    """(ts, BEGIN/END, slice) for slices that nest on one track, in a valid order (non-decreasing ts)."""
+    out: list[tuple[int, int, int]] = []
+    stack: list[int] = []
+    st, en = start.tolist(), end.tolist()
+    for i in order.tolist():
+        while stack and en[stack[-1]] <= st[i]:
+            j = stack.pop()
+            out.append((en[j], END, j))
+        out.append((st[i], BEGIN, i))
+        stack.append(i)
+    while stack:
+        j = stack.pop()
+        out.append((en[j], END, j))
+    return out
+
+
+class _Writer:
+    """Tracks, interning and the ordered event list of one export."""
+
+    def __init__(self) -> None:
+        from expo_prof.export.proto import perfetto_trace_subset_pb2 as pb
+
+        self.pb = pb
+        self.descriptors: list[Any] = []
+        self.next_uuid = 1
+        self.iids: dict[tuple[str, str], int] = {}
+        # Events: (ts, emission order, type, track uuid, name, cat, args, flow ids, terminating flow ids)
+        self.events: list[tuple] = []
+
+    def track(self, name: str, parent: int | None = None, pid: int | None = None, rank: int | None = None) -> int:
+        pb = self.pb
+        uuid = self.next_uuid
+        self.next_uuid += 1
+        d = pb.TrackDescriptor(uuid=uuid, name=name)
+        if parent is not None:
+            d.parent_uuid = parent
+        if pid is not None:
+            d.process.pid = pid
+            d.process.process_name = name
+            d.child_ordering = self.pb.TrackDescriptor.EXPLICIT
+        if rank is not None:
+            d.sibling_order_rank = rank
+        self.descriptors.append(d)
+        return uuid
+
+    def slices(self, track_name: str, parent: int, start: np.ndarray, end: np.ndarray, names: list[str],
+               cats: list[str], args: list[dict | None], flows_out: dict[int, list[int]] | None = None,
+               flows_in: dict[int, list[int]] | None = None, rank: int = 0) -> None:
+        """Slices of one lane: onto as many tracks as nesting needs (``name``, ``name #2`` …)."""
+        if len(start) == 0:
+            return
+        order, level = nest_levels(start, end)
+        for k in range(int(level.max()) + 1):
+            uuid = self.track(track_name if k == 0 else f"{track_name} #{k + 1}", parent=parent, rank=rank)
+            sub = order[level[order] == k]
+            for ts, typ, i in begin_end(sub, start, end):
+                if typ == BEGIN:
+                    self.events.append((ts, len(self.events), BEGIN, uuid, names[i], cats[i], args[i],
+                                        (flows_out or {}).get(i), (flows_in or {}).get(i)))
+                else:
+                    self.events.append((ts, len(self.events), END, uuid, None, None, None, None, None))
+
+    def _iid(self, kind: str, s: str, new: dict[str, list]) -> int:
+        key = (kind, s)
+        i = self.iids.get(key)
+        if i is None:
+            i = self.iids[key] = len(self.iids) + 1
+            new[kind].append((i, s))
+        return i
+
+    def packets(self) -> Iterator[bytes]:
+        pb = self.pb
+        root = pb.TracePacket(trusted_packet_sequence_id=SEQ, first_packet_on_sequence=True,
+                              incremental_state_cleared=True, sequence_flags=SEQ_CLEARED)
+        root.track_descriptor.CopyFrom(self.descriptors[0])
+        yield frame(root.SerializeToString())
+        for d in self.descriptors[1:]:
+            p = pb.TracePacket(trusted_packet_sequence_id=SEQ, sequence_flags=SEQ_NEEDS)
+            p.track_descriptor.CopyFrom(d)
+            yield frame(p.SerializeToString())
+        self.events.sort(key=lambda e: (e[0], e[1]))
+        # Track-event packets are encoded by hand (field numbers of the proto subset; tests decode every
+        # packet with the generated classes): building a message object per event costs 4x more.
+        iid = self._iid
+        buf: list[bytes] = []
+        for ts, _, typ, uuid, name, cat, args, fo, fi in self.events:
+            te = (_TYPE_BEGIN if typ == BEGIN else _TYPE_END) + b"\x58" + _varint(uuid)
+            idata = b""
+            if typ == BEGIN:
+                new: dict[str, list] = {"name": [], "cat": [], "arg": []}
+                te += b"\x50" + _varint(iid("name", name, new)) + b"\x18" + _varint(iid("cat", cat, new))
+                if args:
+                    for k, v in args.items():
+                        da = b"\x08" + _varint(iid("arg", k, new)) + _value(v)
+                        te += b"\x22" + _varint(len(da)) + da
+                for f in fo or ():
+                    te += _FLOW + _U64.pack(f)
+                for f in fi or ():
+                    te += _TERM_FLOW + _U64.pack(f)
+                if new["name"] or new["cat"] or new["arg"]:
+                    idata = b"".join(_len_field(tag, _interned(i, s_)) for tag, key in ((b"\x0a", "cat"), (b"\x12", "name"),
+                                                                                     (b"\x1a", "arg"))
+                                     for i, s_ in new[key])
+                    idata = b"\x62" + _varint(len(idata)) + idata
+            pkt = b"\x40" + _varint(ts) + _SEQ_NEEDS + b"\x5a" + _varint(len(te)) + te + idata
+            buf.append(b"\x0a" + _varint(len(pkt)) + pkt)
+            if len(buf) >= 8192:
+                yield b"".join(buf)
+                buf = []
+        if buf:
+            yield b"".join(buf)
+
+
+#: Pieces of hand-encoded packets: (field << 3 | wire type) tags of the proto subset.
+_SEQ_NEEDS = b"\x50\x01\x68\x02"  # trusted_packet_sequence_id (10) = 1, sequence_flags (13) = NEEDS_INCREMENTAL_STATE
+_TYPE_BEGIN, _TYPE_END = b"\x48\x01", b"\x48\x02"  # TrackEvent.type (9)
+_FLOW, _TERM_FLOW = _varint((47 << 3) | 1), _varint((48 << 3) | 1)  # flow_ids / terminating_flow_ids: fixed64
+_U64 = struct.Struct("<Q")
+_F64 = struct.Struct("<d")
+
+
+def _len_field(tag: bytes, body: bytes) -> bytes:
+    return tag + _varint(len(body)) + body
+
+
+def _interned(iid: int, name: str) -> bytes:
+    """EventName / EventCategory / DebugAnnotationName: iid (1), name (2)."""
+    return b"\x08" + _varint(iid) + _len_field(b"\x12", name.encode("utf-8", "replace"))
+
+
+def _value(v: Any) -> bytes:
+    """A DebugAnnotation's value field."""
+    if isinstance(v, bool):
+        return b"\x10" + (b"\x01" if v else b"\x00")  # bool_value (2)
+    if isinstance(v, int) and -(1 << 63) <= v < (1 << 63):
+        return b"\x20" + _varint(v & 0xFFFFFFFFFFFFFFFF)  # int_value (4): two's complement varint
+    if isinstance(v, float):
+        return b"\x29" + _F64.pack(v)  # double_value (5)
+    if v is None:
+        return _len_field(b"\x4a", b"null")  # legacy_json_value (9)
+    return _len_field(b"\x32", str(v).encode("utf-8", "replace"))  # string_value (6)
+
+
+def _flow_ends(t: Timeline, lane_sel: dict[int, np.ndarray], prefix: int) -> tuple[dict[int, list[int]], dict[int, list[int]], int]:
+    """Kineto flow events placed on the Timeline events they start and end at: {event: [flow id]} for the
+    starts and for the ends, and how many endpoints found no event (a flow id is ``prefix`` + the file's id)."""
+    fl = t.meta.get("flows") or {}
+    ids = np.asarray(fl.get("id", ()), dtype=np.int64)
+    out: dict[int, list[int]] = {}
+    inn: dict[int, list[int]] = {}
+    if not len(ids):
+        return out, inn, 0
+    phase = np.asarray(fl["phase"])
+    # One flow is one (category, id): Kineto numbers ac2g and fwdbwd flows independently.
+    fcat = np.asarray(fl.get("cat", np.zeros(len(ids))), dtype=np.int64)
+    ids = ids * (int(fcat.max(initial=0)) + 1) + fcat
+    lane = np.asarray(fl["lane"])
+    ts = np.asarray(fl["ts"], dtype=np.int64)
+    # A flow is drawn when both ends are found; ids with one end only are left out.
+    ends: dict[int, list[tuple[int, int]]] = {}
+    for ln, sel in lane_sel.items():
+        m = np.flatnonzero((lane == ln) & (ts >= 0))
+        if not len(m) or not len(sel):
+            continue
+        order = sel[np.argsort(t.start[sel], kind="stable")]
+        st = t.start[order]
+        en = st + t.dur[order]
+        pos = np.searchsorted(st, ts[m], side="right") - 1
+        ok = pos >= 0
+        pos_c = np.maximum(pos, 0)
+        ok &= en[pos_c] >= ts[m]
+        for fi, good, p in zip(m.tolist(), ok.tolist(), pos_c.tolist()):
+            if good:
+                ends.setdefault(int(ids[fi]), []).append((int(phase[fi]), int(order[p])))
+    for fid, pts in ends.items():
+        starts = [e for ph, e in pts if ph == 0]
+        fins = [e for ph, e in pts if ph == 1]
+        if starts and fins:
+            out.setdefault(starts[0], []).append(prefix + fid)
+            inn.setdefault(fins[0], []).append(prefix + fid)
+    whole = set(ids[phase == 0].tolist()) & set(ids[phase == 1].tolist())  # flows with both ends in the source
+    missed = len(whole) - sum(1 for f in whole if f in ends and {0, 1} <= {ph for ph, _ in ends[f]})
+    return out, inn, missed
+
+
+def export_perfetto(rr: RecordingResult, op: str | None) -> tuple[Iterator[bytes], dict, list[str]]:
+    """The recording as a Perfetto protobuf trace: byte chunks, counts, warnings."""
+    w = _Writer()
+    warnings: list[str] = []
+    tls: list[Timeline] = list(rr.timelines) or [a.tl for a in rr.parts]
+    offs, _ = clock_offsets(tls)
+    # Perfetto's timestamps are unsigned: a source placed before 0 (another clock) moves up with the rest.
+    low = min((int(t.start.min()) + o for t, o in zip(tls, offs) if len(t)), default=0)
+    if low < 0:
+        offs = [o - low for o in offs]
+    ranks = sorted({t.rank for t in tls})
+    stats: dict[str, Any] = {"events": 0, "source_events": 0, "flows": 0, "instances": 0, "hidden": 0, "exposed": 0,
+                             "steps": 0, "sources": len(tls), "ranks": ranks, "tracks": 0}
+    w.track(f"{MARK} · expo-prof {__version__}")
+    proc = {r: w.track(f"rank {r}", pid=1000 + r, rank=r) for r in ranks}
+    several = {r: sum(t.rank == r for t in tls) > 1 for r in ranks}
+    missed = 0
+    for si, (t, off) in enumerate(zip(tls, offs)):
+        start = t.start + off
+        end = start + t.dur
+        names = [t.names[i] for i in t.name.tolist()]
+        lk = np.array([int(ln.kind) for ln in t.lanes], dtype=np.int8)
+        kinds = t.kind.tolist()
+        cats = [_cat(LaneKind(a), k) for a, k in zip(lk[t.lane].tolist(), kinds)]
+        corr = t.meta.get("correlation")
+        cl = np.asarray(corr, dtype=np.int64).tolist() if corr is not None and len(corr) == len(t) else None
+        step = t.step.tolist() if t.step is not None and len(t.step) == len(t) else None
+        args: list[dict | None] = []
+        for j in range(len(t)):
+            a: dict[str, Any] = {}
+            if cl is not None and cl[j] >= 0:
+                a["correlation"] = cl[j]
+            if step is not None and step[j] >= 0:
+                a["step"] = step[j]
+            args.append(a or None)
+        lane_sel = {li: np.flatnonzero(t.lane == li) for li in range(len(t.lanes))}
+        fo, fi, miss = _flow_ends(t, lane_sel, (si + 1) << 40)
+        missed += miss
+        stats["flows"] += sum(len(v) for v in fo.values())
+        for li, sel in lane_sel.items():
+            if not len(sel):
+                continue
+            ln = t.lanes[li]
+            name = f"{t.fmt} · {ln.name}" if several[t.rank] else ln.name
+            w.slices(name, proc[t.rank], start[sel], end[sel], [names[i] for i in sel.tolist()],
+                     [cats[i] for i in sel.tolist()], [args[i] for i in sel.tolist()],
+                     _local(fo, sel), _local(fi, sel), rank=10 * si + li)
+        stats["source_events"] += len(t)
+    if missed:
+        warnings.append(f"export: {missed} flow(s) of the source have an end on no exported event; left out")
+    for k, a in enumerate(rr.parts):
+        i = next((j for j, t in enumerate(tls) if t is a.tl), None)
+        off = offs[i] if i is not None else 0
+        pt = w.track(f"expo-prof analysis · rank {a.tl.rank} ({a.tl.fmt})", pid=100_000 + k, rank=-1000 + k)
+        tracks, st = analysis_tracks(a, op)
+        for key in ("instances", "hidden", "exposed", "steps"):
+            stats[key] += st[key]
+        for tr in tracks:
+            w.slices(tr.name, pt, tr.start + off, tr.end + off, tr.names, [ADDED_CAT] * len(tr.names),
+                     list(tr.args), rank=tr.sort)
+    stats["tracks"] = len(w.descriptors)
+    stats["events"] = sum(1 for e in w.events if e[2] == BEGIN)
+    return w.packets(), stats, warnings
+
+
+def _local(d: dict[int, list[int]], sel: np.ndarray) -> dict[int, list[int]]:
+    """{Timeline event: flows} → {position in ``sel`` (sorted event indices): flows}."""
+    if not d:
+        return {}
+    keys = np.fromiter(d.keys(), dtype=np.int64, count=len(d))
+    pos = np.searchsorted(sel, keys)
+    ok = (pos < len(sel)) & (sel[np.minimum(pos, len(sel) - 1)] == keys)
+    return {int(p): d[int(k)] for k, p, g in zip(keys.tolist(), pos.tolist(), ok.tolist()) if g}

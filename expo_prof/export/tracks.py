@@ -1,0 +1,76 @@
+"""The analysis as tracks: what both export formats add next to the source's events.
+
+Per counted part (one rank's analysed Timeline): one ``steps`` track and, for
+each lane that holds instances, three tracks — ``instances`` (one slice per
+draw; args: step, total/hidden/exposed ns), ``hidden`` and ``exposed`` (the
+pieces of :func:`expo_prof.html.segments.instance_pieces`). Times stay in the
+Timeline's own ns; each writer maps them onto its output clock.
+
+The slices of one track never overlap (instances of one lane do not; step
+windows are clipped to the next step's start), so every track is a proper
+one-level slice track in Perfetto too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from expo_prof.analysis.hidden import TimelineAnalysis
+from expo_prof.html.segments import instance_pieces
+
+#: The category of every added slice; no target rule matches it or its names, so reading an export back
+#: does not count them (the Kineto reader gives unknown categories the inert kind OTHER).
+ADDED_CAT = "expo_prof"
+
+
+@dataclass
+class Track:
+    """One added track: its name, a sort key and its slices (ns on the Timeline's clock)."""
+
+    name: str
+    sort: int
+    names: list[str]
+    start: np.ndarray
+    end: np.ndarray
+    args: list[dict] = field(default_factory=list)
+
+
+def analysis_tracks(a: TimelineAnalysis, op: str | None) -> tuple[list[Track], dict[str, int]]:
+    """The added tracks of one analysed Timeline, and counts of what they hold."""
+    tl = a.tl
+    names = tl.names
+    inst, pcs = a.inst, instance_pieces(a)
+    out: list[Track] = []
+    stats = {"instances": len(inst), "hidden": 0, "exposed": 0, "steps": 0}
+    target = "exponential" if op is None else f"op {op}"
+    st = a.steps
+    if len(st):
+        end = st.end.copy()
+        end[:-1] = np.minimum(end[:-1], st.start[1:])  # one track: windows must not overlap
+        ids = st.ids.tolist()
+        out.append(Track("steps", 1, [f"step {int(s)}" for s in ids], st.start.copy(), np.maximum(end, st.start),
+                         [{"step": int(s)} for s in ids]))
+        stats["steps"] = len(st)
+    for k, ln in enumerate(np.unique(inst.lane).tolist()):
+        base = 10 * (k + 1)
+        lname = tl.lanes[int(ln)].name
+        sel = np.flatnonzero(inst.lane == ln)
+        tot = a.total[sel]
+        args = [
+            {"instance": int(i), "name": names[int(inst.name[i])], "step": int(a.step[i]), "total_ns": int(t),
+             "hidden_ns": int(h), "exposed_ns": int(e), "hidden_fraction": (float(h) / float(t)) if t else None}
+            for i, t, h, e in zip(sel.tolist(), tot.tolist(), a.hidden[sel].tolist(), a.exposed[sel].tolist())
+        ]
+        out.append(Track(f"{target} instances · {lname}", base, ["instance"] * len(sel), inst.start[sel].copy(),
+                         inst.end[sel].copy(), args))
+        in_lane = np.isin(pcs.inst, sel)
+        for j, flag in ((1, True), (2, False)):
+            m = np.flatnonzero(in_lane & (pcs.hidden == flag))
+            what = "hidden" if flag else "exposed"
+            pa = [{"instance": int(i), "step": int(a.step[i])} for i in pcs.inst[m].tolist()]
+            out.append(Track(f"{target} {what} · {lname}", base + j, [what] * len(m), pcs.start[m].copy(),
+                             pcs.end[m].copy(), pa))
+            stats[what] += len(m)
+    return out, stats
