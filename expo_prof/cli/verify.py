@@ -25,7 +25,7 @@ from expo_prof.errors import BadInput, ExpoProfError, EXIT_RUN_FAILED
 )
 @click.option("--off-url", metavar="URL", default=None, help="A server you run with the overlay OFF (instead of CMD).")
 @click.option("--on-url", metavar="URL", default=None, help="A server you run with the overlay ON (instead of CMD).")
-@click.option("--samples", type=int, default=800, show_default=True,
+@click.option("--samples", type=int, default=2000, show_default=True,
               help="Samples per sampling setting and side (the distribution tests' size).")
 @click.option("--positions", type=int, default=2, show_default=True, help="First generated positions tested.")
 @click.option("--per-request", type=int, default=50, show_default=True, help="Samples per request (OpenAI `n`).")

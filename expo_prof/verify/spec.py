@@ -61,7 +61,7 @@ class VerifySpec:
     greedy_tokens: int = 16
     seed: int = 1234
     #: Samples per sampling setting and side (the distribution tests' size).
-    samples: int = 800
+    samples: int = 2000
     #: First positions whose distributions are tested.
     positions: int = 2
     #: Samples per request (the OpenAI ``n``): vLLM samples them as rows of one batch.
