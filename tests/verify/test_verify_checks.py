@@ -125,8 +125,10 @@ def test_accuracy_scoring_and_the_math500_example():
     assert accuracy.correct(r"so \boxed{42}.", ["42"]) and not accuracy.correct(r"\boxed{41} 42", ["42"])
     assert accuracy.correct("The capital is Paris.", ["paris"])
     ex = accuracy.math500_example()
-    assert ex["status"] == "ok" and ex["ci_low"] < 0 < ex["ci_high"] and ex["ci_high"] - ex["ci_low"] > 0.08
-    assert 50 < ex["runs_needed_per_side"] < 300
+    assert ex["ci_low"] == pytest.approx(-0.0398, abs=5e-4) and ex["ci_high"] == pytest.approx(0.0490, abs=5e-4)
+    assert 150 < ex["runs_needed_per_side"] < 250
+    per_item = accuracy.compare([1] * 424 + [0] * 76, [1] * 427 + [0] * 73)  # the same through per-item scores
+    assert per_item["ci_low"] < 0 < per_item["ci_high"] and per_item["status"] == "ok"
 
 
 @pytest.mark.parametrize("content, word", [
