@@ -9,6 +9,8 @@ names a fault AND the overlay switch is on, so it plays an overlay bug:
   argmax): the bug the original feature's review found;
 * ``topk`` — top-k is ignored (top-p still applied), so tokens outside the top k
   are sampled;
+* ``greedy,topk`` — both at once (each is caught by its own check: one server
+  start instead of two);
 * ``die`` — the engine process exits (os._exit) at the
   ``EXPO_PROF_TEST_BROKEN_AFTER``-th sampler call (default 100), overlay on or
   off: a server dying mid-run.
@@ -32,12 +34,13 @@ def register() -> None:
         return
     from overlay import importhook  # the overlay's own post-import hook: patch once vLLM imports the sampler
 
-    if fault == "greedy":
+    faults = set(fault.split(","))
+    if faults - {"greedy", "topk"}:
+        raise SystemExit(f"{ENV}={fault!r}: use greedy, topk, greedy,topk or die")
+    if "greedy" in faults:
         importhook.when_imported("vllm.v1.sample.sampler", _break_greedy)
-    elif fault == "topk":
+    if "topk" in faults:
         importhook.when_imported("vllm.v1.sample.ops.topk_topp_sampler", _ignore_top_k)
-    else:
-        raise SystemExit(f"{ENV}={fault!r}: use greedy, topk or die")
 
 
 def _break_greedy(module) -> None:
