@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -144,9 +143,9 @@ def command(settings, off_url, on_url, samples, positions, per_request, greedy_t
     if output is not None:
         from expo_prof.output import write
 
-        write(output, json.dumps(result, indent=1))
+        write(output, vrun.dumps(result))
     if as_json:
-        click.echo(json.dumps(result, indent=1))
+        click.echo(vrun.dumps(result))
     else:
         from expo_prof.verify.tables import render
 

@@ -8,6 +8,7 @@ run that fails half-way keeps what it collected (``status: failed``).
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -39,12 +40,29 @@ def new_result(spec: VerifySpec, mode: str, device: str, accuracy_file: Path | N
     }
 
 
+def _plain(x):
+    """``x`` with non-finite floats as the strings "NaN" / "Infinity" / "-Infinity": strict JSON everywhere
+    (a NaN logprob is what the sanity check looks for, so it can appear in ``sides``)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def dumps(result: dict) -> str:
+    """The result as strict JSON text."""
+    return json.dumps(_plain(result), indent=1, allow_nan=False)
+
+
 def save(result: dict, out_dir: Path | None) -> None:
     """``verify.json`` in ``out_dir`` (atomically; skipped without a directory)."""
     if out_dir is None:
         return
     tmp = out_dir / f".{RESULT_FILE}.tmp"
-    tmp.write_text(json.dumps(result, indent=1, allow_nan=True))
+    tmp.write_text(dumps(result))
     tmp.replace(out_dir / RESULT_FILE)
 
 
@@ -154,6 +172,8 @@ def finish(result: dict, spec: VerifySpec, out_dir: Path | None, error: ExpoProf
 def run_urls(off_url: str, on_url: str, spec: VerifySpec, result: dict, items, acc_tokens: int,
              out_dir: Path | None, progress: Callable[[str], None]) -> int:
     """Both sides at servers the user runs."""
+    from expo_prof.record.runner import Interrupted
+
     drive = side_driver(result, spec, items, acc_tokens, progress)
     try:
         for url, overlay in ((off_url, False), (on_url, True)):
@@ -161,6 +181,8 @@ def run_urls(off_url: str, on_url: str, spec: VerifySpec, result: dict, items, a
             save(result, out_dir)
     except ExpoProfError as exc:
         return finish(result, spec, out_dir, exc)
+    except KeyboardInterrupt:  # keep what was collected, as record does
+        return finish(result, spec, out_dir, Interrupted("interrupted by the user (Ctrl-C)"))
     return finish(result, spec, out_dir)
 
 

@@ -189,3 +189,18 @@ def test_json_schema_section_documents_every_key():
     keys |= set(c) | set(c["greedy"]) | set(c["seeded"]) | set(c["distribution"]) | set(c["distribution"]["tests"][0])
     keys |= set(c["constraints"]["on"]) | set(c["constraints"]["on"]["per_config"][0]) | set(c["sanity"]["on"])
     assert not keys - documented
+
+
+def test_json_is_strict_even_with_nan_logprobs(tmp_path):
+    """GIVEN an on side holding a NaN and an inf logprob WHEN saved THEN verify.json is strict JSON (they become
+    the strings "NaN" / "Infinity") and the sanity check counted both."""
+    on = _side("on", seed=2)
+    on["samples"]["T=1"]["logprobs"][0] = [float("nan")]
+    on["samples"]["T=1"]["logprobs"][1] = [float("inf")]
+    result = vrun.new_result(SPEC, "urls", "cpu", None)
+    result["sides"] = {"off": _side("off", seed=1), "on": on}
+    assert vrun.finish(result, SPEC, tmp_path) == 1
+    text = (tmp_path / "verify.json").read_text()
+    doc = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+    assert doc["checks"]["sanity"]["on"]["nonfinite_logprobs"] == 2
+    assert doc["sides"]["on"]["samples"]["T=1"]["logprobs"][0] == ["NaN"]
