@@ -123,8 +123,9 @@ def collect(side: dict, client: Client, spec: VerifySpec, progress: Callable[[st
         side["vocab_size"], side["vocab_source"] = spec.vocab_size, "--vocab-size"
     elif (v := vocab_from_model_dir(entry.get("root"))) is not None:
         side["vocab_size"], side["vocab_source"] = v, f"{entry.get('root')}/config.json"
-    # Processed logprobs: with top_k=1 the only allowed token has probability 1 (logprob 0) after processing.
-    probe = client.completion(spec.prompts[0], max_tokens=1, temperature=1.0, top_k=1, logprobs=1)
+    # Processed logprobs: with min_p=1 only the most likely token is left, so after processing its logprob is 0.
+    # min-p (a logits processor), not top-k: the probe must not depend on the sampler path under test.
+    probe = client.completion(spec.prompts[0], max_tokens=1, temperature=1.0, min_p=1.0, logprobs=1)
     lp = _logprobs(probe["choices"][0])
     side["processed_logprobs"] = bool(lp) and lp[0] is not None and abs(lp[0]) < 1e-4
     dist_prompt = spec.prompts[0]

@@ -130,6 +130,7 @@ def test_broken_sampler_is_caught(servers, off_server, tmp_path):
     con = {r["config"]: r for r in doc["checks"]["constraints"]["on"]["per_config"]}
     assert con["top-k 5"]["outside_allowed_first"] > 0 and con["T=1"]["outside_allowed_first"] == 0
     assert doc["checks"]["constraints"]["off"]["status"] == "ok"
+    assert doc["checks"]["constraints"]["on"]["processed_logprobs"] is True  # the probe does not use top-k
     top_k_tests = [t for t in doc["checks"]["distribution"]["tests"] if t["config"] == "top-k 5"]
     assert any(t["significant"] for t in top_k_tests)
     plain = [t for t in doc["checks"]["distribution"]["tests"] if t["config"] == "T=1"]
