@@ -44,6 +44,7 @@ ANALYZE_JSON = Kind("an analyze result", (), b"{", b'"schema_name": "expo-prof.a
 TEXT = Kind("text tables", (".txt", ".log", ".md", ".text"), b"", b" hidden, exposed ", "an earlier analyze output")
 COMPARE_JSON = Kind("a compare result", (), b"{", b"expo-prof.compare", "an earlier compare output")
 COMPARE_TEXT = Kind("compare tables", (".txt", ".log", ".md", ".text"), b"", b"verdict", "an earlier compare output")
+VERIFY_JSON = Kind("a verify result", (), b"{", b"expo-prof.verify", "an earlier verify output")
 COMPARE_PAGE = Kind("a compare page", (), b"<!doctype html>", b"<title>expo-prof A/B</title>", "an earlier compare output")
 
 

@@ -98,6 +98,7 @@ LAYERS: dict[str, set[str] | None] = {
     "server": {"errors"},
     "workload": {"errors"},
     "tinymodel": {"errors"},
+    "verify": {"abtest", "record", "errors"},
     "__init__": {"pipeline"},
     "__main__": {"cli"},
     "cli": None,  # the commands put everything together

@@ -49,7 +49,10 @@ def command(settings, paths, output, op, source, max_bytes, title) -> int:
     # The A/B section is compare's result on the same runs (the pipeline's per-run mechanism included).
     result = run(list(paths), opts)
     doc = report_document(list(paths), title=title, compare=compare_recordings(result), result=result)
-    n = out_mod.write(output, doc.text)
+    from expo_prof.verify.report_section import add_to_page, find
+
+    verified = find(list(paths))  # a verify.json beside the runs adds its section (docs/verify.md)
+    n = out_mod.write(output, add_to_page(doc.text, verified))
     show_notes(settings, doc.warnings, doc.info)
     p = doc.payload
     ab = " with the A/B section of `expo-prof compare`" if p["ab"] else ""
@@ -57,4 +60,6 @@ def command(settings, paths, output, op, source, max_bytes, title) -> int:
     console.print(f"report: {escape(str(output))} ({n / 1e6:.1f} MB; {k} recording{'' if k == 1 else 's'}{ab})")
     for line in doc.headlines:
         console.print(escape(line))
+    for _path, v in verified:
+        console.print(escape(f"verify: {(v.get('verdict') or {}).get('line', '')}"))
     return 0

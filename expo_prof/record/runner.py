@@ -17,6 +17,7 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 from expo_prof import __version__
 from expo_prof.console import err_console
@@ -50,6 +51,9 @@ class RecordOptions:
     extra_env: dict[str, str] = field(default_factory=dict)
     #: The user's own load command (argv; ``--load-cmd``) instead of the built-in load (then workload is None).
     load_cmd: list[str] | None = None
+    #: Another command's own requests instead of any load (``verify``): called in a worker thread as
+    #: ``driver(server, overlay)`` once the server is ready; an ExpoProfError it raises fails the run.
+    driver: Callable[[VllmServer, bool], None] | None = None
 
 
 def _now() -> str:
@@ -168,6 +172,8 @@ class Recorder:
         w = self.opts.workload
         if self.opts.load_cmd is not None:
             return {"builtin": False, "load_cmd": self.opts.load_cmd}
+        if self.opts.driver is not None:
+            return {"builtin": False, "driver": getattr(self.opts.driver, "__name__", "driver")}
         if w is None:
             return {"builtin": False, "duration_s": self.opts.duration_s}
         d = asdict(w)
@@ -283,6 +289,9 @@ class Recorder:
                 await close_window()
 
         tasks: list[asyncio.Task] = []
+        if opts.driver is not None:
+            await loop.run_in_executor(None, opts.driver, self.srv, opts.overlay)
+            return
         if opts.load_cmd is not None:
             await self._drive_load_cmd(open_window, close_window)
             return

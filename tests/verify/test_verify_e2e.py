@@ -1,0 +1,164 @@
+"""``expo-prof verify`` against REAL vLLM CPU servers on the tiny model, as a user runs it.
+
+Four server starts for the module (the lock is held once, for all of them):
+
+* URL mode: one overlay-OFF server shared by every case, and overlay-ON servers
+  — a correct one (equivalent, exit 0), and one whose greedy rows are sampled AND
+  which ignores top-k (exit 1; each fault must be named by its own check, which
+  looks only at the requests that fault touches). The faults come from the
+  TEST-ONLY plugin in ``tests/verify/broken_sampler`` (a ``vllm.general_plugins``
+  entry point found only through this test's PYTHONPATH; it acts only with the
+  overlay on).
+* command mode: ``verify -- CMD`` whose server dies mid-run (exit 3, what was
+  collected kept in verify.json).
+
+Budgets are small (--samples 300): the breaks are large. The equivalence case uses
+--alpha 0.001 so a correct overlay fails it by chance once in a thousand runs,
+not once in twenty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from overlay.contract import ENV_SWITCH
+
+pytestmark = pytest.mark.server
+
+EXPO_PROF = [str(Path(sys.executable).parent / "expo-prof")]
+PLUGIN_DIR = Path(__file__).resolve().parent / "broken_sampler"
+REPO = Path(__file__).resolve().parents[2]
+BUDGET = ["--samples", "300", "--per-request", "50", "--greedy-tokens", "8", "--positions", "2"]
+
+
+def _pythonpath(*extra: Path) -> str:
+    parts = [str(p) for p in extra] + [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join(parts)
+
+
+def _verify(args: list[str], cwd: Path, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    full = {**os.environ, "COLUMNS": "160", "PYTHONPATH": _pythonpath(), **(env or {})}
+    return subprocess.run([*EXPO_PROF, "verify", *args], cwd=cwd, env=full, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def servers(vllm_available, tiny_model, vllm_lock, tmp_path_factory):
+    """``start(overlay, fault=None)`` → a running server (context manager); the server lock held for the module."""
+    from expo_prof.server import VllmServer
+
+    logs = tmp_path_factory.mktemp("verify-logs")
+    count = [0]
+
+    @contextlib.contextmanager
+    def start(overlay: bool, fault: str | None = None):
+        count[0] += 1
+        env = {ENV_SWITCH: "1" if overlay else "0", "EXPO_PROF_OUT": str(logs / f"overlay-{count[0]}"),
+               "PYTHONPATH": _pythonpath(PLUGIN_DIR), "EXPO_PROF_TEST_BROKEN_SAMPLER": fault}
+        # A long startup limit: on a loaded 2-core CI machine a start has taken over 5 minutes.
+        srv = VllmServer(tiny_model, env=env, log_path=logs / f"server-{count[0]}.log", startup_timeout=900,
+                         extra_args=["--logprobs-mode", "processed_logprobs"])
+        with srv:
+            yield srv
+
+    with vllm_lock(timeout_s=1800):
+        yield start
+
+
+@pytest.fixture(scope="module")
+def off_server(servers):
+    with servers(False) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def accuracy_file(tmp_path_factory) -> Path:
+    p = tmp_path_factory.mktemp("acc") / "set.jsonl"
+    rows = [{"prompt": f"Count: one two three {w}", "reference": w} for w in ("four", "five", "six", "seven")]
+    p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return p
+
+
+def _urls(off, on) -> list[str]:
+    return ["--off-url", off.base_url, "--on-url", on.base_url]
+
+
+def test_overlay_off_vs_on_is_equivalent(servers, off_server, accuracy_file, tmp_path):
+    """GIVEN a correct overlay-on server beside an overlay-off one WHEN verify runs against both, with an accuracy
+    set THEN exit 0, every check ok, the verdict states the detectable total variation, and the JSON (stdout and
+    verify.json in the session directory) is schema 1 with the accuracy difference and its CI."""
+    with servers(True) as on:
+        res = _verify([*_urls(off_server, on), *BUDGET, "--alpha", "0.001", "--accuracy", str(accuracy_file),
+                       "--json", "--out", str(tmp_path / "s")], tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    doc = json.loads(res.stdout)
+    assert doc["schema_name"] == "expo-prof.verify" and doc["schema"] == 1
+    c = doc["checks"]
+    assert c["greedy"]["status"] == "ok" and c["greedy"]["compared"] == 8
+    assert c["seeded"]["repeatable_on"] is True
+    assert c["distribution"]["status"] == "ok" and len(c["distribution"]["tests"]) == 10
+    assert 0 < c["distribution"]["detectable_tv"] < 0.5
+    assert c["constraints"]["on"]["status"] == "ok" and c["constraints"]["on"]["processed_logprobs"] is True
+    assert c["sanity"]["on"]["status"] == "ok" and c["sanity"]["on"]["vocab_size"] > 256
+    acc = doc["accuracy"]
+    assert acc["n"] == 4 and acc["ci_low"] <= acc["diff"] <= acc["ci_high"]
+    assert doc["verdict"]["verdict"] == "equivalent" and "total variation" in doc["verdict"]["line"]
+    saved = json.loads((tmp_path / "s" / "verify.json").read_text())
+    assert saved["verdict"] == doc["verdict"]
+
+
+def test_broken_sampler_is_caught(servers, off_server, tmp_path):
+    """GIVEN an overlay-on server with a deliberately broken sampler — greedy rows sampled, and top-k ignored —
+    WHEN verify runs THEN exit 1, the verdict says differs, and each fault is named by its own check: greedy
+    ids differ; first tokens outside the top-k set (with the overlay on only) and the top-k distribution
+    rejected."""
+    with servers(True, "greedy,topk") as on:
+        res = _verify([*_urls(off_server, on), *BUDGET, "--json", "--out", str(tmp_path / "s")], tmp_path)
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
+    doc = json.loads(res.stdout)
+    assert doc["verdict"]["verdict"] == "differs"
+    heads = {d.split(":")[0] for d in doc["verdict"]["differences"]}
+    assert {"greedy", "constraints"} <= heads
+    assert doc["checks"]["greedy"]["status"] == "differs"
+    con = {r["config"]: r for r in doc["checks"]["constraints"]["on"]["per_config"]}
+    assert con["top-k 5"]["outside_allowed_first"] > 0 and con["T=1"]["outside_allowed_first"] == 0
+    assert doc["checks"]["constraints"]["off"]["status"] == "ok"
+    assert doc["checks"]["constraints"]["on"]["processed_logprobs"] is True  # the probe does not use top-k
+    top_k_tests = [t for t in doc["checks"]["distribution"]["tests"] if t["config"] == "top-k 5"]
+    assert any(t["significant"] for t in top_k_tests)
+    plain = [t for t in doc["checks"]["distribution"]["tests"] if t["config"] == "T=1"]
+    assert plain and not any(t["p"] < 1e-6 for t in plain)  # what top-k does not touch stays alike
+
+
+def test_server_dying_mid_run_keeps_partial_results(vllm_available, tiny_model, servers, tmp_path):
+    """GIVEN `verify -- CMD` whose vLLM engine exits at its 60th sampler call WHEN verify runs THEN exit 3 with
+    one error line and no traceback, and verify.json in the session directory holds status failed, the error
+    and the answers collected before the crash."""
+    argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model), "--port",
+            str(_free_port()), "--dtype", "float32", "--max-model-len", "256", "--enforce-eager"]
+    from expo_prof.server import DEFAULT_ENV
+
+    env = {**DEFAULT_ENV, "PYTHONPATH": _pythonpath(PLUGIN_DIR), "EXPO_PROF_TEST_BROKEN_SAMPLER": "die",
+           "EXPO_PROF_TEST_BROKEN_AFTER": "60"}
+    res = _verify([*BUDGET, "--out", str(tmp_path / "s"), "--", *argv], tmp_path, env=env)
+    assert res.returncode == 3, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "Traceback" not in res.stderr and "error:" in res.stderr
+    doc = json.loads((tmp_path / "s" / "verify.json").read_text())
+    assert doc["status"] == "failed" and doc["error"]
+    off = doc["sides"]["off"]
+    assert off["complete"] is False and len(off["greedy_alone"]) >= 1 and off["error"]
+    assert doc["sides"]["on"] is None  # the session stopped at the failed run
+    assert json.loads((tmp_path / "s" / "01-off" / "manifest.json").read_text())["status"] in ("crashed", "failed")
+
+
+def _free_port() -> int:
+    from expo_prof.server import free_port
+
+    return free_port()
