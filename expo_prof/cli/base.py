@@ -20,8 +20,9 @@ EXIT_CODES = """\b
 Exit codes (every command):
   0    done
   1    nothing found: the inputs were read but hold no target instance
+       (verify: a difference between overlay off and on was found)
   2    bad input or options (one line says which)
-  3    a launched command or server failed (record, ab, demo)
+  3    a launched command or server failed (record, ab, demo, verify)
   130  interrupted (Ctrl-C); what was captured so far is kept"""
 
 
