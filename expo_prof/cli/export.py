@@ -23,7 +23,7 @@ from expo_prof.cli.common import options, show_notes, target_options
               help="The Chrome-trace JSON to write (.json.gz compresses).")
 @target_options
 @click.pass_obj
-def command(settings, paths, output, op, source, max_bytes) -> int:
+def command(settings, paths, output, op, source, max_bytes, jobs, ray) -> int:
     """Write the run's traces as one Chrome-trace JSON (Perfetto UI, chrome://tracing,
     MindStudio Insight) with added tracks: each exponential instance, its hidden and
     exposed parts, and the steps.
@@ -36,7 +36,7 @@ def command(settings, paths, output, op, source, max_bytes) -> int:
     if not paths:
         raise click.UsageError("export needs a run directory or trace PATHs")
     out_mod.check_target(output, list(paths), out_mod.EXPORT)
-    doc = export_document(list(paths), options=options(op, source, max_bytes))
+    doc = export_document(list(paths), options=options(op, source, max_bytes, jobs, ray))
     n = out_mod.write(output, doc.text)
     show_notes(settings, doc.warnings, doc.info)
     s = doc.payload

@@ -65,7 +65,12 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
 
     opts = options or Options.make()
     plist = expand(paths)
-    loaded = readers.load(plist, max_bytes=opts.max_bytes, progress=progress)
+    par = _read_elsewhere(plist, opts, progress)
+    if par is None:
+        loaded = readers.load(plist, max_bytes=opts.max_bytes, progress=progress)
+        pre = None
+    else:
+        loaded, pre = par.loaded, par.analyses
     warnings = list(loaded.warnings)
     info: list[str] = []
     own: dict[str, int] = {}
@@ -87,7 +92,8 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
     for rec in recordings:
         tls = [loaded.timelines[i] for i in rec.members]
         try:
-            res, parts = analyze_parts(tls, op=opts.op, inputs=[rec.path], source=opts.source)
+            res, parts = analyze_parts(tls, op=opts.op, inputs=[rec.path], source=opts.source,
+                                       analyses=[pre[i] for i in rec.members] if pre is not None else None)
         except NothingFound as exc:
             results.append(RecordingResult(rec, None, [], "; ".join([str(exc), *exc.details])))
             last_miss = exc
@@ -112,6 +118,21 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
                     "them; for the difference with its confidence interval run `expo-prof compare OFF ON`")
     document = _document(plist, opts, results, warnings, info, skipped)
     return Result(opts, [str(p) for p in plist], results, document, warnings, info)
+
+
+def _read_elsewhere(plist: list[Path], opts: Options, progress: ProgressFn | None):
+    """The read and per-file analysis on Ray (``--ray``) or in worker processes (``--jobs`` > 1);
+    None: read here, serially (:mod:`expo_prof.pipeline.parallel`)."""
+    if opts.ray is not None:
+        from expo_prof.pipeline.ray_exec import read_on_ray
+
+        return read_on_ray(plist, address=opts.ray, max_bytes=opts.max_bytes, op=opts.op, events=opts.events)
+    if opts.jobs > 1:
+        from expo_prof.pipeline.parallel import read_parallel
+
+        return read_parallel(plist, jobs=opts.jobs, max_bytes=opts.max_bytes, op=opts.op, events=opts.events,
+                             progress=progress)
+    return None
 
 
 def _entry(rr: RecordingResult) -> RunEntry:
