@@ -95,6 +95,8 @@ class Parallel:
     workers: int
     #: Peak resident memory per worker process (bytes), by pid (Ray: by "node/pid").
     peak_rss: dict[str, int] = field(default_factory=dict)
+    #: Where each Timeline was read, by its source (Ray: the node id; local: "").
+    where: dict[str, str] = field(default_factory=dict)
 
 
 def collect(plist: list[Path], plan: detect.Plan, units: Sequence[Unit], workers: int) -> Parallel:
@@ -106,7 +108,8 @@ def collect(plist: list[Path], plan: detect.Plan, units: Sequence[Unit], workers
     for u in units:
         key = f"{u.node}/{u.pid}" if u.node else str(u.pid)
         peaks[key] = max(peaks.get(key, 0), u.peak_rss)
-    return Parallel(loaded, analyses, workers, peaks)  # type: ignore[arg-type]
+    where = {u.output.timeline.source: u.node for u in units if u.output.timeline is not None}
+    return Parallel(loaded, analyses, workers, peaks, where)  # type: ignore[arg-type]
 
 
 def read_parallel(plist: list[Path], *, jobs: int, max_bytes: int = DEFAULT_MAX_DECOMPRESSED,

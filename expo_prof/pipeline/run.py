@@ -13,6 +13,7 @@ from pathlib import Path
 
 from expo_prof import __version__
 from expo_prof.analysis.aggregate import analyze_parts
+from expo_prof.analysis.cluster import cluster_view
 from expo_prof.analysis.model import AnalysisResult, RunEntry
 from expo_prof.errors import BadInput, NothingFound
 from expo_prof.pipeline.options import Options
@@ -64,8 +65,17 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
     from expo_prof import readers
 
     opts = options or Options.make()
-    plist = expand(paths)
-    par = _read_elsewhere(plist, opts, progress)
+    if opts.ray is not None:
+        # NODE:PATH inputs live on other nodes: checked there; here they are paths for labels and grouping.
+        from expo_prof.pipeline.ray_exec import local_inputs
+
+        if not paths:
+            expand(paths)
+        plist = [q for p in local_inputs(paths) for q in (expand([p]) if Path(p).exists() else [Path(p)])]
+        par = _read_elsewhere(list(paths), opts, progress)
+    else:
+        plist = expand(paths)
+        par = _read_elsewhere(plist, opts, progress)
     if par is None:
         loaded = readers.load(plist, max_bytes=opts.max_bytes, progress=progress)
         pre = None
@@ -120,7 +130,7 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
     return Result(opts, [str(p) for p in plist], results, document, warnings, info)
 
 
-def _read_elsewhere(plist: list[Path], opts: Options, progress: ProgressFn | None):
+def _read_elsewhere(plist: list, opts: Options, progress: ProgressFn | None):
     """The read and per-file analysis on Ray (``--ray``) or in worker processes (``--jobs`` > 1);
     None: read here, serially (:mod:`expo_prof.pipeline.parallel`)."""
     if opts.ray is not None:
@@ -159,4 +169,5 @@ def _document(plist: list[Path], opts: Options, results: list[RecordingResult], 
         warnings=warnings,
         info=info,
         skipped=[[p, why] for p, why in skipped],
+        cluster=[v for v in (cluster_view(a.steps, a.steps[0].run if a.steps else None) for a in found) if v],
     )
