@@ -38,8 +38,13 @@ def options(op: str | None, source: str, max_bytes: str | None, jobs: int | None
 
     ``events``: the command draws the counted events (timeline, export); otherwise a parallel read
     sends back only compact per-file results."""
+    from expo_prof.errors import BadInput
     from expo_prof.pipeline import Options
     from expo_prof.pipeline.parallel import cores
+
+    if ray and Path(ray).exists():
+        # `--ray PATH`: click took the first PATH as the optional address.
+        raise BadInput(f"--ray took {ray!r} as its address; put --ray after the PATHs, or write --ray=ADDRESS")
 
     return Options.make(op=op, source=source, max_bytes=max_bytes, jobs=cores() if jobs is None else jobs,
                         ray=ray, events=events)

@@ -111,7 +111,8 @@ def node_ids(ray) -> dict[str, str]:
     return names
 
 
-def _resolve(name: str, names: dict[str, str]) -> str | None:
+def resolve_node(name: str, names: dict[str, str]) -> str | None:
+    """The node id ``name`` stands for (a name of :func:`node_ids`, or an id prefix of 6+ characters)."""
     if name in names:
         return names[name]
     hits = {nid for nid in names.values() if nid.startswith(name)} if len(name) >= 6 else set()
@@ -139,7 +140,7 @@ def place(inputs: Sequence[str | Path], ray) -> list[Placed]:
     for raw in inputs:
         node, path = split_input(str(raw))
         if node is not None:
-            nid = _resolve(node, names)
+            nid = resolve_node(node, names)
             if nid is None:
                 known = sorted(k for k, v in names.items() if k != v)
                 raise BadInput(f"{raw}: no Ray node {node!r} (nodes: {', '.join(known) or 'none named'}; name one "
@@ -147,7 +148,7 @@ def place(inputs: Sequence[str | Path], ray) -> list[Placed]:
             out.append(Placed(Path(path), nid))
             continue
         host = _manifest_host(Path(path))
-        nid = _resolve(host, names) if host else None
+        nid = resolve_node(host, names) if host else None
         out.append(Placed(Path(path), nid or here))
     return out
 

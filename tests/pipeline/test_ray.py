@@ -134,3 +134,41 @@ def test_cli_ray_address(cluster):
                        timeout=300)
     # THEN the documents are the same
     assert json.loads(p.stdout) == json.loads(q.stdout)
+
+
+def test_collect_copies_each_nodes_files_into_one_run_dir(cluster, tmp_path):
+    from expo_prof.record.collect import collect
+
+    c, root = cluster
+    # GIVEN a multi-node run's files written on two nodes: n0 has the overlay-on run's trace and overlay log,
+    # n1 a trace of another rank-0 run under the same relative folder, and a file whose name n0 also has
+    a, b = tmp_path / "on-n0", tmp_path / "on-n1"
+    shutil.copytree(root / "n1" / "02-on" / "profiler", a / "profiler")
+    shutil.copytree(root / "n1" / "02-on" / "overlay", a / "overlay")
+    (b / "profiler").mkdir(parents=True)
+    shutil.copy(next((root / "n0" / "traces").iterdir()), b / "profiler" / "rank1.pt.trace.json.gz")
+    (a / "overlay" / "note.txt").write_text("from n0\n")
+    (b / "overlay").mkdir()
+    (b / "overlay" / "note.txt").write_text("from n1\n")
+    run_dir = tmp_path / "RUN"
+    # WHEN collected from the two nodes (small chunks: a file comes back in several pieces)
+    res = collect(run_dir, address=c.address, sources=[f"n0:{a}", f"n1:{b}"], chunk=1 << 20)
+    # THEN every file is in the run directory at its relative path, byte for byte, with where it came from
+    for src in (a, b):
+        for f in src.rglob("*"):
+            if f.is_file() and f.name != "note.txt":
+                assert (run_dir / f.relative_to(src)).read_bytes() == f.read_bytes()
+    # AND the second note.txt (another content, same name) went under nodes/n1/, never over the first
+    assert (run_dir / "overlay" / "note.txt").read_text() == "from n0\n"
+    assert (run_dir / "nodes" / "n1" / "overlay" / "note.txt").read_text() == "from n1\n"
+    rec = json.loads((run_dir / "collected.json").read_text())
+    assert {f["node"] for f in rec["files"]} == {"n0", "n1"} and len(rec["files"]) == len(res.copied)
+    assert any(f["bytes"] > (1 << 20) for f in rec["files"])  # a multi-chunk file was among them
+    # AND collecting again copies nothing (same content already here)
+    again = collect(run_dir, address=c.address, sources=[f"n0:{a}", f"n1:{b}"])
+    assert again.copied == [] and again.same == len(res.copied)
+    # AND the collected run holds the instances of both nodes' files
+    def instances(p):
+        return sum(r.instances for r in run([p], Options.make()).document.ranks)
+
+    assert instances(run_dir) == instances(a) + instances(b) > 0
