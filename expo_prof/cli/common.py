@@ -42,8 +42,8 @@ def options(op: str | None, source: str, max_bytes: str | None, jobs: int | None
     from expo_prof.pipeline import Options
     from expo_prof.pipeline.parallel import cores
 
-    if ray and Path(ray).exists():
-        # `--ray PATH`: click took the first PATH as the optional address.
+    if ray and (Path(ray).exists() or (":/" in ray and "://" not in ray)):
+        # `--ray PATH` / `--ray NODE:/PATH`: click took the first PATH as the optional address.
         raise BadInput(f"--ray took {ray!r} as its address; put --ray after the PATHs, or write --ray=ADDRESS")
 
     return Options.make(op=op, source=source, max_bytes=max_bytes, jobs=cores() if jobs is None else jobs,
