@@ -136,12 +136,19 @@ def read_parallel(plist: list[Path], *, jobs: int, max_bytes: int = DEFAULT_MAX_
     done = 0
     # Largest first: the long files start early, the small ones fill the gaps at the end.
     order = sorted(range(len(ts)), key=lambda i: -sizes[i])
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futs = {pool.submit(work, ts[i], max_bytes, op, events): i for i in order}
-        for fut in as_completed(futs):
-            i = futs[fut]
-            units[i] = fut.result()
-            done += sizes[i]
-            if progress is not None:
-                progress(min(done, total), total)
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            futs = {pool.submit(work, ts[i], max_bytes, op, events): i for i in order}
+            for fut in as_completed(futs):
+                i = futs[fut]
+                units[i] = fut.result()
+                done += sizes[i]
+                if progress is not None:
+                    progress(min(done, total), total)
+    except BrokenProcessPool:
+        # Workers that cannot start (a main module they cannot re-import, e.g. a script read from stdin)
+        # or that died: the caller reads in this process instead.
+        return None
     return collect(plist, plan, units, workers)  # type: ignore[arg-type]

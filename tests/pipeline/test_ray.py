@@ -40,9 +40,27 @@ def cluster(tmp_path_factory, realtraces):
     from ray.cluster_utils import Cluster
 
     common = dict(node_ip_address="127.0.0.1", num_cpus=1)
-    # Ray gives a raylet a fixed 30 s to register with the GCS (ray/_private/node.py); on a loaded machine
-    # (2 cores shared by several jobs) that can run out: start again, up to 3 times.
-    for attempt in range(3):
+    # Ray gives a raylet a fixed 30 s to register with the GCS (ray/_private/node.py asks
+    # services.get_node in a loop); on a loaded machine (2 cores shared by several jobs) that runs
+    # out. Each ask here keeps asking for up to 3 minutes; and the whole start is tried twice.
+    import time
+
+    import ray._private.services as services
+
+    asked = services.get_node
+
+    def patient(*a, **kw):
+        end = time.monotonic() + 180
+        while True:
+            try:
+                return asked(*a, **kw)
+            except RuntimeError:
+                if time.monotonic() > end:
+                    raise
+                time.sleep(0.5)
+
+    services.get_node = patient
+    for attempt in range(2):
         c = Cluster()
         try:
             c.add_node(include_dashboard=False, resources={HOST_RESOURCE + "n0": 1}, **common)
@@ -52,7 +70,7 @@ def cluster(tmp_path_factory, realtraces):
         except Exception:
             ray.shutdown()
             c.shutdown()  # never leave a half-started cluster's processes behind
-            if attempt == 2:
+            if attempt == 1:
                 raise
     # Files placed per node: n0 holds the overlay-off run and one vLLM trace, n1 the overlay-on run and another.
     root = tmp_path_factory.mktemp("nodes")
@@ -64,6 +82,7 @@ def cluster(tmp_path_factory, realtraces):
     yield c, root
     ray.shutdown()
     c.shutdown()
+    services.get_node = asked
 
 
 def _node_of(ray, name: str) -> str:
