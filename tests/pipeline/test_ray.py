@@ -49,8 +49,8 @@ def cluster(tmp_path_factory, realtraces):
 
     import ray._private.services as services
 
-    # The raylet itself waits for its node's agents (their port files) for raylet_start_wait_time_s.
-    os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
+    # (Not helped by any setting found: the raylet itself aborts when its node's dashboard agent takes
+    # longer than ~15 s to write its port file, as it does on this machine under load.)
 
     asked = services.get_node
 
