@@ -112,12 +112,12 @@ def collect(run_dir: Path, *, address: str = "", sources: Sequence[str] = (), ch
     for (nid, d), files in zip(pairs, listings):
         node = label.get(nid, nid[:12])
         for rel, size, digest in files:
-            dst = run_dir / rel
-            if dst.is_file() and dst.stat().st_size == size and _sha256(dst) == digest:
-                out.same += 1
+            dst, aside = run_dir / rel, run_dir / "nodes" / node / rel
+            if any(p.is_file() and p.stat().st_size == size and _sha256(p) == digest for p in (dst, aside)):
+                out.same += 1  # already here (the head's own file, a shared filesystem, an earlier collect)
                 continue
             if dst.exists():
-                dst = run_dir / "nodes" / node / rel
+                dst = aside
                 out.aside.append(str(dst.relative_to(run_dir)))
             dst.parent.mkdir(parents=True, exist_ok=True)
             tmp = dst.with_name(dst.name + ".part")
