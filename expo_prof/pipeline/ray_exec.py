@@ -72,7 +72,7 @@ def connect(address: str):
             ray.init(_node_ip_address="127.0.0.1", **kw)
         else:
             ray.init(address=address, **kw)
-    except (ConnectionError, ValueError, RuntimeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - Ray raises plain Exception too (a node that did not start)
         raise BadInput(f"--ray {address or '(local)'}: cannot start or reach Ray: {' '.join(str(exc).split())}") \
             from None
     return ray
