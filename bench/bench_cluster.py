@@ -121,12 +121,18 @@ print(json.dumps(dict(wall=wall, main_rss=resource.getrusage(resource.RUSAGE_SEL
 
 
 def measure(path: Path, jobs: int) -> dict:
-    env = dict(os.environ, EXPO_PROF_PARALLEL_MIN_BYTES="0", OPENBLAS_NUM_THREADS="1")
+    # PYTHONPATH: the workers must import this checkout's expo_prof, whatever the current directory.
+    env = dict(os.environ, EXPO_PROF_PARALLEL_MIN_BYTES="0", OPENBLAS_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     p = subprocess.run([sys.executable, "-c", CHILD.format(repo=str(REPO), path=str(path), jobs=jobs)],
-                       capture_output=True, text=True, env=env)
+                       capture_output=True, text=True, env=env, cwd=REPO)
     if p.returncode != 0:
         raise SystemExit(f"child failed (jobs={jobs}):\n{p.stderr[-3000:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    m = json.loads(p.stdout.strip().splitlines()[-1])
+    if jobs > 1 and not m.get("workers"):
+        # The pipeline falls back to one process when the pool cannot start: that would be no measurement.
+        raise SystemExit(f"the worker pool did not run (jobs={jobs}):\n{p.stderr[-3000:]}")
+    return m
 
 
 def main() -> int:
