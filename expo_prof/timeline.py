@@ -109,3 +109,42 @@ class Interner:
             i = self._ids[s] = len(self.names)
             self.names.append(s)
         return i
+
+
+def event_count(tl: Timeline) -> int:
+    """Events the source held: ``len(tl)``, or what a :func:`compact` Timeline was reduced from."""
+    n = tl.meta.get(COMPACT_KEY)
+    return int(n["events"]) if n else len(tl)
+
+
+def name_counts(tl: Timeline) -> np.ndarray:
+    """Events per name id (length ``len(tl.names)``), also for a :func:`compact` Timeline."""
+    n = tl.meta.get(COMPACT_KEY)
+    if n:
+        return n["name_counts"]
+    return np.bincount(tl.name, minlength=len(tl.names)) if len(tl) else np.zeros(len(tl.names), np.int64)
+
+
+#: meta key of a compact Timeline: ``{"events": n, "name_counts": array}`` of the full one.
+COMPACT_KEY = "_compact"
+
+
+def compact(tl: Timeline) -> Timeline:
+    """``tl`` reduced to what grouping and roll-up read once the per-Timeline analysis is done: its lanes,
+    names, metadata, warnings and time span (the earliest-starting and the latest-ending event), with the
+    event and per-name counts of the full Timeline (:func:`event_count`, :func:`name_counts`).
+
+    Parallel reading (``--jobs``, ``--ray``) sends this back from a worker instead of every event.
+    """
+    if len(tl) <= 2:
+        return tl
+    end = tl.start + tl.dur
+    rows = np.unique(np.array([int(np.argmin(tl.start)), int(np.argmax(end))]))
+    # Per-event side columns (launch correlation ids, flow arrows) serve drawing only: left behind.
+    meta = {k: v for k, v in tl.meta.items() if k not in ("correlation", "flows")}
+    meta[COMPACT_KEY] = {"events": len(tl), "name_counts": name_counts(tl)}
+    return Timeline(
+        rank=tl.rank, source=tl.source, fmt=tl.fmt, backend=tl.backend, lanes=tl.lanes, names=tl.names,
+        start=tl.start[rows], dur=tl.dur[rows], lane=tl.lane[rows], name=tl.name[rows], kind=tl.kind[rows],
+        step=tl.step[rows] if tl.step is not None else None, meta=meta, warnings=tl.warnings,
+    )

@@ -23,7 +23,7 @@ from expo_prof.analysis.model import (
 )
 from expo_prof.analysis.targets import LOOKED_FOR, similar_names
 from expo_prof.errors import NothingFound
-from expo_prof.timeline import Timeline
+from expo_prof.timeline import Timeline, event_count
 from expo_prof.words import plural
 
 #: When one rank was read from several exports of the same run (torch_npu writes
@@ -167,6 +167,7 @@ def analyze_parts(
     progress: Callable[[int, int], None] | None = None,
     runs: Sequence[str] | None = None,
     source: str = "auto",
+    analyses: Sequence[TimelineAnalysis] | None = None,
 ) -> tuple[AnalysisResult, list[TimelineAnalysis]]:
     """Analyse every Timeline and roll the results up per step, per rank and for the run;
     also return the analyses that were counted (one source per rank, overlay-log waits attached).
@@ -176,6 +177,9 @@ def analyze_parts(
     each with its ``run`` label. With one run (or ``runs`` None) ``run`` is
     null everywhere and the result is that of one run.
 
+    ``analyses``: the per-Timeline analyses already made (by the workers of a parallel read, one per
+    Timeline, in order); the Timelines may then be :func:`~expo_prof.timeline.compact`.
+
     Raises :class:`NothingFound` (exit 1) when no Timeline holds a target
     instance, with the names looked for and similar names present.
     """
@@ -183,11 +187,16 @@ def analyze_parts(
     pattern = compile_op(op)
     warn = list(warnings)
     info: list[str] = []
-    analyses: list[TimelineAnalysis] = []
-    for i, tl in enumerate(timelines):
-        analyses.append(analyze_timeline(tl, pattern))
-        if progress is not None:
-            progress(i + 1, len(timelines))
+    if analyses is not None:
+        if len(analyses) != len(timelines):
+            raise ValueError(f"analyses: {len(analyses)} for {len(timelines)} timelines")
+        analyses = list(analyses)
+    else:
+        analyses = []
+        for i, tl in enumerate(timelines):
+            analyses.append(analyze_timeline(tl, pattern))
+            if progress is not None:
+                progress(i + 1, len(timelines))
 
     # Runs: a label per Timeline (the CLI derives them from run directories and
     # input paths, expo_prof.runs); without labels everything is one run.
@@ -322,7 +331,7 @@ def _rule(parts: list[TimelineAnalysis]) -> str:
 
 def _nothing_found(timelines: Sequence[Timeline], op: str | None, pattern: re.Pattern | None) -> NothingFound:
     """The error for inputs without a target instance: one short line, and the details as a short list."""
-    n_events = sum(len(t) for t in timelines)
+    n_events = sum(event_count(t) for t in timelines)
     looked = f"--op {op!r}" if op is not None else "; ".join(LOOKED_FOR)
     similar = similar_names(list(timelines), pattern)
     msg = f"no target instance found in {plural(len(timelines), 'timeline')} ({plural(n_events, 'event')})"

@@ -121,6 +121,47 @@ class RunEntry(msgspec.Struct, kw_only=True):
     headline: str
 
 
+class ClusterStep(msgspec.Struct, kw_only=True):
+    """One step across the ranks of a recording (expo_prof/analysis/cluster.py)."""
+
+    step: int
+    #: Ranks that have this step.
+    ranks: int
+    #: The rank with the most exposed time, and that time: what bounds a synchronous (TP/EP) step.
+    slowest_rank: int
+    max_exposed_ns: int
+    median_exposed_ns: int
+    min_exposed_ns: int
+    #: max_exposed_ns - min_exposed_ns.
+    skew_exposed_ns: int
+    #: The longest forward pass of the step and its rank; null when no rank measured it.
+    max_forward_ns: int | None
+    slowest_forward_rank: int | None
+    #: Ranks flagged by the straggler rule (ClusterView.rule) in this step.
+    stragglers: list[int]
+
+
+class ClusterView(msgspec.Struct, kw_only=True):
+    """One recording's ranks side by side (recordings with at least two ranks with numbered steps)."""
+
+    #: The recording (as in steps[].run); null when the result holds one run.
+    run: str | None = None
+    ranks: list[int]
+    steps: list[ClusterStep]
+    #: The straggler rule, in words.
+    rule: str
+    #: Sum over steps of the slowest rank's exposed time, and of the ranks' mean exposed time.
+    exposed_bound_ns: int
+    exposed_mean_ns: int
+    #: Sum over steps of the longest forward; null when not measured.
+    forward_bound_ns: int | None
+    #: Median and maximum over steps of skew_exposed_ns.
+    skew_p50_ns: int
+    skew_max_ns: int
+    #: Rank (as a string) → number of steps that flagged it; ranks never flagged are left out.
+    straggler_steps: dict[str, int]
+
+
 class AnalysisResult(msgspec.Struct, kw_only=True):
     """Top level of ``analyze --json``."""
 
@@ -141,3 +182,5 @@ class AnalysisResult(msgspec.Struct, kw_only=True):
     #: What was read and chosen, in one line each (sources chosen, expo-prof's own files passed over).
     info: list[str] = []
     skipped: list[list[str]]
+    #: The cluster view of each recording with several ranks (ClusterView); empty otherwise.
+    cluster: list[ClusterView] = []

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from expo_prof.timeline import Kind, LaneKind, Timeline
+from expo_prof.timeline import Kind, LaneKind, Timeline, event_count, name_counts
 from overlay.contract import SPAN_EXPONENTIAL, SPAN_FORWARD, SPAN_WAIT  # the one shared contract
 
 __all__ = ["SPAN_EXPONENTIAL", "SPAN_FORWARD", "SPAN_WAIT", "Instances", "find_instances", "similar_names"]
@@ -366,9 +366,9 @@ def similar_names(timelines: list[Timeline], op: re.Pattern | None = None, limit
     """
     counts: dict[str, int] = {}
     for tl in timelines:
-        if len(tl) == 0 or len(tl.names) == 0:
+        if event_count(tl) == 0 or len(tl.names) == 0:
             continue
-        present = np.bincount(tl.name, minlength=len(tl.names))
+        present = name_counts(tl)
         for i, nm in enumerate(tl.names):
             if present[i]:
                 counts[nm] = counts.get(nm, 0) + int(present[i])

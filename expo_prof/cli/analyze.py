@@ -61,7 +61,7 @@ def _total_size(paths: list[Path]) -> int:
 @output_options
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows in the worst-steps table.")
 @click.pass_obj
-def command(settings, paths: tuple[Path, ...], op: str | None, source: str, max_bytes: str | None,
+def command(settings, paths: tuple[Path, ...], op: str | None, source: str, max_bytes: str | None, jobs, ray,
             fmt: str, as_json: bool, output: Path | None, top: int) -> int:
     """Split the time of the exponential draw (or of any op matched by --op) into hidden — under
     another lane's compute on the same device — and exposed, per recording, rank and step.
@@ -82,7 +82,7 @@ def command(settings, paths: tuple[Path, ...], op: str | None, source: str, max_
     check_output(output, path_list, fmt)
     if not path_list:
         raise BadInput("analyze needs at least one PATH (a trace file or a directory)")
-    opts = options(op, source, max_bytes)
+    opts = options(op, source, max_bytes, jobs, ray, events=False)
 
     show_progress = not no_progress and not quiet and err_console.is_terminal
     total = _total_size(path_list) if show_progress else 0

@@ -15,21 +15,39 @@ _TARGET_OPTIONS = (
     click.option("--source", type=click.Choice(["auto", "trace", "overlay-log"]), default="auto", show_default=True,
                  help="Where a rank has both a trace and an overlay event log, which one counts."),
     click.option("--max-bytes", metavar="SIZE", help="Cap on the decompressed size of one input file (e.g. 800M, 4G)."),
+    click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, metavar="N",
+                 help="Read and analyse files in N worker processes (default: the number of cores; "
+                      "inputs under 16 MB are read in one)."),
+    click.option("--ray", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",
+                 help="Read and analyse on a Ray cluster, each file on the node that holds it (NODE:PATH inputs); "
+                      "ADDRESS as ray.init takes it (auto, HOST:PORT, ray://HOST:PORT); alone: a local Ray "
+                      "(give --ray after the PATHs or as --ray=ADDRESS)."),
 )
 
 
 def target_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Add ``--op``, ``--source`` and ``--max-bytes`` to a command."""
+    """Add ``--op``, ``--source``, ``--max-bytes``, ``--jobs`` and ``--ray`` to a command."""
     for opt in reversed(_TARGET_OPTIONS):
         f = opt(f)
     return f
 
 
-def options(op: str | None, source: str, max_bytes: str | None):
-    """The pipeline's Options from the command line (BadInput on a bad regex / size)."""
-    from expo_prof.pipeline import Options
+def options(op: str | None, source: str, max_bytes: str | None, jobs: int | None = None, ray: str | None = None,
+            *, events: bool = True):
+    """The pipeline's Options from the command line (BadInput on a bad regex / size / address).
 
-    return Options.make(op=op, source=source, max_bytes=max_bytes)
+    ``events``: the command draws the counted events (timeline, export); otherwise a parallel read
+    sends back only compact per-file results."""
+    from expo_prof.errors import BadInput
+    from expo_prof.pipeline import Options
+    from expo_prof.pipeline.parallel import cores
+
+    if ray and (Path(ray).exists() or (":/" in ray and "://" not in ray)):
+        # `--ray PATH` / `--ray NODE:/PATH`: click took the first PATH as the optional address.
+        raise BadInput(f"--ray took {ray!r} as its address; put --ray after the PATHs, or write --ray=ADDRESS")
+
+    return Options.make(op=op, source=source, max_bytes=max_bytes, jobs=cores() if jobs is None else jobs,
+                        ray=ray, events=events)
 
 
 def show_notes(settings: Any, warnings: list[str], info: list[str]) -> None:

@@ -28,7 +28,7 @@ from expo_prof.cli.common import options, show_notes, target_options
                    "perfetto: Perfetto's native protobuf (TrackDescriptor/TrackEvent packets; no JSON-importer limits).")
 @target_options
 @click.pass_obj
-def command(settings, paths, output, fmt, op, source, max_bytes) -> int:
+def command(settings, paths, output, fmt, op, source, max_bytes, jobs, ray) -> int:
     """Write the run's traces as one file for Perfetto UI (or chrome://tracing, MindStudio
     Insight for JSON): the source trace as it was recorded, plus added tracks for each
     exponential instance, its hidden and exposed parts, and the steps.
@@ -43,7 +43,7 @@ def command(settings, paths, output, fmt, op, source, max_bytes) -> int:
     if output is None:
         output = Path("annotated.pftrace" if fmt == "perfetto" else "annotated.json")
     out_mod.check_target(output, list(paths), out_mod.PERFETTO if fmt == "perfetto" else out_mod.EXPORT)
-    doc = export_document(list(paths), fmt=fmt, options=options(op, source, max_bytes))
+    doc = export_document(list(paths), fmt=fmt, options=options(op, source, max_bytes, jobs, ray))
     n = out_mod.write_chunks(output, doc.chunks)
     show_notes(settings, doc.warnings, doc.info)
     s = doc.stats

@@ -45,9 +45,9 @@ def cli(ctx: click.Context, quiet: bool, no_progress: bool) -> None:
 
 def _register() -> None:
     """The commands, listed explicitly: a broken command module is an error, never a silently missing command."""
-    from expo_prof.cli import ab, analyze, compare, demo, export, record, report, timeline, verify
+    from expo_prof.cli import ab, analyze, collect, compare, demo, export, record, report, timeline, verify
 
-    for mod in (analyze, timeline, report, export, record, ab, compare, demo, verify):
+    for mod in (analyze, timeline, report, export, record, collect, ab, compare, demo, verify):
         cli.add_command(mod.command)
 
 

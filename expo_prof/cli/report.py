@@ -25,7 +25,7 @@ from expo_prof.cli.common import options, show_notes, target_options
 @target_options
 @click.option("--title", help="Page title.")
 @click.pass_obj
-def command(settings, paths, output, op, source, max_bytes, title) -> int:
+def command(settings, paths, output, op, source, max_bytes, jobs, ray, title) -> int:
     """Write the summary page of each recording: hidden fraction and headline, exposed, forward
     and sampler-wait time per step, the tok/s upper bound, per-step chart and distribution,
     per-rank table, the manifest.
@@ -45,7 +45,7 @@ def command(settings, paths, output, op, source, max_bytes, title) -> int:
     from expo_prof.abtest.recordings import compare_recordings
     from expo_prof.pipeline import run
 
-    opts = options(op, source, max_bytes)
+    opts = options(op, source, max_bytes, jobs, ray, events=False)
     # The A/B section is compare's result on the same runs (the pipeline's per-run mechanism included).
     result = run(list(paths), opts)
     doc = report_document(list(paths), title=title, compare=compare_recordings(result), result=result)

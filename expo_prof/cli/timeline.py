@@ -30,7 +30,7 @@ from expo_prof.html import lod
 @click.option("--busy-budget", type=click.IntRange(min=1), default=lod.BUSY_BUDGET, show_default=True,
               help="Merged busy intervals drawn; beyond it the smallest gaps close.")
 @click.pass_obj
-def command(settings, paths, output, op, source, max_bytes, title, detail_budget, busy_budget) -> int:
+def command(settings, paths, output, op, source, max_bytes, jobs, ray, title, detail_budget, busy_budget) -> int:
     """Write an interactive timeline of one run: lanes per rank and stream/thread, every
     exponential draw split into its hidden and exposed parts, forward passes, sampler
     waits and steps.
@@ -47,7 +47,7 @@ def command(settings, paths, output, op, source, max_bytes, title, detail_budget
         raise click.UsageError("timeline needs a run directory or trace PATH")
     out_mod.check_target(output, list(paths), out_mod.PAGE)
     doc = timeline_document(
-        list(paths), options=options(op, source, max_bytes), title=title,
+        list(paths), options=options(op, source, max_bytes, jobs, ray), title=title,
         detail_budget=detail_budget, busy_budget=busy_budget,
     )
     n = out_mod.write(output, doc.text)

@@ -119,6 +119,28 @@ def step_columns(result: AnalysisResult | None) -> dict:
     return cols
 
 
+def rank_step_grid(result: AnalysisResult | None) -> dict | None:
+    """The ranks × steps heat map of one recording: exposed ns per (rank, step) (null where a rank lacks the
+    step), with the cluster view's stragglers; None for fewer than two ranks (analysis/cluster.py)."""
+    from expo_prof.analysis.cluster import cluster_view
+
+    view = cluster_view(result.steps) if result is not None else None
+    if result is None or view is None:
+        return None
+    steps = [s.step for s in view.steps]
+    col = {sid: j for j, sid in enumerate(steps)}
+    row = {r: i for i, r in enumerate(view.ranks)}
+    grid: list[list[int | None]] = [[None] * len(steps) for _ in view.ranks]
+    for st in result.steps:
+        if st.step is None or st.rank not in row or st.step not in col:
+            continue
+        i, j = row[st.rank], col[st.step]
+        grid[i][j] = (grid[i][j] or 0) + st.exposed_ns
+    flagged = [[r, s.step] for s in view.steps for r in s.stragglers]
+    return {"ranks": view.ranks, "steps": steps, "exposed": grid, "stragglers": flagged, "rule": view.rule,
+            "bound_ns": view.exposed_bound_ns, "mean_ns": view.exposed_mean_ns, "skew_p50_ns": view.skew_p50_ns}
+
+
 def run_entry(label: str, path: str, overlay: str | None, manifest: dict | None, result: AnalysisResult | None,
               error: str | None, op: str | None = None) -> dict:
     """One recording of the report."""
@@ -135,6 +157,7 @@ def run_entry(label: str, path: str, overlay: str | None, manifest: dict | None,
         "error": error,
         "headline": headline(result, metrics, op),
         "steps": step_columns(result),
+        "grid": rank_step_grid(result),
     }
 
 

@@ -20,6 +20,7 @@ BODY = """<header>
 <div id="steps-chart"></div>
 <h3 class="note">distribution over steps (cumulative)</h3>
 <div id="dist-chart"></div></section>
+<section id="cluster"><h2>Across ranks</h2><p class="note" id="cluster-note"></p><div id="cluster-heatmap"></div></section>
 <section id="ranks"><h2>Per rank</h2><div id="rank-table"></div></section>
 <section id="runs"><h2>Recordings</h2><div id="run-list"></div></section>
 </main>"""

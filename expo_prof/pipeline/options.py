@@ -1,4 +1,4 @@
-"""The options every analysing command shares, validated once: target, source choice, size cap."""
+"""The options every analysing command shares, validated once: target, source choice, size cap, workers."""
 
 from __future__ import annotations
 
@@ -32,10 +32,18 @@ class Options:
     source: str = "auto"
     max_bytes: int = DEFAULT_MAX_DECOMPRESSED
     pattern: re.Pattern | None = field(default=None, compare=False, repr=False)
+    #: ``--jobs N``: worker processes reading and analysing files side by side (1: in this process).
+    jobs: int = 1
+    #: ``--ray [ADDRESS]``: read and analyse on a Ray cluster ("" : a local Ray; None: not on Ray).
+    ray: str | None = None
+    #: Keep every event of what was counted (the timeline page and the export draw them); False: a parallel
+    #: read sends back only each file's analysis and a compact Timeline (expo_prof.timeline.compact).
+    events: bool = True
 
     @classmethod
-    def make(cls, op: str | None = None, source: str = "auto", max_bytes: int | str | None = None) -> Options:
-        """Validated options (BadInput with one line on a bad regex, source or size)."""
+    def make(cls, op: str | None = None, source: str = "auto", max_bytes: int | str | None = None,
+             jobs: int | None = None, ray: str | None = None, events: bool = True) -> Options:
+        """Validated options (BadInput with one line on a bad regex, source, size or job count)."""
         pattern = compile_op(op)
         check_source(source)
         if max_bytes is None:
@@ -46,7 +54,11 @@ class Options:
             cap = int(max_bytes)
             if cap < 1:
                 raise BadInput(f"--max-bytes {max_bytes}: must be at least 1 byte")
-        return cls(op=op, source=source, max_bytes=cap, pattern=pattern)
+        if jobs is None:
+            jobs = 1
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+            raise BadInput(f"--jobs {jobs!r}: must be a whole number of at least 1")
+        return cls(op=op, source=source, max_bytes=cap, pattern=pattern, jobs=jobs, ray=ray, events=events)
 
     @property
     def is_draw(self) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from expo_prof import __version__
 from expo_prof.analysis.aggregate import analyze_parts
+from expo_prof.analysis.cluster import cluster_view
 from expo_prof.analysis.model import AnalysisResult, RunEntry
 from expo_prof.errors import BadInput, NothingFound
 from expo_prof.pipeline.options import Options
@@ -64,8 +65,22 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
     from expo_prof import readers
 
     opts = options or Options.make()
-    plist = expand(paths)
-    loaded = readers.load(plist, max_bytes=opts.max_bytes, progress=progress)
+    if opts.ray is not None:
+        # NODE:PATH inputs live on other nodes: checked there; here they are paths for labels and grouping.
+        from expo_prof.pipeline.ray_exec import local_inputs
+
+        if not paths:
+            expand(paths)
+        plist = [q for p in local_inputs(paths) for q in (expand([p]) if Path(p).exists() else [Path(p)])]
+        par = _read_elsewhere(list(paths), opts, progress)
+    else:
+        plist = expand(paths)
+        par = _read_elsewhere(plist, opts, progress)
+    if par is None:
+        loaded = readers.load(plist, max_bytes=opts.max_bytes, progress=progress)
+        pre = None
+    else:
+        loaded, pre = par.loaded, par.analyses
     warnings = list(loaded.warnings)
     info: list[str] = []
     own: dict[str, int] = {}
@@ -87,7 +102,8 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
     for rec in recordings:
         tls = [loaded.timelines[i] for i in rec.members]
         try:
-            res, parts = analyze_parts(tls, op=opts.op, inputs=[rec.path], source=opts.source)
+            res, parts = analyze_parts(tls, op=opts.op, inputs=[rec.path], source=opts.source,
+                                       analyses=[pre[i] for i in rec.members] if pre is not None else None)
         except NothingFound as exc:
             results.append(RecordingResult(rec, None, [], "; ".join([str(exc), *exc.details]), tls))
             last_miss = exc
@@ -114,6 +130,21 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
     return Result(opts, [str(p) for p in plist], results, document, warnings, info)
 
 
+def _read_elsewhere(plist: list, opts: Options, progress: ProgressFn | None):
+    """The read and per-file analysis on Ray (``--ray``) or in worker processes (``--jobs`` > 1);
+    None: read here, serially (:mod:`expo_prof.pipeline.parallel`)."""
+    if opts.ray is not None:
+        from expo_prof.pipeline.ray_exec import read_on_ray
+
+        return read_on_ray(plist, address=opts.ray, max_bytes=opts.max_bytes, op=opts.op, events=opts.events)
+    if opts.jobs > 1:
+        from expo_prof.pipeline.parallel import read_parallel
+
+        return read_parallel(plist, jobs=opts.jobs, max_bytes=opts.max_bytes, op=opts.op, events=opts.events,
+                             progress=progress)
+    return None
+
+
 def _entry(rr: RecordingResult) -> RunEntry:
     rec: Recording = rr.recording
     a = rr.analysis
@@ -138,4 +169,5 @@ def _document(plist: list[Path], opts: Options, results: list[RecordingResult], 
         warnings=warnings,
         info=info,
         skipped=[[p, why] for p, why in skipped],
+        cluster=[v for v in (cluster_view(a.steps, a.steps[0].run if a.steps else None) for a in found) if v],
     )

@@ -18,7 +18,8 @@ from expo_prof.readers import detect
 from expo_prof.readers.source import DEFAULT_MAX_DECOMPRESSED, file_size, read_bytes
 from expo_prof.timeline import Timeline
 
-__all__ = ["DEFAULT_MAX_DECOMPRESSED", "LoadResult", "load", "read_file"]
+__all__ = ["DEFAULT_MAX_DECOMPRESSED", "LoadResult", "Task", "TaskOutput", "assemble", "load", "read_file", "read_task",
+           "tasks"]
 
 ProgressFn = Callable[[int, int], None]
 
@@ -47,14 +48,13 @@ def load(
     too large for memory). ``progress(bytes_done, bytes_total)`` is called as
     on-disk bytes are consumed. Raises :class:`~expo_prof.errors.BadInput`
     with a one-line message when nothing usable remains.
+
+    The work is split into :func:`tasks` read by :func:`read_task` and put back
+    in order by :func:`assemble`; :mod:`expo_prof.pipeline.parallel` runs the same
+    tasks in worker processes (or on Ray) with the same result.
     """
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
-    plist = [Path(p) for p in paths]
-    if not plist:
-        raise BadInput("no input path given")
+    plist = _paths(paths)
     p = detect.plan(plist)
-    result = LoadResult(skipped=list(p.skipped))
     total = sum(file_size(j.path) for j in p.jobs)
     done = 0
 
@@ -64,39 +64,128 @@ def load(
         if progress is not None:
             progress(min(done, total), total)
 
-    merged_msprof: dict[Path, list[Timeline]] = {}
-    for job in p.jobs:
-        before = done
-        try:
-            tl = read_file(job, max_bytes=max_bytes, progress=tick if progress else None)
-        except BadInput as exc:
-            result.skipped.append((job.path, one_line(_strip_path(str(exc), job.path))))
-            continue
-        except MemoryError:
-            result.skipped.append((job.path, "out of memory while reading (lower --max-bytes or read fewer files)"))
-            continue
-        except Exception as exc:  # a reader bug must not become a traceback for the user
-            result.skipped.append((job.path, one_line(f"internal error while reading: {type(exc).__name__}: {exc}")))
-            continue
-        finally:
-            # Files read without progress callbacks (CSV, SQLite) still advance the bar.
-            size = file_size(job.path)
-            if progress is not None and done - before < size:
-                tick(size - (done - before))
-        if tl.meta.get("rank_pids"):  # an expo-prof export of several ranks: one Timeline per rank again
-            from expo_prof.readers.builder import split_ranks
+    outs = [read_task(t, max_bytes=max_bytes, progress=tick if progress else None) for t in tasks(p)]
+    return assemble(plist, p, outs)
 
-            result.timelines.extend(split_ranks(tl, tl.meta["rank_pids"]))
-            continue
+
+def _paths(paths: Sequence[str | Path]) -> list[Path]:
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    plist = [Path(p) for p in paths]
+    if not plist:
+        raise BadInput("no input path given")
+    return plist
+
+
+@dataclass
+class Task:
+    """One unit of reading: one file, or the msprof JSON slices of one profile folder (merged into one rank)."""
+
+    #: (index in the plan, job) of each file.
+    jobs: list[tuple[int, detect.Job]]
+
+    @property
+    def merged(self) -> bool:
+        return self.jobs[0][1].reader == detect.MSPROF_JSON
+
+    @property
+    def size(self) -> int:
+        return sum(file_size(j.path) for _, j in self.jobs)
+
+
+@dataclass
+class TaskOutput:
+    """What :func:`read_task` read: the Timeline (None when every file failed) and the files it could not read."""
+
+    timeline: Timeline | None
+    #: (index in the plan, path, reason).
+    skipped: list[tuple[int, Path, str]] = field(default_factory=list)
+    #: Plan index of the first file read successfully (orders the merged msprof Timelines as a serial read does).
+    first_ok: int = -1
+    merged: bool = False
+
+
+def tasks(p: detect.Plan) -> list[Task]:
+    """The plan's jobs as independent reading tasks, in plan order (msprof slices of one folder together)."""
+    out: list[Task] = []
+    by_dir: dict[Path, Task] = {}
+    for i, job in enumerate(p.jobs):
         if job.reader == detect.MSPROF_JSON:
             pd = detect.profile_dir(job.path) or job.path.parent
-            merged_msprof.setdefault(pd, []).append(tl)
-            continue
-        result.timelines.append(tl)
-    for tls in merged_msprof.values():
-        from expo_prof.readers.builder import merge_timelines
+            t = by_dir.get(pd)
+            if t is None:
+                t = by_dir[pd] = Task([])
+                out.append(t)
+            t.jobs.append((i, job))
+        else:
+            out.append(Task([(i, job)]))
+    return out
 
-        result.timelines.append(merge_timelines(tls) if len(tls) > 1 else tls[0])
+
+def read_task(task: Task, *, max_bytes: int = DEFAULT_MAX_DECOMPRESSED, progress=None) -> TaskOutput:
+    """Read one task's files; problems become ``skipped`` lines (never an exception)."""
+    out = TaskOutput(None, merged=task.merged)
+    got: list[Timeline] = []
+    for i, job in task.jobs:
+        tl, why = read_job(job, max_bytes=max_bytes, progress=progress)
+        if tl is None:
+            out.skipped.append((i, job.path, why or ""))
+            continue
+        if out.first_ok < 0:
+            out.first_ok = i
+        got.append(tl)
+    if got:
+        if len(got) > 1:
+            from expo_prof.readers.builder import merge_timelines
+
+            out.timeline = merge_timelines(got)
+        else:
+            out.timeline = got[0]
+    return out
+
+
+def read_job(job: detect.Job, *, max_bytes: int = DEFAULT_MAX_DECOMPRESSED,
+             progress: Callable[[int], None] | None = None) -> tuple[Timeline | None, str | None]:
+    """Read one file: its Timeline, or None and the one-line reason it was skipped."""
+    done = 0
+
+    def tick(n: int) -> None:
+        nonlocal done
+        done += n
+        progress(n)  # type: ignore[misc]
+
+    try:
+        return read_file(job, max_bytes=max_bytes, progress=tick if progress else None), None
+    except BadInput as exc:
+        return None, one_line(_strip_path(str(exc), job.path))
+    except MemoryError:
+        return None, "out of memory while reading (lower --max-bytes or read fewer files)"
+    except Exception as exc:  # a reader bug must not become a traceback for the user
+        return None, one_line(f"internal error while reading: {type(exc).__name__}: {exc}")
+    finally:
+        # Files read without progress callbacks (CSV, SQLite) still advance the bar.
+        size = file_size(job.path)
+        if progress is not None and done < size:
+            progress(size - done)
+
+
+def assemble(plist: list[Path], p: detect.Plan, outs: Sequence[TaskOutput]) -> LoadResult:
+    """The :class:`LoadResult` of the tasks' outputs (in task order), exactly as a serial read gives it.
+
+    Timelines in plan order, the merged msprof ones last; skipped files in plan order after the plan's own.
+    """
+    result = LoadResult(skipped=list(p.skipped))
+    skipped = sorted((s for o in outs for s in o.skipped), key=lambda s: s[0])
+    result.skipped += [(path, why) for _, path, why in skipped]
+    result.timelines = [o.timeline for o in outs if o.timeline is not None and not o.merged]
+    merged = sorted((o for o in outs if o.timeline is not None and o.merged), key=lambda o: o.first_ok)
+    result.timelines += [o.timeline for o in merged]  # type: ignore[misc]
+    if any(tl.meta.get("rank_pids") for tl in result.timelines):
+        # An expo-prof export of several ranks: one Timeline per rank again.
+        from expo_prof.readers.builder import split_ranks
+
+        result.timelines = [part for tl in result.timelines
+                            for part in (split_ranks(tl, tl.meta["rank_pids"]) if tl.meta.get("rank_pids") else [tl])]
     for tl in result.timelines:
         tl.warnings[:] = [one_line(w) for w in tl.warnings]
         result.warnings.extend(tl.warnings)

@@ -57,7 +57,7 @@ _NOT_TRACES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^analysis\.db$"), "torch_npu analysis summary (StepTraceTime), no timeline"),
     (re.compile(r"^PROVENANCE\.md$|\.md$|\.txt$|\.log$"), "not a trace"),
     # expo-prof's own run-directory files (docs: expo_prof/runs/layout.py).
-    (re.compile(r"^(manifest|workload|analysis|session)\.json$"), "expo-prof run-directory file, no timeline"),
+    (re.compile(r"^(manifest|workload|analysis|session|collected)\.json$"), "expo-prof run-directory file, no timeline"),
     (re.compile(r"\.html?$"), "HTML page, not a trace"),
 ]
 

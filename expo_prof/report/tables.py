@@ -81,6 +81,9 @@ class TableReporter:
             run = entry.label if several else None
             self._block(con, result, entry.summary,
                         [r for r in result.ranks if r.run == run], [s for s in result.steps if s.run == run])
+            view = next((v for v in result.cluster if v.run == run), None)
+            if view is not None:
+                self._cluster(con, view)
             con.print(f"[bold]{escape(entry.headline)}[/]")
 
     def _block(self, con: Console, result: AnalysisResult, s, ranks, steps) -> None:
@@ -155,3 +158,29 @@ class TableReporter:
                 )
             con.print(w)
             con.print()
+
+    def _cluster(self, con: Console, v) -> None:
+        """The cluster view (expo_prof/analysis/cluster.py): what bounds a synchronous step, skew, stragglers."""
+        t = _table(f"Across ranks — {plural(len(v.ranks), 'rank')}, {plural(len(v.steps), 'step')}",
+                   ("", "left"), ("", "right"), ("", "left"))
+        t.show_header = False
+        t.add_row("exposed, slowest rank", fmt_ns(v.exposed_bound_ns), "summed over steps: bounds a synchronous step")
+        t.add_row("exposed, rank mean", fmt_ns(v.exposed_mean_ns), "summed over steps")
+        if v.forward_bound_ns is not None:
+            t.add_row("forward, slowest rank", fmt_ns(v.forward_bound_ns), "summed over steps")
+        t.add_row("skew (max − min)", fmt_ns(v.skew_p50_ns), f"median over steps; max {fmt_ns(v.skew_max_ns)}")
+        flagged = ", ".join(f"rank {r} ×{n}" for r, n in sorted(v.straggler_steps.items(), key=lambda x: -x[1])[:8])
+        t.add_row("stragglers", str(len(v.straggler_steps)), flagged or "none flagged")
+        con.print(t)
+        con.print()
+        worst = sorted(v.steps, key=lambda x: (-x.skew_exposed_ns, x.step))[: self.top]
+        w = _table(f"Most skewed steps (top {len(worst)})", ("step", "right"), ("ranks", "right"),
+                   ("slowest", "right"), ("max exposed", "right"), ("median", "right"), ("skew", "right"),
+                   ("max forward", "right"), ("stragglers", "left"))
+        for st in worst:
+            w.add_row(str(st.step), str(st.ranks), str(st.slowest_rank), fmt_ns(st.max_exposed_ns),
+                      fmt_ns(st.median_exposed_ns), fmt_ns(st.skew_exposed_ns), fmt_ns(st.max_forward_ns),
+                      ", ".join(map(str, st.stragglers)) or "–")
+        con.print(w)
+        con.print()
+

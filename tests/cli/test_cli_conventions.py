@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SESSION = REPO / "traces" / "samples" / "tiny-cpu-off-on"
-COMMANDS = ["analyze", "timeline", "report", "export", "record", "ab", "compare", "demo", "verify"]
+COMMANDS = ["analyze", "timeline", "report", "export", "record", "collect", "ab", "compare", "demo", "verify"]
 
 
 def cli(*args: str, cwd: Path = REPO, columns: int = 120) -> subprocess.CompletedProcess:

@@ -116,6 +116,26 @@
   if (S.step.length) drawSteps();
   else document.getElementById("steps-chart").appendChild(Expo.el("p", { className: "note" }, "no per-step data in this run"));
 
+  // ------------------------------------------------------------------ ranks × steps heat map (cluster view)
+  const G = P.grid;
+  if (G && G.ranks.length > 1) {
+    Expo.setText("cluster-note", "Exposed time per rank and step: a synchronous step waits for its slowest rank. " +
+      "Slowest rank summed over steps " + Expo.fmtNs(G.bound_ns) + " vs rank mean " + Expo.fmtNs(G.mean_ns) +
+      "; median skew " + Expo.fmtNs(G.skew_p50_ns) + "; " + G.stragglers.length + " straggler cell(s) marked × (" + G.rule + ").");
+    const ylab = G.ranks.map((r) => "rank " + r);
+    const heat = { type: "heatmap", x: G.steps, y: ylab, z: G.exposed.map((row) => row.map((v) => (v === null ? null : v / 1e3))),
+      colorscale: "Reds", colorbar: { title: { text: "exposed µs" } }, hoverongaps: false,
+      hovertemplate: "%{y}, step %{x}<br>exposed %{z:.1f} µs<extra></extra>" };
+    const marks = { type: "scatter", mode: "markers", name: "straggler", x: G.stragglers.map((f) => f[1]),
+      y: G.stragglers.map((f) => "rank " + f[0]), marker: { symbol: "x", size: 9, color: "#000" },
+      hovertemplate: "%{y}, step %{x}: straggler<extra></extra>" };
+    plots.push(Plotly.react("cluster-heatmap", [heat, marks], {
+      height: Math.min(900, 120 + 18 * G.ranks.length), margin: { l: 70, r: 20, t: 20, b: 44 }, showlegend: false,
+      xaxis: { title: { text: "step" } }, yaxis: { autorange: "reversed", type: "category" } }, config));
+  } else {
+    document.getElementById("cluster").style.display = "none";
+  }
+
   // ------------------------------------------------------------------ per-rank table
   const A = P.analysis;
   if (A) {

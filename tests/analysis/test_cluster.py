@@ -1,0 +1,70 @@
+"""The cluster view: per step the slowest rank bounds the step; skew; stragglers by median + K·MAD.
+
+Pure-function cases on StepResult rows built here, and the view of a real
+two-rank torch_npu recording (msinsight's level1 export, ``--op MatMul``) checked
+against its own per-rank step rows.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from expo_prof.analysis.cluster import K, cluster_view, stragglers
+from expo_prof.analysis.model import StepResult
+from expo_prof.pipeline import Options, run
+
+
+def _row(rank: int, step: int | None, exposed: int, forward: int | None = None) -> StepResult:
+    return StepResult(rank=rank, step=step, source="s", start_ns=0, end_ns=1, instances=1, total_ns=exposed,
+                      hidden_ns=0, exposed_ns=exposed, hidden_fraction=0.0, forward_ns=forward, wait_ns=None)
+
+
+def test_slowest_rank_bounds_each_step_and_skew():
+    # GIVEN 4 ranks over 2 steps, rank 2 slow in step 1, rank 0 slow in step 2
+    rows = [_row(r, 1, e, 100 + r) for r, e in enumerate((10_000, 11_000, 90_000, 10_500))]
+    rows += [_row(r, 2, e, None) for r, e in enumerate((50_000, 12_000, 12_000, 12_500))]
+    rows.append(_row(3, None, 1_000_000))  # outside any step: not in the view
+    # WHEN the view is built
+    v = cluster_view(rows, "run-a")
+    # THEN per step the slowest rank and its time, the median, the skew
+    s1, s2 = v.steps
+    assert (s1.slowest_rank, s1.max_exposed_ns, s1.min_exposed_ns, s1.skew_exposed_ns) == (2, 90_000, 10_000, 80_000)
+    assert s1.median_exposed_ns == 10_750 and (s1.max_forward_ns, s1.slowest_forward_rank) == (103, 3)
+    assert (s2.slowest_rank, s2.max_exposed_ns, s2.max_forward_ns) == (0, 50_000, None)
+    # AND the bound is the sum of the maxima, above the sum of the means
+    assert v.exposed_bound_ns == 140_000 and v.exposed_mean_ns == round((121_500 + 86_500) / 4)
+    assert v.forward_bound_ns == 103 and v.skew_max_ns == 80_000 and v.ranks == [0, 1, 2, 3] and v.run == "run-a"
+    # AND the slow rank of each step is flagged, the others not
+    assert s1.stragglers == [2] and s2.stragglers == [0]
+    assert v.straggler_steps == {"2": 1, "0": 1}
+
+
+def test_straggler_rule_edges():
+    # GIVEN equal ranks with ns-level jitter THEN none is flagged (the floor)
+    assert stragglers([100_000, 100_010, 99_990, 100_005]) == []
+    # GIVEN two ranks, however different THEN none is flagged (no majority)
+    assert stragglers([1, 10**9]) == []
+    # GIVEN a spread-out step with one far value x: median 150k, MAD 30k, so the limit is 150k + K·30k
+    vals = [100_000, 120_000, 140_000, 160_000, 180_000]
+    limit = int(150_000 + K * 30_000)
+    assert stragglers(vals + [limit]) == [] and stragglers(vals + [limit + 1]) == [5]
+
+
+def test_one_rank_has_no_view():
+    # GIVEN steps of one rank THEN there is no cluster view
+    assert cluster_view([_row(0, 1, 5), _row(0, 2, 7)]) is None
+
+
+def test_real_two_rank_recording(realtraces):
+    # GIVEN a real torch_npu export of two ranks WHEN analysed with --op MatMul
+    doc = msgspec.to_builtins(run([realtraces / "msinsight/test/data/pytorch/text/level1"], Options.make(op="MatMul")).document)
+    # THEN one cluster view, whose steps agree with the per-rank step rows
+    (v,) = doc["cluster"]
+    assert v["ranks"] == [0, 1]
+    for cs in v["steps"]:
+        mine = [s for s in doc["steps"] if s["step"] == cs["step"]]
+        exp = {s["rank"]: s["exposed_ns"] for s in mine}
+        assert cs["max_exposed_ns"] == max(exp.values()) == exp[cs["slowest_rank"]]
+        assert cs["skew_exposed_ns"] == max(exp.values()) - min(exp.values()) > 0
+        assert cs["max_forward_ns"] == max(s["forward_ns"] for s in mine)
+        assert cs["stragglers"] == []  # two ranks: never flagged
