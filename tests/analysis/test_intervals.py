@@ -141,3 +141,10 @@ def test_narrow_integer_inputs_are_widened_to_int64():
     assert u.start.dtype == np.int64 and u.end.dtype == np.int64
     assert u.start.tolist() == [-2_000_000_000] and u.end.tolist() == [2_000_000_000]
     assert u.measure == 4_000_000_000
+
+
+def test_coverage_of_an_empty_union_is_int64_zeros():
+    # GIVEN nothing busy and two queries WHEN their coverage is computed
+    got = iv.coverage(iv.Union.empty(), np.array([0, 5]), np.array([10, 7]))
+    # THEN it is 0 ns for each, as int64 like every other coverage (callers add it into int64 totals)
+    assert got.dtype == np.int64 and got.tolist() == [0, 0]
