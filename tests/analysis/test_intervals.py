@@ -129,3 +129,22 @@ def test_touching_and_nested_are_exact_at_epoch_nanoseconds():
     # THEN touching pieces merge into one, the nested one adds nothing, and no ns is lost
     assert u.start.tolist() == [t0] and u.end.tolist() == [t0 + 11]
     assert iv.coverage(u, np.array([t0 - 3, t0 + 10]), np.array([t0 + 1, t0 + 20])).tolist() == [1, 1]
+
+
+def test_narrow_integer_inputs_are_widened_to_int64():
+    # GIVEN int32 start/end arrays that touch, spanning -2e9 .. 2e9 (the span does not fit in int32)
+    s = np.array([-2_000_000_000, 0], dtype=np.int32)
+    e = np.array([0, 2_000_000_000], dtype=np.int32)
+    # WHEN they are merged
+    u = iv.union(s, e)
+    # THEN the one piece is int64 ns and its length is exact (4e9 ns, not wrapped around int32)
+    assert u.start.dtype == np.int64 and u.end.dtype == np.int64
+    assert u.start.tolist() == [-2_000_000_000] and u.end.tolist() == [2_000_000_000]
+    assert u.measure == 4_000_000_000
+
+
+def test_coverage_of_an_empty_union_is_int64_zeros():
+    # GIVEN nothing busy and two queries WHEN their coverage is computed
+    got = iv.coverage(iv.Union.empty(), np.array([0, 5]), np.array([10, 7]))
+    # THEN it is 0 ns for each, as int64 like every other coverage (callers add it into int64 totals)
+    assert got.dtype == np.int64 and got.tolist() == [0, 0]
