@@ -26,8 +26,13 @@ _WINDOWS = (("fwd", SPAN_FORWARD, "overlay forward"), ("exp", SPAN_EXPONENTIAL, 
 _DEC = msgspec.json.Decoder()
 
 
+#: Integers beyond this are not times, counts or shapes the overlay writes (ns up to ~146 years); a
+#: damaged line's huge number counts as missing instead of overflowing an int64 column (or a sum of two).
+_INT_LIMIT = 2**62
+
+
 def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+    return v if isinstance(v, int) and not isinstance(v, bool) and -_INT_LIMIT < v < _INT_LIMIT else None
 
 
 def _window(v: Any) -> tuple[int, int] | None:
