@@ -30,10 +30,9 @@ SESSION = REPO / "traces" / "samples" / "tiny-cpu-off-on"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, realtraces):
-    from conftest import require
-
-    require(importlib.util.find_spec("ray") is not None, "Ray (pip install 'expo-prof[ray]')")
+def cluster(tmp_path_factory, realtraces, need):
+    # (`need`, not `from conftest import require`: another directory's conftest may own that name.)
+    need(importlib.util.find_spec("ray") is not None, "Ray (pip install 'expo-prof[ray]')")
     for k, v in loopback_env().items():
         os.environ[k] = v
     os.environ["PYTHONPATH"] = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")
