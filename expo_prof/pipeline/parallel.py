@@ -72,10 +72,8 @@ def work(task: Task, max_bytes: int = DEFAULT_MAX_DECOMPRESSED, op: str | None =
     """Read one task and analyse its Timeline (runs in a worker process or a Ray task)."""
     out = read_task(task, max_bytes=max_bytes)
     analysis = None
-    if out.timeline is not None and out.timeline.meta.get("rank_pids"):
-        # An export of several ranks: split into ranks (readers.assemble) and analysed per rank by collect().
-        pass
-    elif out.timeline is not None:
+    # An export of several ranks is split into ranks (readers.assemble) and analysed per rank by collect().
+    if out.timeline is not None and not out.timeline.meta.get("rank_pids"):
         analysis = analyze_timeline(out.timeline, compile_op(op))
         # Overlay event logs stay whole: the roll-up places their wait/forward windows onto a trace's steps
         # (expo_prof.analysis.logmap), and they are small (a few windows a step).
@@ -108,7 +106,9 @@ def collect(plist: list[Path], plan: detect.Plan, units: Sequence[Unit], workers
     by_tl = {id(u.output.timeline): u.analysis for u in units if u.output.timeline is not None}
     loaded = assemble(plist, plan, [u.output for u in units])
     # Timelines split out of a several-rank export were not analysed in the worker: analyse them here.
-    analyses = [by_tl.get(id(tl)) or analyze_timeline(tl, compile_op(op)) for tl in loaded.timelines]
+    # (An explicit None test: an analysis with no instances is falsy, and must not be done again.)
+    analyses = [a if (a := by_tl.get(id(tl))) is not None else analyze_timeline(tl, compile_op(op))
+                for tl in loaded.timelines]
     peaks: dict[str, int] = {}
     for u in units:
         key = f"{u.node}/{u.pid}" if u.node else str(u.pid)
