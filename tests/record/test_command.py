@@ -97,3 +97,60 @@ def test_lengths_that_do_not_fit_the_context_are_clamped():
     assert note and "max_model_len 256" in note
     same, none = clamp_lengths(WorkloadSpec(input_len=10, output_len=10), 256)
     assert none is None and same.input_len == 10
+
+
+def test_a_ray_command_is_told_apart_and_asks_vllm_to_copy_the_overlay_variables(tmp_path, monkeypatch):
+    py = sys.executable
+    # GIVEN commands with and without vLLM's Ray executor, and a user who already asks vLLM to copy MY_
+    ray_cmd = parse_target([py, "-m", "vllm.entrypoints.openai.api_server", "--distributed-executor-backend", "ray"])
+    dp_ray = parse_target([py, "-m", "vllm.entrypoints.openai.api_server", "--data-parallel-backend=ray"])
+    plain = parse_target([py, "-m", "vllm.entrypoints.openai.api_server", "--distributed-executor-backend", "mp"])
+    monkeypatch.setenv("VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY", "MY_")
+    # WHEN record builds their environment
+    inj = inject(ray_cmd, run_dir=tmp_path, overlay=True, profiler="none", vllm_version="0.32.0", run_id="r")
+    old = inject(ray_cmd, run_dir=tmp_path, overlay=True, profiler="none", vllm_version="0.16.0", run_id="r")
+    # THEN Ray is recognised from either flag, and only there
+    assert ray_cmd.uses_ray and dp_ray.uses_ray and not plain.uses_ray
+    # AND the overlay's prefix is added to the user's own, once
+    assert inj.env["VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY"] == "MY_,EXPO_PROF_"
+    monkeypatch.setenv("VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY", "EXPO_PROF_")
+    again = inject(ray_cmd, run_dir=tmp_path, overlay=True, profiler="none", vllm_version="0.32.0", run_id="r")
+    assert again.env["VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY"] == "EXPO_PROF_"
+    # AND a vLLM too old to copy them says what to do instead
+    assert not inj.notes and any("ray start" in n for n in old.notes)
+
+
+def test_vllms_own_ray_executor_copies_what_record_sets_to_its_workers(tmp_path, monkeypatch, vllm_available):
+    from overlay.contract import ENV_OUT, ENV_RUN_ID, ENV_SWITCH
+
+    # GIVEN the environment record gives a command on vLLM's Ray executor
+    target = parse_target([sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+                           "--distributed-executor-backend", "ray"])
+    inj = inject(target, run_dir=tmp_path, overlay=True, profiler="torch", vllm_version="0.32.0", run_id="r")
+    monkeypatch.delenv("VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY", raising=False)
+    for k, v in inj.env.items():
+        monkeypatch.setenv(k, v)
+    # WHEN the installed vLLM's own code picks the variables its Ray executor copies to every worker
+    from vllm.ray.ray_env import get_env_vars_to_copy
+
+    copied = get_env_vars_to_copy(destination="workers")
+    # THEN the overlay's switch, output folder and run id are among them
+    assert {ENV_SWITCH, ENV_OUT, ENV_RUN_ID} <= copied, sorted(copied)
+    # AND without record's variable they would not be (the check can fail)
+    monkeypatch.delenv("VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY")
+    assert ENV_OUT not in get_env_vars_to_copy(destination="workers")
+
+
+def test_after_a_ray_run_with_no_cluster_left_nothing_is_collected(tmp_path):
+    from expo_prof.record.collect import after_run, cluster_address
+
+    # GIVEN a run whose command started its own Ray (gone with it): no RAY_ADDRESS, and the address file of a
+    # `ray start` that no longer answers
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "ray_current_cluster").write_text("127.0.0.1:1\n")
+    env = {"RAY_TMPDIR": str(tmp_path)}
+    # WHEN record's last step looks for the cluster
+    got = after_run(tmp_path / "run", env)
+    # THEN nothing is collected, and the manifest says why; a RAY_ADDRESS is taken as given
+    assert cluster_address(env) is None and got["status"] == "skipped" and "already here" in got["why"]
+    assert cluster_address({"RAY_ADDRESS": "10.0.0.1:6379"}) == "10.0.0.1:6379"

@@ -192,8 +192,21 @@ def _disturb_while_profiling(tiny_model, tmp_path: Path, lock, act, settle_s: fl
             _, err = proc.communicate(timeout=300)
         finally:
             if proc.poll() is None:
-                proc.kill()
+                proc.kill()  # record did not end in time: never leave its server behind (it has its own session)
+                proc.wait()
+                _kill_server(run)
     return run, port, proc, err
+
+
+def _kill_server(run: Path) -> None:
+    import psutil
+
+    try:
+        srv = psutil.Process(manifest(run)["server_pid"])
+        for p in [*srv.children(recursive=True), srv]:
+            p.kill()
+    except (FileNotFoundError, ValueError, KeyError, psutil.Error):
+        pass
 
 
 def test_server_crash_mid_run(tiny_model, vllm_available, vllm_lock, tmp_path):
