@@ -26,6 +26,10 @@ from expo_prof.errors import BadInput
 from expo_prof.pipeline import Options, run
 from expo_prof.pipeline.ray_exec import HOST_RESOURCE, loopback_env, read_on_ray
 
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # ray_patience, here and in the scripts run below
+import ray_patience  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 SESSION = REPO / "traces" / "samples" / "tiny-cpu-off-on"
 
@@ -34,24 +38,10 @@ SESSION = REPO / "traces" / "samples" / "tiny-cpu-off-on"
 LOCAL_RAY = r"""
 import contextlib, io, json, sys, time
 import psutil
-import ray._private.services as services
+import ray_patience
 from expo_prof.cli.main import cli
 
-asked = services.get_node  # the same patience as the cluster fixture's (see there)
-
-
-def patient(*a, **kw):
-    end = time.monotonic() + 60
-    while True:
-        try:
-            return asked(*a, **kw)
-        except RuntimeError:
-            if time.monotonic() > end:
-                raise
-            time.sleep(0.5)
-
-
-services.get_node = patient
+ray_patience.install()
 
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
@@ -80,8 +70,8 @@ def test_ray_without_address_starts_a_local_ray_on_loopback(realtraces, need):
     trace = realtraces / "vllm-cpu" / "rank0-fp64-gumbel.pt.trace.json.gz"
     # GIVEN a trace WHEN `analyze --ray` runs with no address (before any cluster of this module is up)
     # (RAY_ADDRESS=local: a new Ray even when another runs on this machine, which `--ray` alone would join.)
-    env = dict(os.environ, PYTHONPATH=str(REPO), RAY_TMPDIR=tmp, RAY_ADDRESS="local", **loopback_env(),
-               RAY_agent_register_timeout_ms="120000", RAY_raylet_start_wait_time_s="120")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(HERE)]), RAY_TMPDIR=tmp, RAY_ADDRESS="local",
+               **loopback_env())
     for _attempt in range(3):  # the raylet aborts when its agents start slowly (loaded cores): as the fixture
         p = subprocess.run([sys.executable, "-c", LOCAL_RAY, str(trace)], capture_output=True, text=True, env=env,
                            timeout=600)
@@ -106,38 +96,14 @@ def cluster(tmp_path_factory, realtraces, need):
     need(importlib.util.find_spec("ray") is not None, "Ray (pip install 'expo-prof[ray]')")
     for k, v in loopback_env().items():
         os.environ[k] = v
-    # The raylet aborts when its agents take over 15 s to start (2 loaded cores): wait up to 2 min.
-    os.environ["RAY_agent_register_timeout_ms"] = "120000"
-    os.environ["RAY_raylet_start_wait_time_s"] = "120"
-    os.environ["PYTHONPATH"] = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")])
     import ray
     from ray.cluster_utils import Cluster
 
     common = dict(node_ip_address="127.0.0.1", num_cpus=1)
-    # Ray gives a raylet a fixed 30 s to register with the GCS (ray/_private/node.py asks
-    # services.get_node in a loop); on a loaded machine (2 cores shared by several jobs) that runs
-    # out. Each ask here keeps asking for up to 60 s; and the whole start is tried 3 times (the
-    # raylet also aborts when its agents are slow to start, which a warm page cache makes rarer).
-    import time
-
-    import ray._private.services as services
-
-    # (Not helped by any setting found: the raylet itself aborts when its node's dashboard agent takes
-    # longer than ~15 s to write its port file, as it does on this machine under load.)
-
-    asked = services.get_node
-
-    def patient(*a, **kw):
-        end = time.monotonic() + 60
-        while True:
-            try:
-                return asked(*a, **kw)
-            except RuntimeError:
-                if time.monotonic() > end:
-                    raise
-                time.sleep(0.5)
-
-    services.get_node = patient
+    # Ray's start on loaded cores: patience for the raylet's registration (ray_patience), and the whole start
+    # tried 3 times (the raylet also aborts when its agents are slow to start).
+    asked = ray_patience.install()
     for attempt in range(3):
         c = Cluster()
         try:
@@ -160,6 +126,8 @@ def cluster(tmp_path_factory, realtraces, need):
     yield c, root
     ray.shutdown()
     c.shutdown()
+    import ray._private.services as services
+
     services.get_node = asked
 
 
@@ -306,25 +274,11 @@ def test_collect_copies_each_nodes_files_into_one_run_dir(cluster, tmp_path):
 # --address` cannot: with loopback_env it refuses to join, without it Ray swaps 127.0.0.1 for the outward address).
 JOIN_NODE = r"""
 import json, signal, sys, time
-import ray._private.services as services
+import ray_patience
 from ray._private.node import Node
 from ray._private.parameter import RayParams
 
-asked = services.get_node  # the same patience as the cluster fixture's
-
-
-def patient(*a, **kw):
-    end = time.monotonic() + 60
-    while True:
-        try:
-            return asked(*a, **kw)
-        except RuntimeError:
-            if time.monotonic() > end:
-                raise
-            time.sleep(0.5)
-
-
-services.get_node = patient
+ray_patience.install()
 params = RayParams(gcs_address=sys.argv[1], node_ip_address="127.0.0.1", num_cpus=1, num_gpus=0,
                    resources=json.loads(sys.argv[2]), object_store_memory=150 * 1024 * 1024, min_worker_port=0,
                    max_worker_port=0, include_log_monitor=False, node_manager_port=0)
