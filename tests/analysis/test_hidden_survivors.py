@@ -1,0 +1,43 @@
+"""Edge cases of analysis/hidden.py that mutation testing showed no other test pinned down.
+
+GIVEN small hand-built Timelines (analysis_helpers.build_timeline), WHEN the
+step and hidden-time functions run, THEN the results are the ones the
+docstrings of hidden.py state, including the tie-breaks that make them
+deterministic.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from analysis_helpers import STREAM, THREAD  # type: ignore[import-not-found]
+
+from expo_prof.analysis.hidden import Steps, assign_steps, step_windows
+from expo_prof.timeline import Kind
+
+LANES = [(THREAD, "cpu", "main"), (STREAM, "cuda:0", "stream 7")]
+
+
+def test_step_windows_sharing_a_start_are_ordered_by_step_id(make_tl):
+    # GIVEN a step column with 8 steps whose first events share starts, later ids often starting earlier
+    starts = [100, 200, 300, 300, 0, 0, 300, 300]  # step i starts at starts[i]
+    ev = [(1, s, 10, f"k{i}", Kind.KERNEL) for i, s in enumerate(starts)]
+    order = sorted(range(len(ev)), key=lambda j: (ev[j][1], ev[j][0]))  # build_timeline sorts by (start, lane)
+    tl = make_tl(LANES, ev, step=[j for j in order])
+    # WHEN the windows are built
+    st = step_windows(tl)
+    # THEN they are sorted by start and, within one start, by step id: one deterministic order
+    assert st.source == "step-column"
+    assert st.ids.tolist() == [4, 5, 0, 1, 2, 3, 6, 7]
+    assert st.start.tolist() == [0, 0, 100, 200, 300, 300, 300, 300]
+    # AND a time at a shared start goes to the highest id starting there, every time
+    assert assign_steps(st, np.array([0, 105, 300])).tolist() == [5, 0, 7]
+
+
+def test_assign_steps_compares_epoch_times_exactly_whatever_their_integer_type():
+    # GIVEN a window that starts 1 ns after an epoch-scale time (float64 cannot tell them apart: spacing 256 ns)
+    t0 = 1_700_000_000_000_000_000
+    st = Steps(np.array([4]), np.array([t0 + 1]), np.array([t0 + 1_000]), "ProfilerStep")
+    # WHEN times 1 ns before and at the start are given as uint64 (as an unsigned column would hold them)
+    got = assign_steps(st, np.array([t0, t0 + 1, t0 + 999, t0 + 1_000], dtype=np.uint64))
+    # THEN they are compared as exact integers: before the window, in it, in it, at its (open) end
+    assert got.tolist() == [-1, 4, 4, -1]
