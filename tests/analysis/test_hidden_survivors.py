@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from analysis_helpers import STREAM, THREAD  # type: ignore[import-not-found]
 
-from expo_prof.analysis.hidden import Steps, assign_steps, step_windows
+from expo_prof.analysis.hidden import Steps, assign_steps, launch_start, step_windows
 from expo_prof.timeline import Kind
 
 LANES = [(THREAD, "cpu", "main"), (STREAM, "cuda:0", "stream 7")]
@@ -41,3 +41,17 @@ def test_assign_steps_compares_epoch_times_exactly_whatever_their_integer_type()
     got = assign_steps(st, np.array([t0, t0 + 1, t0 + 999, t0 + 1_000], dtype=np.uint64))
     # THEN they are compared as exact integers: before the window, in it, in it, at its (open) end
     assert got.tolist() == [-1, 4, 4, -1]
+
+
+def test_correlation_id_zero_links_a_kernel_to_its_launch(make_tl):
+    # GIVEN launches with correlation ids 0 and 1 on the host thread, kernels 0 and 1, and a kernel without an id (-1)
+    ev = [(0, 10, 5, "cudaLaunchKernel", Kind.RUNTIME), (0, 20, 5, "cudaLaunchKernel", Kind.RUNTIME),
+          (1, 300, 10, "k0", Kind.KERNEL), (1, 400, 10, "k1", Kind.KERNEL), (1, 500, 10, "kx", Kind.KERNEL)]
+    tl = make_tl(LANES, ev)
+    tl.meta["correlation"] = np.array([0, 1, 0, 1, -1])
+    # WHEN launch times are looked up
+    got = launch_start(tl)
+    # THEN only negative ids mean "no id": id 0 links like any other, kernel 0 gets the launch at 10;
+    # the kernel without an id keeps its own start
+    assert got is not None
+    assert got.tolist() == [10, 20, 10, 20, 500]
