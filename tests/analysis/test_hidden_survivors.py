@@ -55,3 +55,23 @@ def test_correlation_id_zero_links_a_kernel_to_its_launch(make_tl):
     # the kernel without an id keeps its own start
     assert got is not None
     assert got.tolist() == [10, 20, 10, 20, 500]
+
+
+def test_a_step_column_holding_only_step_zero_makes_one_int64_window(make_tl):
+    # GIVEN a reader's step column in which every event belongs to step 0 (a one-step capture)
+    tl = make_tl(LANES, [(1, 0, 10, "a", Kind.KERNEL), (1, 50, 20, "b", Kind.KERNEL)], step=[0, 0])
+    # WHEN the windows are built
+    st = step_windows(tl)
+    # THEN step 0 is a step like any other: one window [0, 70) with an int64 id
+    assert (st.source, st.ids.tolist(), st.start.tolist(), st.end.tolist()) == ("step-column", [0], [0], [70])
+    assert st.ids.dtype == np.int64 and st.start.dtype == np.int64 and st.end.dtype == np.int64
+
+
+def test_no_steps_are_empty_int64_windows(make_tl):
+    # GIVEN Timelines with no marker of any kind (one kernel), and an empty one
+    for tl in (make_tl(LANES, [(1, 0, 10, "a", Kind.KERNEL)]), make_tl(LANES, [])):
+        # WHEN the windows are built
+        st = step_windows(tl)
+        # THEN there are none, as int64 arrays (the same dtypes as real windows), and the source says so
+        assert st.source == "none" and len(st) == 0
+        assert st.ids.dtype == np.int64 and st.start.dtype == np.int64 and st.end.dtype == np.int64
