@@ -75,3 +75,4 @@ def test_no_steps_are_empty_int64_windows(make_tl):
         # THEN there are none, as int64 arrays (the same dtypes as real windows), and the source says so
         assert st.source == "none" and len(st) == 0
         assert st.ids.dtype == np.int64 and st.start.dtype == np.int64 and st.end.dtype == np.int64
+
