@@ -9,9 +9,9 @@ deterministic.
 from __future__ import annotations
 
 import numpy as np
-from analysis_helpers import STREAM, THREAD  # type: ignore[import-not-found]
+from analysis_helpers import EXP_KERNEL, STREAM, THREAD  # type: ignore[import-not-found]
 
-from expo_prof.analysis.hidden import Steps, assign_steps, launch_start, step_windows
+from expo_prof.analysis.hidden import Steps, analyze_timeline, assign_steps, launch_start, step_windows
 from expo_prof.timeline import Kind
 
 LANES = [(THREAD, "cpu", "main"), (STREAM, "cuda:0", "stream 7")]
@@ -76,3 +76,25 @@ def test_no_steps_are_empty_int64_windows(make_tl):
         assert st.source == "none" and len(st) == 0
         assert st.ids.dtype == np.int64 and st.start.dtype == np.int64 and st.end.dtype == np.int64
 
+
+
+def test_hidden_and_exposed_are_int64_nanoseconds(make_tl):
+    # GIVEN a draw on one stream half covered by a kernel on another stream of the same device
+    lanes = [(STREAM, "cuda:0", "stream 7"), (STREAM, "cuda:0", "stream 20")]
+    tl = make_tl(lanes, [(0, 0, 100, EXP_KERNEL, Kind.KERNEL), (1, 50, 100, "gemm", Kind.KERNEL)])
+    # WHEN it is analysed
+    a = analyze_timeline(tl)
+    # THEN 50 ns are hidden and 50 exposed, as exact int64 nanoseconds (not floats)
+    assert a.hidden.tolist() == [50] and a.exposed.tolist() == [50]
+    assert a.hidden.dtype == np.int64 and a.exposed.dtype == np.int64
+    assert (a.wall, a.wall_hidden) == (100, 50)
+
+
+def test_a_timeline_without_targets_has_no_wall_time(make_tl):
+    # GIVEN compute kernels but no draw
+    tl = make_tl(LANES, [(1, 0, 100, "gemm", Kind.KERNEL), (1, 200, 50, "gemm", Kind.KERNEL)])
+    # WHEN it is analysed
+    a = analyze_timeline(tl)
+    # THEN there are no instances, and the union view is empty: 0 ns wall, 0 ns hidden
+    assert len(a) == 0 and a.hidden.tolist() == []
+    assert (a.wall, a.wall_hidden) == (0, 0)
