@@ -98,3 +98,16 @@ def test_a_timeline_without_targets_has_no_wall_time(make_tl):
     # THEN there are no instances, and the union view is empty: 0 ns wall, 0 ns hidden
     assert len(a) == 0 and a.hidden.tolist() == []
     assert (a.wall, a.wall_hidden) == (0, 0)
+    # AND the forward time is still the device's compute busy time (outside any step: no markers)
+    assert (a.forward_source, a.forward_by_step, a.forward_measured) == ("compute-busy", {-1: 150}, True)
+
+
+def test_a_host_only_timeline_without_targets_measures_the_forward_on_the_threads(make_tl):
+    # GIVEN CPU operators on two host threads, no device kernel and no draw
+    lanes = [(THREAD, "cpu", "main"), (THREAD, "cpu", "other")]
+    tl = make_tl(lanes, [(0, 0, 100, "aten::mm", Kind.CPU_OP), (1, 50, 100, "aten::add", Kind.CPU_OP)])
+    # WHEN it is analysed
+    a = analyze_timeline(tl)
+    # THEN the forward time is the host threads' busy time (their union), not the (absent) device's
+    assert len(a) == 0
+    assert (a.forward_source, a.forward_by_step) == ("compute-busy", {-1: 150})
