@@ -9,9 +9,10 @@ deterministic.
 from __future__ import annotations
 
 import numpy as np
-from analysis_helpers import EXP_KERNEL, STREAM, THREAD  # type: ignore[import-not-found]
+from analysis_helpers import EXP_KERNEL, OVERLAY, STREAM, THREAD  # type: ignore[import-not-found]
 
 from expo_prof.analysis.hidden import Steps, analyze_timeline, assign_steps, launch_start, step_windows
+from expo_prof.analysis.targets import SPAN_FORWARD
 from expo_prof.timeline import Kind
 
 LANES = [(THREAD, "cpu", "main"), (STREAM, "cuda:0", "stream 7")]
@@ -111,3 +112,18 @@ def test_a_host_only_timeline_without_targets_measures_the_forward_on_the_thread
     # THEN the forward time is the host threads' busy time (their union), not the (absent) device's
     assert len(a) == 0
     assert (a.forward_source, a.forward_by_step) == ("compute-busy", {-1: 150})
+
+
+def test_an_overlay_window_is_not_hidden_by_a_forward_span_of_a_host_thread(make_tl):
+    # GIVEN an overlay-log draw window, the log's forward window, and the trace's own expo_prof::forward span on a
+    # host thread (trace and log of one run analysed together) reaching further than the log's window
+    lanes = [(OVERLAY, "cpu", "overlay exponential"), (OVERLAY, "cpu", "overlay forward"), (THREAD, "cpu", "t")]
+    tl = make_tl(lanes, [
+        (0, 100, 100, "exponential", Kind.OVERLAY),
+        (1, 0, 140, "forward", Kind.OVERLAY),  # hides [100, 140)
+        (2, 0, 200, SPAN_FORWARD, Kind.ANNOTATION),  # a host span, not an overlay window: not busy for the log
+    ], fmt="overlay-log", backend="cpu")
+    # WHEN it is analysed
+    a = analyze_timeline(tl)
+    # THEN only the overlay lane's forward window hides the draw
+    assert a.total.tolist() == [100] and a.hidden.tolist() == [40]
