@@ -127,3 +127,18 @@ def test_an_overlay_window_is_not_hidden_by_a_forward_span_of_a_host_thread(make
     a = analyze_timeline(tl)
     # THEN only the overlay lane's forward window hides the draw
     assert a.total.tolist() == [100] and a.hidden.tolist() == [40]
+
+
+def test_steps_from_a_step_column_are_int64_ids_per_instance_and_exact_keys_per_step(make_tl):
+    # GIVEN a step column with two huge neighbouring step ids (2**53 and 2**53 + 1: one float64 for both),
+    # a draw in each step and a wait window in each
+    big = 2**53
+    lanes = [(STREAM, "cuda:0", "stream 7"), (OVERLAY, "cpu", "overlay")]
+    ev = [(0, 0, 10, EXP_KERNEL, Kind.KERNEL), (1, 20, 30, "wait", Kind.OVERLAY),
+          (0, 100, 10, EXP_KERNEL, Kind.KERNEL), (1, 120, 40, "wait", Kind.OVERLAY)]
+    tl = make_tl(lanes, ev, step=[big, big, big + 1, big + 1])
+    # WHEN it is analysed
+    a = analyze_timeline(tl)
+    # THEN each draw carries its exact step id as int64, and the wait is summed under each exact id
+    assert a.step.dtype == np.int64 and a.step.tolist() == [big, big + 1]
+    assert a.wait_by_step == {big: 30, big + 1: 40}
