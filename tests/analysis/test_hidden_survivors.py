@@ -142,3 +142,16 @@ def test_steps_from_a_step_column_are_int64_ids_per_instance_and_exact_keys_per_
     # THEN each draw carries its exact step id as int64, and the wait is summed under each exact id
     assert a.step.dtype == np.int64 and a.step.tolist() == [big, big + 1]
     assert a.wait_by_step == {big: 30, big + 1: 40}
+
+
+def test_spans_in_a_step_column_go_to_their_own_step_even_where_windows_overlap(make_tl):
+    # GIVEN a step column in which step 1 runs [0, 300) and step 2 [100, 200) (pipelined steps overlap),
+    # and a wait window of step 1 at [150, 160), inside step 2's window too
+    lanes = [(STREAM, "cuda:0", "stream 7"), (OVERLAY, "cpu", "overlay")]
+    ev = [(0, 0, 300, "gemm", Kind.KERNEL), (0, 100, 100, "gemm", Kind.KERNEL), (1, 150, 10, "wait", Kind.OVERLAY)]
+    tl = make_tl(lanes, ev, step=[1, 2, 1])  # rows by start: 0 (step 1), 100 (step 2), 150 (step 1)
+    # WHEN it is analysed
+    a = analyze_timeline(tl)
+    # THEN the column decides: the wait belongs to step 1, not to the window that happens to contain it
+    assert a.steps.source == "step-column"
+    assert a.wait_by_step == {1: 10}
