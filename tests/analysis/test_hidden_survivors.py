@@ -155,3 +155,21 @@ def test_spans_in_a_step_column_go_to_their_own_step_even_where_windows_overlap(
     # THEN the column decides: the wait belongs to step 1, not to the window that happens to contain it
     assert a.steps.source == "step-column"
     assert a.wait_by_step == {1: 10}
+
+
+def test_device_draws_use_the_device_copies_of_step_markers_unless_launch_times_decide(make_tl):
+    # GIVEN ProfilerStep#1/#2 on the host thread ([0, 1000), [1000, 2000)) and their device copies on the stream,
+    # late by 100 ns ([100, 1100), [1100, 2000)), and a draw on the stream at 1080, launched by the host at 1050
+    ev = [(0, 0, 1000, "ProfilerStep#1", Kind.STEP), (0, 1000, 1000, "ProfilerStep#2", Kind.STEP),
+          (1, 100, 1000, "ProfilerStep#1", Kind.ANNOTATION), (1, 1100, 900, "ProfilerStep#2", Kind.ANNOTATION),
+          (0, 1050, 5, "cudaLaunchKernel", Kind.RUNTIME), (1, 1080, 10, EXP_KERNEL, Kind.KERNEL)]
+    tl = make_tl(LANES, ev)
+    # WHEN analysed without correlation ids
+    a = analyze_timeline(tl)
+    # THEN the device's own copies place the device draw: it ran inside device step 1
+    assert a.step.tolist() == [1] and a.steps.start.tolist() == [100, 1100]
+    # AND WHEN the launch is linked by a correlation id, THEN the host's markers and the launch time decide: step 2
+    names = [tl.names[i] for i in tl.name]
+    tl.meta["correlation"] = np.array([5 if n in ("cudaLaunchKernel", EXP_KERNEL) else -1 for n in names])
+    b = analyze_timeline(tl)
+    assert b.step.tolist() == [2] and b.steps.start.tolist() == [0, 1000]
