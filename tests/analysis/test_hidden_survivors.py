@@ -89,6 +89,11 @@ def test_hidden_and_exposed_are_int64_nanoseconds(make_tl):
     assert a.hidden.tolist() == [50] and a.exposed.tolist() == [50]
     assert a.hidden.dtype == np.int64 and a.exposed.dtype == np.int64
     assert (a.wall, a.wall_hidden) == (100, 50)
+    # AND the one compute kernel measures the forward; with no wait span the wait is unknown, not zero
+    assert (a.forward_measured, a.wait_measured) == (True, False)
+    # AND a lone draw has neither: nothing measures its forward
+    lone = analyze_timeline(make_tl(lanes, [(0, 0, 100, EXP_KERNEL, Kind.KERNEL)]))
+    assert (lone.forward_measured, lone.wait_measured, lone.forward_by_step) == (False, False, {})
 
 
 def test_a_timeline_without_targets_has_no_wall_time(make_tl):
@@ -155,6 +160,8 @@ def test_spans_in_a_step_column_go_to_their_own_step_even_where_windows_overlap(
     # THEN the column decides: the wait belongs to step 1, not to the window that happens to contain it
     assert a.steps.source == "step-column"
     assert a.wait_by_step == {1: 10}
+    # AND one wait window is enough for the wait to count as measured
+    assert a.wait_measured is True
 
 
 def test_device_draws_use_the_device_copies_of_step_markers_unless_launch_times_decide(make_tl):
