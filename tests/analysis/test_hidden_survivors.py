@@ -8,6 +8,8 @@ deterministic.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from analysis_helpers import EXP_KERNEL, OVERLAY, STREAM, THREAD  # type: ignore[import-not-found]
 
@@ -180,3 +182,15 @@ def test_device_draws_use_the_device_copies_of_step_markers_unless_launch_times_
     tl.meta["correlation"] = np.array([5 if n in ("cudaLaunchKernel", EXP_KERNEL) else -1 for n in names])
     b = analyze_timeline(tl)
     assert b.step.tolist() == [2] and b.steps.start.tolist() == [0, 1000]
+
+
+def test_the_forward_of_host_draws_is_the_host_busy_time_even_with_device_kernels(make_tl):
+    # GIVEN a draw on a host thread, an operator on another thread, and a (longer) kernel on a device stream
+    lanes = [(THREAD, "cpu", "sampler"), (THREAD, "cpu", "worker"), (STREAM, "cuda:0", "stream 7")]
+    tl = make_tl(lanes, [(0, 100, 50, "aten::exponential_", Kind.CPU_OP), (1, 0, 120, "aten::mm", Kind.CPU_OP),
+                         (2, 0, 500, "gemm", Kind.KERNEL)])
+    # WHEN it is analysed with --op exponential (no forward span: the forward is the compute busy time)
+    a = analyze_timeline(tl, re.compile("exponential"))
+    # THEN compute is measured where the draws run, on the host threads: the operator's 120 ns, not the kernel's 500
+    assert len(a) == 1 and a.hidden.tolist() == [20]
+    assert (a.forward_source, a.forward_by_step) == ("compute-busy", {-1: 120})
