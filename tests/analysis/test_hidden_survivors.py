@@ -194,3 +194,11 @@ def test_the_forward_of_host_draws_is_the_host_busy_time_even_with_device_kernel
     # THEN compute is measured where the draws run, on the host threads: the operator's 120 ns, not the kernel's 500
     assert len(a) == 1 and a.hidden.tolist() == [20]
     assert (a.forward_source, a.forward_by_step) == ("compute-busy", {-1: 120})
+
+
+def test_profiler_step_zero_is_a_step(make_tl):
+    # GIVEN ProfilerStep#0 and #1 markers (the profiler numbers steps from 0)
+    tl = make_tl(LANES, [(0, 0, 100, "ProfilerStep#0", Kind.STEP), (0, 100, 100, "ProfilerStep#1", Kind.STEP)])
+    # WHEN the windows are built, THEN step 0 has its window like step 1
+    st = step_windows(tl)
+    assert (st.source, st.ids.tolist(), st.start.tolist(), st.end.tolist()) == ("ProfilerStep", [0, 1], [0, 100], [100, 200])
