@@ -168,6 +168,8 @@ def cluster_address(env: Mapping[str, str]) -> str | None:
     answers there: a Ray that vLLM started itself (one node) ends with vLLM, and its files are all here.
     """
     addr = (env.get("RAY_ADDRESS") or "").strip()
+    if addr == "local":  # Ray's word for "start a new one here": it ended with the command
+        return None
     if not addr:
         f = Path(env.get("RAY_TMPDIR") or "/tmp") / "ray" / "ray_current_cluster"
         addr = f.read_text().strip() if f.is_file() else ""

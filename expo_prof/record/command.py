@@ -193,7 +193,7 @@ def inject(
     pdir: Path | None = None
     # Ray workers get the driver's environment only as far as vLLM copies it (a worker on another node was
     # started by that node's `ray start`): ask vLLM to copy the overlay's variables too. Harmless elsewhere.
-    prefixes = [p for p in os.environ.get(RAY_PREFIXES_VAR, "").split(",") if p.strip()]
+    prefixes = [p.strip() for p in os.environ.get(RAY_PREFIXES_VAR, "").split(",") if p.strip()]
     env[RAY_PREFIXES_VAR] = ",".join(prefixes + ([] if OVERLAY_PREFIX in prefixes else [OVERLAY_PREFIX]))
     vt = _version_tuple(vllm_version)
     if target.uses_ray and vt is not None and vt < RAY_PREFIX_COPY_SINCE:

@@ -113,7 +113,7 @@ def test_a_ray_command_is_told_apart_and_asks_vllm_to_copy_the_overlay_variables
     assert ray_cmd.uses_ray and dp_ray.uses_ray and not plain.uses_ray
     # AND the overlay's prefix is added to the user's own, once
     assert inj.env["VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY"] == "MY_,EXPO_PROF_"
-    monkeypatch.setenv("VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY", "EXPO_PROF_")
+    monkeypatch.setenv("VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY", " EXPO_PROF_ ")
     again = inject(ray_cmd, run_dir=tmp_path, overlay=True, profiler="none", vllm_version="0.32.0", run_id="r")
     assert again.env["VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY"] == "EXPO_PROF_"
     # AND a vLLM too old to copy them says what to do instead
@@ -154,3 +154,4 @@ def test_after_a_ray_run_with_no_cluster_left_nothing_is_collected(tmp_path):
     # THEN nothing is collected, and the manifest says why; a RAY_ADDRESS is taken as given
     assert cluster_address(env) is None and got["status"] == "skipped" and "already here" in got["why"]
     assert cluster_address({"RAY_ADDRESS": "10.0.0.1:6379"}) == "10.0.0.1:6379"
+    assert cluster_address({"RAY_ADDRESS": "local"}) is None
