@@ -69,6 +69,15 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def answers(host: str, port: int, timeout: float = 0.5) -> bool:
+    """Whether something accepts a TCP connection at host:port right now."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 def vllm_argv(
     model: str | Path,
     port: int,

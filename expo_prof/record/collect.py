@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from expo_prof.errors import BadInput
+from expo_prof.server import answers
 
 #: Bytes fetched per task.
 CHUNK = 64 << 20
@@ -173,20 +174,10 @@ def cluster_address(env: Mapping[str, str]) -> str | None:
     if not addr:
         f = Path(env.get("RAY_TMPDIR") or "/tmp") / "ray" / "ray_current_cluster"
         addr = f.read_text().strip() if f.is_file() else ""
-        if not addr or not _answers(addr):
+        host, _, port = addr.rpartition(":")
+        if not port.isdigit() or not answers(host.strip("[]"), int(port), timeout=1.0):
             return None
     return addr
-
-
-def _answers(addr: str) -> bool:
-    import socket
-
-    host, _, port = addr.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
-            return True
-    except (OSError, ValueError):
-        return False
 
 
 def after_run(run_dir: Path, env: Mapping[str, str], say: Callable[[str], None] | None = None) -> dict:

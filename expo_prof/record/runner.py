@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -26,7 +25,7 @@ from expo_prof.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, ExpoProfError
 from expo_prof.record import command as cmdmod
 from expo_prof.runs.layout import MANIFEST_SCHEMA, host_info, write_json
 from expo_prof.runs.manifest import write_manifest
-from expo_prof.server import ServerFailed, VllmServer, live_processes
+from expo_prof.server import ServerFailed, VllmServer, answers, live_processes
 from expo_prof.workload import WorkloadResult, WorkloadSpec, run_workload
 
 
@@ -59,14 +58,6 @@ class RecordOptions:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def _port_in_use(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def _post(base_url: str, path: str, timeout: float) -> tuple[int, str]:
@@ -195,20 +186,21 @@ class Recorder:
 
     # ------------------------------------------------------------------ phases
 
+    def _command_env(self) -> dict[str, str]:
+        """The environment the command runs in: the user's, with what record injects."""
+        return {**os.environ, **self.inj.env, **self.opts.extra_env}
+
     def _launch(self) -> None:
         t = self.target
-        if _port_in_use(t.host, t.port):
+        if answers(t.host, t.port):
             raise ExpoProfError(
                 f"port {t.port} is already in use on {t.host}: stop what listens there or give the command another --port",
                 EXIT_RUN_FAILED,
             )
-        import os
-
-        env = {**os.environ, **self.inj.env, **self.opts.extra_env}
         srv = VllmServer("(command)", argv=self.inj.argv, port=t.port, log_path=self.run_dir / "server.log")
         # record runs the user's command in the user's environment: none of the
         # defaults the demo/test servers get (offline hub, tiny KV cache …).
-        srv.env = env
+        srv.env = self._command_env()
         srv.base_url = t.base_url
         self.srv = srv
         try:
@@ -438,8 +430,7 @@ class Recorder:
             from expo_prof.record.collect import after_run
 
             with err_console.status("collecting the Ray nodes' files"):
-                env = {**os.environ, **self.inj.env, **self.opts.extra_env}
-                self.manifest["collected"] = got = after_run(self.run_dir, env, say=self.say)
+                self.manifest["collected"] = got = after_run(self.run_dir, self._command_env(), say=self.say)
             if got["status"] == "failed":
                 self.manifest["notes"].append(f"collecting the Ray nodes' files failed ({got['error']}); "
                                               f"run: {got['by_hand']}")

@@ -131,6 +131,11 @@ def cluster(tmp_path_factory, realtraces, need):
     services.get_node = asked
 
 
+def instances(p: Path) -> int:
+    """Instances found in ``p``, read here without Ray."""
+    return sum(r.instances for r in run([p], Options.make()).document.ranks)
+
+
 def _node_of(ray, name: str) -> str:
     return next(n["NodeID"] for n in ray.nodes() if HOST_RESOURCE + name in n["Resources"])
 
@@ -264,9 +269,6 @@ def test_collect_copies_each_nodes_files_into_one_run_dir(cluster, tmp_path):
     again = collect(run_dir, address=c.address, sources=[f"n0:{a}", f"n1:{b}"])
     assert again.copied == [] and again.same == len(res.copied)
     # AND the collected run holds the instances of both nodes' files
-    def instances(p):
-        return sum(r.instances for r in run([p], Options.make()).document.ranks)
-
     assert instances(run_dir) == instances(a) + instances(b) > 0
 
 
@@ -324,7 +326,8 @@ def private_node(cluster, need, tmp_path_factory):
     log.close()
 
 
-def test_record_collects_what_ray_workers_wrote_on_another_nodes_disk(cluster, private_node, realtraces):
+def test_record_collects_what_ray_workers_wrote_on_another_nodes_disk(cluster, private_node, realtraces,
+                                                                     monkeypatch):
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -342,15 +345,12 @@ def test_record_collects_what_ray_workers_wrote_on_another_nodes_disk(cluster, p
     target = parse_target([sys.executable, "-m", "vllm.entrypoints.openai.api_server",
                            "--distributed-executor-backend", "ray"])
     inj = inject(target, run_dir=run_dir, overlay=True, profiler="torch", vllm_version="0.32.0", run_id="RUN")
-    saved = dict(os.environ)
-    os.environ.update(inj.env)
-    try:
+    with monkeypatch.context() as env:
+        for k, v in inj.env.items():
+            env.setenv(k, v)
         from vllm.ray.ray_env import get_env_vars_to_copy
 
         worker_env = {k: os.environ[k] for k in get_env_vars_to_copy(destination="workers") if k in os.environ}
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
     # AND a rank-1 worker on n2 (a stand-in for vLLM's Ray worker: vLLM's CPU platform refuses the Ray
     # executor) that writes its overlay log and trace where that environment says, on n2's disk
     log = next((SESSION / "02-on" / "overlay").iterdir())
@@ -364,9 +364,6 @@ def test_record_collects_what_ray_workers_wrote_on_another_nodes_disk(cluster, p
             (run_dir / rel).parent.mkdir(parents=True, exist_ok=True)
             (run_dir / rel).write_bytes(data)
         return [str(run_dir / rel) for rel in files]
-
-    def instances(p: Path) -> int:
-        return sum(r.instances for r in run([p], Options.make()).document.ranks)
 
     before = instances(run_dir)
     n2 = _node_of(ray, "n2")
