@@ -122,3 +122,30 @@ def vllm_server(vllm_available, tiny_model, tmp_path_factory):
                 yield srv
 
     return start
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Under mutmut, run a mutant's tests fastest first.
+
+    mutmut runs each mutant's covering tests with ``-x`` in the order of a set,
+    so a mutant that a 0.01 s unit test kills could first sit through a 30 s
+    CLI test. Sorting by the durations mutmut recorded (``mutmut-stats.json``
+    in its working directory, ``mutants/``) changes no verdict, only how soon
+    it comes. Outside mutmut (``MUTANT_UNDER_TEST`` unset) nothing changes.
+    """
+    mutant = os.environ.get("MUTANT_UNDER_TEST", "")
+    if mutant in ("", "stats", "fail", "list_all_tests"):
+        return
+    durations = _mutmut_durations()
+    if durations:
+        items.sort(key=lambda item: durations.get(item.nodeid, float("inf")))
+
+
+def _mutmut_durations() -> dict[str, float]:
+    try:
+        import json
+
+        with open("mutmut-stats.json", encoding="utf-8") as f:
+            return json.load(f).get("duration_by_test", {})
+    except (OSError, ValueError):
+        return {}
