@@ -148,3 +148,22 @@ def test_coverage_of_an_empty_union_is_int64_zeros():
     got = iv.coverage(iv.Union.empty(), np.array([0, 5]), np.array([10, 7]))
     # THEN it is 0 ns for each, as int64 like every other coverage (callers add it into int64 totals)
     assert got.dtype == np.int64 and got.tolist() == [0, 0]
+
+
+def test_covered_before_is_exact_int64_for_unsigned_epoch_times():
+    # GIVEN epoch-ns busy pieces and query times held as uint64 (an unsigned column), past float64's exact range
+    t0 = 1_790_857_026_123_456_789
+    u = iv.union(np.array([t0, t0 + 20], dtype=np.int64), np.array([t0 + 7, t0 + 23], dtype=np.int64))
+    t = np.array([t0 - 1, t0 + 3, t0 + 15, t0 + 21, t0 + 99], dtype=np.uint64)
+    # WHEN F(t), the busy time before each t, is computed
+    got = iv.covered_before(u, t)
+    # THEN it is int64 and exact to the ns (uint64 - int64 arithmetic would go through float64)
+    assert got.dtype == np.int64
+    assert got.tolist() == [0, 3, 7, 8, 10]
+
+
+def test_covered_before_an_empty_union_is_int64_zeros():
+    # GIVEN nothing busy WHEN F(t) is asked for two times
+    got = iv.covered_before(iv.Union.empty(), np.array([0, 5], dtype=np.int64))
+    # THEN it is 0 for each, int64 like F(t) of any other union
+    assert got.dtype == np.int64 and got.tolist() == [0, 0]
