@@ -133,10 +133,12 @@ def metric_result(metric: Metric, a_runs: list[str], a_vals: list[float | None],
             " exactly the same, so the t-test degenerates (p is 0 or 1); more runs would show the real spread"
         )
     significant = t.p < alpha
-    if significant and perm.min_p <= alpha and perm.p >= alpha:
+    # The permutation test can only contradict the t-test when it could itself reach p < alpha:
+    # with min_p == alpha (e.g. 5 pairs at --alpha 0.0625) it never can, and the t-test decides.
+    if significant and perm.min_p < alpha and perm.p >= alpha:
         significant = False
         notes.append(f"the {perm.name} test disagrees (p={perm.p:.3g}): not settled")
-    elif perm.min_p > alpha:
+    elif perm.min_p >= alpha:
         runs = (plural(n_eff, "pair") if paired else f"{plural(len(a), 'run')} per side" if len(a) == len(b)
                 else f"{len(a)} vs {plural(len(b), 'run')}")
         notes.append(f"with {runs} the {perm.name} test cannot go below "

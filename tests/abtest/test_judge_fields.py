@@ -262,7 +262,7 @@ def test_alpha_is_the_threshold_of_the_t_test():
     assert lo.significant is False and lo.outcome == SAME
 
 
-def test_significance_is_strict_at_alpha_and_the_veto_applies_at_its_floor():
+def test_significance_is_strict_at_alpha_and_no_veto_at_the_permutation_floor():
     # GIVEN 6 pairs that all improve TPOT a little, and alpha set exactly to the t-test's p
     a = [50.0, 51.0, 49.5, 50.5, 50.2, 49.8]
     b = [x - d for x, d in zip(a, [1.0, 1.2, 0.8, 1.1, 0.9, 1.05])]
@@ -272,10 +272,15 @@ def test_significance_is_strict_at_alpha_and_the_veto_applies_at_its_floor():
     assert _judge(TPOT, a, b, pairs=pairs, alpha=p).significant is False
     # GIVEN 5 pairs all the same sign: the sign-flip p is its floor 2/32; judged at alpha = 2/32 exactly
     r = _judge(TPOT, a[:5], b[:5], pairs=pairs[:5], alpha=2 / 32)
-    # THEN the permutation test can reach alpha (min_p <= alpha) but not go below it (p >= alpha): not settled
+    # THEN the permutation test cannot go below alpha (p < alpha is impossible for it): it cannot
+    # contradict the t-test, which decides, and the note says so (a veto here could never be lifted)
     assert r.permutation.min_p == r.permutation.p == 2 / 32 and r.t_test.p < 2 / 32
-    assert r.significant is False and any("disagrees" in n for n in r.notes)
-    assert not any("cannot go below" in n for n in r.notes)
+    assert r.significant is True and r.outcome == BETTER
+    assert not any("disagrees" in n for n in r.notes)
+    assert any("cannot go below" in n for n in r.notes)
+    # AND just above that alpha the permutation test can go below it, and all-same-sign pairs agree
+    r2 = _judge(TPOT, a[:5], b[:5], pairs=pairs[:5], alpha=0.07)
+    assert r2.significant is True and not any("disagrees" in n or "cannot go below" in n for n in r2.notes)
 
 
 def test_a_small_significant_change_keeps_its_direction():

@@ -13,7 +13,7 @@ import numpy as np
 
 from expo_prof.abtest.judge import compare
 from expo_prof.abtest.runs import Loaded, Run, Side
-from expo_prof.abtest.stats import mad, modified_z
+from expo_prof.abtest.stats import MAX_RUNS, _smallest_n, mad, modified_z, welch_t
 
 
 def _side(name: str, metric: str, vals: list[float | None]) -> Side:
@@ -81,3 +81,26 @@ def test_robust_scores_are_computed_in_float64_whatever_the_input_width():
     assert z.dtype == np.float64 and np.array_equal(z, modified_z(x64))
     zr = modified_z(x64, ref32)
     assert zr.dtype == np.float64 and np.array_equal(zr, modified_z(x64, ref32.astype(np.float64)))
+
+
+def test_welch_t_is_computed_in_float64_whatever_the_input_width():
+    # GIVEN two sides given as float32 arrays of large, close values (float32 variance would round)
+    a32 = np.array([3.0e7 + 2.0, 3.0e7 + 6.0, 3.0e7 + 14.0, 3.0e7 + 8.0], dtype=np.float32)
+    b32 = np.array([3.0e7 + 20.0, 3.0e7 + 26.0, 3.0e7 + 18.0], dtype=np.float32)
+    # WHEN Welch's t-test runs on them THEN it equals the run on the same values in float64
+    got, ref = welch_t(a32, b32), welch_t(a32.astype(np.float64), b32.astype(np.float64))
+    assert (got.diff, got.se, got.df, got.p) == (ref.diff, ref.se, ref.df, ref.p)
+    got_b = welch_t(a32.astype(np.float64), b32)
+    assert (got_b.diff, got_b.se, got_b.df, got_b.p) == (ref.diff, ref.se, ref.df, ref.p)
+
+
+def test_runs_needed_is_the_first_n_whose_power_reaches_the_target_exactly():
+    # GIVEN a power that jumps to exactly the target at n = 5 (reaching it counts: power >= target)
+    def step(at: int, low: float = 0.0):
+        return lambda n: 0.8 if n >= at else low
+
+    # WHEN the smallest n is searched THEN it is that n, wherever it lies in the doubling brackets
+    for at in (2, 3, 5, 8, 9, 33, MAX_RUNS):
+        assert _smallest_n(step(at), 0.8) == at
+    # AND a power that never reaches the target within MAX_RUNS gives None
+    assert _smallest_n(lambda n: 0.7999, 0.8) is None
