@@ -10,10 +10,11 @@ ones (the inputs' float width never changes a flag).
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from expo_prof.abtest.judge import compare
 from expo_prof.abtest.runs import Loaded, Run, Side
-from expo_prof.abtest.stats import MAX_RUNS, _smallest_n, mad, modified_z, welch_t
+from expo_prof.abtest.stats import MAX_RUNS, _smallest_n, mad, modified_z, paired_t, welch_t
 
 
 def _side(name: str, metric: str, vals: list[float | None]) -> Side:
@@ -104,3 +105,18 @@ def test_runs_needed_is_the_first_n_whose_power_reaches_the_target_exactly():
         assert _smallest_n(step(at), 0.8) == at
     # AND a power that never reaches the target within MAX_RUNS gives None
     assert _smallest_n(lambda n: 0.7999, 0.8) is None
+
+
+def test_paired_t_is_computed_in_float64_and_needs_two_pairs():
+    # GIVEN pairs given as float32 arrays of large, close values
+    a32 = np.array([3.0e7 + 2.0, 3.0e7 + 6.0, 3.0e7 + 14.0], dtype=np.float32)
+    b32 = np.array([3.0e7 + 20.0, 3.0e7 + 26.0, 3.0e7 + 18.0], dtype=np.float32)
+    ref = paired_t(a32.astype(np.float64), b32.astype(np.float64))
+    # WHEN the paired t-test runs on them THEN it equals the float64 run
+    for a, b in ((a32, b32), (a32, b32.astype(np.float64)), (a32.astype(np.float64), b32)):
+        got = paired_t(a, b)
+        assert (got.diff, got.se, got.df, got.p) == (ref.diff, ref.se, ref.df, ref.p)
+    # AND two pairs are enough for it (one is not)
+    assert paired_t([1.0, 2.0], [2.0, 3.5]).df == 1.0
+    with pytest.raises(ValueError):
+        paired_t([1.0], [2.0])

@@ -12,7 +12,7 @@ import torch
 
 from fake_device import FakeAllocator, FakeDeviceModule
 from overlay.events import EventLog
-from overlay.lanes import DeviceStreamLane
+from overlay.lanes import CpuThreadLane, DeviceStreamLane
 from overlay.patches._runner import q_size, reserve_during
 from overlay.sampler import Overlay, overlay_random_sample, set_active
 
@@ -154,4 +154,25 @@ def test_reserved_q_is_reported_and_freed(tmp_path):
     assert alloc.live_bytes == 0 and ov.lane.held_bytes() == 0
     summary = ov.log.summary()
     assert summary["q_reserved_bytes"] == 4 * Q_BYTES and summary["q_max_bytes"] == 0
+    ov.shutdown()
+
+
+def test_reserve_on_the_cpu_lane_launches_exactly_the_asked_q(tmp_path):
+    # GIVEN the overlay on vLLM CPU's lane (a drawing thread)
+    ov = Overlay(EventLog(str(tmp_path)), lane_factory=lambda device, instrument: CpuThreadLane(seed=1))
+    # WHEN the runner hook reserves a q with no rows or no vocabulary THEN nothing is launched
+    assert ov.reserve(0, 8, torch.float64, "cpu") is None
+    assert ov.reserve(3, 0, torch.float64, "cpu") is None
+    # WHEN it reserves the smallest real shapes (1 row; a vocabulary of 1) in float64
+    one_row = ov.reserve(1, 5, torch.float64, "cpu")
+    ov.release(one_row)
+    draw = ov.reserve(3, 1, torch.float64, "cpu")
+    # THEN each is launched with that shape, dtype and device (sized as the sampler's q will be)
+    assert one_row is not None and (one_row.rows, one_row.vocab) == (1, 5)
+    assert tuple(draw.q.shape) == (3, 1) and draw.q.dtype == torch.float64 and draw.q.device.type == "cpu"
+    assert ov.log.q_reserved_bytes == 5 * 8
+    # AND releasing waits for it and drops it; releasing nothing is a no-op
+    ov.release(draw)
+    assert draw.q is None and draw.done.is_set()
+    ov.release(None)
     ov.shutdown()
