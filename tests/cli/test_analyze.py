@@ -176,8 +176,9 @@ def test_subprocess_broken_inputs_never_traceback(realtraces, tmp_path):
     (tmp_path / "invalid.pt.trace.json").write_bytes(b'{"traceEvents": [{"ph": "X", "name": ')
     i = raw.index(b'"aten::exponential_"')
     (tmp_path / "ctrl.pt.trace.json").write_bytes(raw[: i + 5] + b"\x01\xff" + raw[i + 5 :])
+    done = {}
     for name in ("trunc.pt.trace.json.gz", "invalid.pt.trace.json", "ctrl.pt.trace.json"):
-        p = _cli(str(tmp_path / name), "--json")
+        p = done[name] = _cli(str(tmp_path / name), "--json")
         # THEN a result (exit 0/1, with warnings) or one error line (exit 2): never a traceback
         assert p.returncode in (EXIT_OK, EXIT_NOT_FOUND, EXIT_BAD_INPUT), p.stderr
         assert "Traceback" not in p.stderr
@@ -187,7 +188,7 @@ def test_subprocess_broken_inputs_never_traceback(realtraces, tmp_path):
         else:
             one_error_line(p.stderr)
     # AND the control byte case keeps every draw but the damaged name and says so
-    p = _cli(str(tmp_path / "ctrl.pt.trace.json"), "--json")
+    p = done["ctrl.pt.trace.json"]
     assert p.returncode == EXIT_OK, p.stderr
     assert json.loads(p.stdout)["summary"]["instances"] >= 31
 
