@@ -21,12 +21,12 @@ from expo_prof.abtest.model import BETTER, SAME
 TOKS = METRICS["output_throughput"]
 
 
-def _paired(diffs, base=100.0):
+def _paired(diffs, base=100.0, alpha=0.05):
     a = [base + i for i in range(len(diffs))]
     b = [x + d for x, d in zip(a, diffs)]
     labels = [f"r{i}" for i in range(len(diffs))]
     return metric_result(TOKS, labels, a, [""] * len(a), labels, b, [""] * len(b),
-                         [(i, i) for i in range(len(diffs))], 0.05)
+                         [(i, i) for i in range(len(diffs))], alpha)
 
 
 def test_permutation_test_vetoes_a_t_test_it_contradicts():
@@ -43,6 +43,16 @@ def test_permutation_test_vetoes_a_t_test_it_contradicts():
     assert r.significant is False and r.outcome == SAME
     assert any("sign-flip permutation test disagrees" in n and "p=0.0625" in n for n in r.notes)
     assert r.runs_needed is not None
+
+
+def test_a_permutation_p_equal_to_alpha_is_not_below_it_and_still_vetoes():
+    # GIVEN the same 6 pairs judged at alpha = 0.0625: the sign-flip p is alpha itself, and its
+    # smallest possible p (2/64) is below alpha, so it could have agreed
+    r = _paired([1.0, 1.1, 0.9, 1.05, 0.95, -0.1], alpha=0.0625)
+    assert r.permutation.p == 0.0625 and r.permutation.min_p < 0.0625 and r.t_test.p < 0.0625
+    # THEN p == alpha is not significant for the permutation test either: it disagrees, not settled
+    assert r.significant is False and r.outcome == SAME
+    assert any("sign-flip permutation test disagrees" in n for n in r.notes)
 
 
 def test_agreeing_tests_settle_the_metric():
