@@ -31,7 +31,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_ingest.py
 
 # Mutation testing of the core modules against the fast, non-server tests (docs/testing.md).
-# OMP_NUM_THREADS=2, not 1: the lane-placement test needs an OpenMP team of 2 to show its cap.
+# Under mutmut, tests/overlay/conftest.py runs torch on one thread (libgomp hangs in forked mutants
+# otherwise) and leaves out the one test that needs an OpenMP team of 2.
 mutate: $(STAMP)
 	$(BIN)/pip install -q -e '.[mutation]'
 	rm -rf mutants
