@@ -45,11 +45,13 @@ def main() -> int:
     eq = equivalent()
     per: dict[str, Counter] = defaultdict(Counter)
     survivors: list[str] = []
+    seen: dict[str, str] = {}
     for line in text.splitlines():
         m = LINE.match(line)
         if not m:
             continue
         key, status = m.group("key"), m.group("status").strip()
+        seen[key] = status
         c = per[module_of(key)]
         c["total"] += 1
         if status in KILLED:
@@ -79,6 +81,13 @@ def main() -> int:
         print("\n".join(f"  {s}" for s in survivors))
     if stale:
         print(f"\n{len(stale)} reviewed name(s) from modules not in this run")
+    # A reviewed equivalent that a test kills, or that this run does not have, is a stale name
+    # (mutmut numbers a function's mutants in order: editing the function renumbers them).
+    wrong = sorted(k for k in eq if module_of(k) in per and (k not in seen or seen[k] in KILLED))
+    if wrong:
+        print("\nreviewed as equivalent but killed or absent (stale name? review again):")
+        print("\n".join(f"  {k}: {seen.get(k, 'absent')}" for k in wrong))
+        ok = False
     return 0 if ok else 1
 
 
