@@ -142,6 +142,25 @@ def _stepper(ov, rows):
     return one_step
 
 
+def test_device_lane_times_the_forward_of_an_unsized_step_on_the_device(tmp_path):
+    # GIVEN the instrumented device lane on a FakeDeviceModule
+    fake = FakeDeviceModule()
+    ov = _fake_overlay(tmp_path, fake)
+    # WHEN a forward whose batch the runner hook could not read runs, then the sampler (inline)
+    step = ov.begin_unsized_step("cpu")
+    ov.end_forward(step)
+    tokens = overlay_random_sample(torch.softmax(torch.randn(3, VOCAB), -1), {}, False,
+                                   inline=lambda probs, generators, fp64=False: probs.argmax(dim=-1), overlay=ov)
+    assert tokens.shape == (3,)
+    fake.run_device()  # the device finished the forward
+    ov.shutdown()
+    _, lines = read_log(tmp_path)
+    # THEN its forward window is in device time from the step's own anchor event, nothing launched
+    (s,) = lines["step"]
+    assert (s["launched"], s["fallback"], s["timing"]) == (False, "no_pending", "device")
+    assert s["fwd"] is not None and 0 <= s["fwd"][0] <= s["fwd"][1]
+
+
 def test_device_lane_orders_streams_and_keeps_q_alive(tmp_path):
     # GIVEN the device lane on a FakeDeviceModule
     fake = FakeDeviceModule()

@@ -73,9 +73,9 @@ def test_one_lane_error_is_noticed_with_its_message(tmp_path, vllm_random_sample
 
 
 def test_a_forward_of_unknown_batch_size_is_a_step_with_nothing_launched(tmp_path, vllm_random_sample):
-    # GIVEN two forwards whose batch the runner hook could not read, each followed by a sampler call
+    # GIVEN three forwards whose batch the runner hook could not read, each followed by a sampler call
     ov = _overlay(tmp_path)
-    for i in range(2):
+    for i in range(3):
         step = ov.begin_unsized_step("cpu")
         assert step.index == i and not step.launched
         ov.end_forward(step)
@@ -83,10 +83,26 @@ def test_a_forward_of_unknown_batch_size_is_a_step_with_nothing_launched(tmp_pat
         assert out.shape == (3,)  # drawn inline
     ov.shutdown()
     _, lines = read_log(tmp_path)
-    # THEN two step lines, nothing launched, the sampler found no pending draw, the forward window was timed
+    # THEN three step lines numbered on, nothing launched, the sampler found no pending draw, the forward timed
     steps = lines["step"]
     assert [(s["step"], s["rows"], s["vocab"], s["launched"], s["used"], s["fallback"]) for s in steps] == [
-        (0, 0, 0, False, False, "no_pending"), (1, 0, 0, False, False, "no_pending")]
+        (i, 0, 0, False, False, "no_pending") for i in range(3)]
     for s in steps:
         assert s["fwd"] is not None and s["fwd"][0] <= s["fwd"][1]
     assert lines["header"][0]["backend"] == "cpu"
+
+
+def test_a_later_notice_is_written_at_once_when_the_log_is_configured(tmp_path, vllm_random_sample):
+    # GIVEN an overlay whose log header is known (a step ran on its lane)
+    ov = _overlay(tmp_path)
+    step = ov.begin_step(rows=2, vocab=32, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
+    ov.end_forward(step)
+    overlay_random_sample(_probs(2), {}, False, inline=vllm_random_sample, overlay=ov)
+    assert ov.log.configured
+    # WHEN a patch reports a notice (e.g. a sampler only partly covered)
+    ov.notice_later("info", "partly_applicable", "FlashInfer batches stay inline")
+    # THEN it is in the file already, as given, before anything else is flushed
+    _, lines = read_log(tmp_path)
+    assert [(n["level"], n["code"], n["message"]) for n in lines["notice"]] == [
+        ("info", "partly_applicable", "FlashInfer batches stay inline")]
+    ov.shutdown()
