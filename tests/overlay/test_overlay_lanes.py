@@ -380,3 +380,23 @@ def test_device_lane_spans_are_device_ranges_only_while_profiling(tmp_path, kind
         with span(SPAN_EXPONENTIAL):
             pass
     assert _range_calls(fake) == []
+
+
+def test_default_lane_is_a_placed_thread_on_cpu_and_a_side_stream_elsewhere(monkeypatch):
+    # GIVEN vLLM's device for the sampler
+    from overlay.sampler import default_lane
+
+    # WHEN it is the CPU THEN the lane is a drawing thread placed by the "auto" rule (beside the forward)
+    lane = default_lane("cpu", instrument=True)
+    assert isinstance(lane, CpuThreadLane)
+    assert lane._placed.wait(10)
+    assert lane.placement is not None and lane.placement.startswith("CPU lane thread on CPUs "), lane.placement
+    lane.close()
+    # WHEN it is an accelerator (a FAKE device module stands in for torch.cuda / torch_npu here)
+    fake = FakeDeviceModule()
+    monkeypatch.setattr(torch, "get_device_module", lambda device=None: fake)
+    for instrument in (True, False):
+        lane = default_lane("cuda:1", instrument=instrument)
+        # THEN it is a side stream of exactly that device, instrumented as asked
+        assert isinstance(lane, DeviceStreamLane) and lane.mod is fake
+        assert lane.device == torch.device("cuda:1") and lane.instrument is instrument
