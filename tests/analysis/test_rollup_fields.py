@@ -19,7 +19,7 @@ from analysis_helpers import EXP_KERNEL, STREAM, THREAD  # type: ignore[import-n
 
 from expo_prof import __version__
 from expo_prof.analysis import analyze
-from expo_prof.analysis.aggregate import dist
+from expo_prof.analysis.aggregate import dist, fraction
 from expo_prof.errors import BadInput
 from expo_prof.timeline import Kind
 
@@ -154,3 +154,10 @@ def test_dist_is_nearest_rank(n):
     _check_dist(d, x.tolist())
     assert isinstance(d.p50, int) and isinstance(d.mean, float)
     assert (dist([]).n, dist([]).mean, dist([]).p50, dist([]).p99, dist([]).max) == (0, 0.0, 0, 0, 0)
+
+
+def test_a_fraction_of_no_time_is_none_not_zero():
+    # GIVEN hidden and total exponential time WHEN the hidden fraction is formed
+    # THEN it is the plain ratio, and with no exponential time at all there is no fraction (None, not 0 or a crash)
+    assert fraction(5, 10) == 0.5 and fraction(0, 7) == 0.0
+    assert fraction(0, 0) is None
