@@ -124,28 +124,69 @@ def vllm_server(vllm_available, tiny_model, tmp_path_factory):
     return start
 
 
+#: Under mutmut: each test's setup + call + teardown time, kept beside mutmut's stats (``mutants/``).
+TEST_TIMES = "expo-prof-test-times.json"
+_times: dict[str, float] = {}
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """Under mutmut, run a mutant's tests fastest first.
+    """Under mutmut, run a mutant's tests cheapest first.
 
     mutmut runs each mutant's covering tests with ``-x`` in the order of a set,
     so a mutant that a 0.01 s unit test kills could first sit through a 30 s
-    CLI test. Sorting by the durations mutmut recorded (``mutmut-stats.json``
-    in its working directory, ``mutants/``) changes no verdict, only how soon
-    it comes. Outside mutmut (``MUTANT_UNDER_TEST`` unset) nothing changes.
+    CLI test. mutmut records only the *call* time of each test; a test whose
+    module fixture takes half a minute (HTA over real traces) looks free. So
+    the cost of a test is its call time plus the largest setup time seen in
+    its file (``TEST_TIMES``, written by the runs that execute every test:
+    mutmut's stats pass and its clean run). Sorting changes no verdict, only
+    how soon it comes. Outside mutmut (``MUTANT_UNDER_TEST`` unset) nothing changes.
     """
-    mutant = os.environ.get("MUTANT_UNDER_TEST", "")
-    if mutant in ("", "stats", "fail", "list_all_tests"):
+    mutant = os.environ.get("MUTANT_UNDER_TEST")
+    if mutant in (None, "", "stats", "fail", "list_all_tests"):
         return
-    durations = _mutmut_durations()
-    if durations:
-        items.sort(key=lambda item: durations.get(item.nodeid, float("inf")))
+    cost = _mutmut_costs()
+    if cost:
+        items.sort(key=lambda item: cost.get(item.nodeid, float("inf")))
 
 
-def _mutmut_durations() -> dict[str, float]:
-    try:
+def pytest_runtest_logreport(report) -> None:
+    if os.environ.get("MUTANT_UNDER_TEST") in ("", "stats"):  # mutmut's runs over every test
+        _times[f"{report.when}:{report.nodeid}"] = report.duration
+
+
+def pytest_sessionfinish(session) -> None:
+    if os.environ.get("MUTANT_UNDER_TEST") in ("", "stats") and _times:
         import json
 
+        try:
+            with open(TEST_TIMES, encoding="utf-8") as f:
+                old = json.load(f)
+        except (OSError, ValueError):
+            old = {}
+        with open(TEST_TIMES, "w", encoding="utf-8") as f:
+            json.dump({**old, **_times}, f)
+
+
+def _mutmut_costs() -> dict[str, float]:
+    """Test node id -> call time + the largest setup time in its file (mutmut's call times if nothing better)."""
+    import json
+
+    try:
         with open("mutmut-stats.json", encoding="utf-8") as f:
-            return json.load(f).get("duration_by_test", {})
+            cost = dict(json.load(f).get("duration_by_test", {}))
     except (OSError, ValueError):
-        return {}
+        cost = {}
+    try:
+        with open(TEST_TIMES, encoding="utf-8") as f:
+            times = json.load(f)
+    except (OSError, ValueError):
+        return cost
+    setup_of_file: dict[str, float] = {}
+    for key, seconds in times.items():
+        when, _, nodeid = key.partition(":")
+        if when == "setup":
+            path = nodeid.split("::", 1)[0]
+            setup_of_file[path] = max(setup_of_file.get(path, 0.0), seconds)
+        elif when == "call":
+            cost[nodeid] = seconds
+    return {n: c + setup_of_file.get(n.split("::", 1)[0], 0.0) for n, c in cost.items()}
