@@ -161,3 +161,21 @@ def test_a_fraction_of_no_time_is_none_not_zero():
     # THEN it is the plain ratio, and with no exponential time at all there is no fraction (None, not 0 or a crash)
     assert fraction(5, 10) == 0.5 and fraction(0, 7) == 0.0
     assert fraction(0, 0) is None
+
+
+def test_forward_per_step_is_none_when_never_measured_and_zero_in_a_step_without_one(make_tl):
+    # GIVEN draws with no other device work at all: the forward is never measured
+    bare = make_tl(LANES, [(0, 0, 2000, "ProfilerStep#1", Kind.STEP), (2, 100, 100, EXP_KERNEL, Kind.KERNEL)], rank=0)
+    # WHEN analysed THEN the step's forward is unknown (None), not 0
+    (s,) = analyze([bare]).steps
+    assert (s.step, s.total_ns, s.forward_ns) == (1, 100, None)
+    # GIVEN two steps where only the first runs compute beside its draw
+    tl = make_tl(LANES, [
+        (0, 0, 1000, "ProfilerStep#1", Kind.STEP), (0, 1000, 1000, "ProfilerStep#2", Kind.STEP),
+        (2, 100, 100, EXP_KERNEL, Kind.KERNEL), (1, 150, 200, "gemm", Kind.KERNEL),
+        (2, 1100, 100, EXP_KERNEL, Kind.KERNEL),
+    ], rank=0)
+    # WHEN analysed THEN the forward is measured on this rank: 200 ns in step 1, and 0 ns (not None) in step 2
+    assert [(s.step, s.forward_ns) for s in analyze([tl]).steps] == [(1, 200), (2, 0)]
+    # AND a hidden fraction of a single 1 ns draw is a fraction (1 ns is time)
+    assert fraction(1, 1) == 1.0
