@@ -179,3 +179,36 @@ def test_forward_per_step_is_none_when_never_measured_and_zero_in_a_step_without
     assert [(s.step, s.forward_ns) for s in analyze([tl]).steps] == [(1, 200), (2, 0)]
     # AND a hidden fraction of a single 1 ns draw is a fraction (1 ns is time)
     assert fraction(1, 1) == 1.0
+
+
+def test_source_picks_the_trace_or_the_overlay_log_of_a_rank(make_tl):
+    from expo_prof.errors import NothingFound
+
+    # GIVEN rank 0 read twice: from its trace (one 100 ns draw) and from its overlay log (one 200 ns draw)
+    trace = make_tl(LANES, [(2, 0, 100, EXP_KERNEL, Kind.KERNEL)], rank=0)
+    log = make_tl(LANES, [(2, 0, 200, EXP_KERNEL, Kind.KERNEL)], rank=0, fmt="overlay-log")
+    # WHEN analysed with each --source THEN auto and trace count the trace, overlay-log the log, never both
+    assert analyze([trace, log]).summary.total_ns == 100
+    assert analyze([trace, log], source="trace").summary.total_ns == 100
+    assert analyze([trace, log], source="overlay-log").summary.total_ns == 200
+    # AND a rank known only from its log has nothing for --source trace
+    with pytest.raises(NothingFound):
+        analyze([log], source="trace")
+    # AND an unknown --source is one line naming the choices
+    with pytest.raises(BadInput, match=r"^--source 'both': expected one of auto, trace, overlay-log$"):
+        analyze([trace], source="both")
+
+
+def test_precomputed_analyses_must_match_the_timelines(make_tl):
+    from expo_prof.analysis.aggregate import analyze_parts
+    from expo_prof.analysis.hidden import analyze_timeline
+
+    # GIVEN two ranks' timelines and their analyses made elsewhere (a parallel read's workers)
+    tls = [make_tl(LANES, [(2, 0, 100, EXP_KERNEL, Kind.KERNEL)], rank=r) for r in (0, 1)]
+    pre = [analyze_timeline(tl, None) for tl in tls]
+    # WHEN rolled up from them THEN the result is the one analysing the timelines gives
+    got, _ = analyze_parts(tls, analyses=pre)
+    assert got.summary.total_ns == analyze(tls).summary.total_ns == 200
+    # AND analyses that do not match the timelines one to one are refused
+    with pytest.raises(ValueError, match="analyses: 1 for 2 timelines"):
+        analyze_parts(tls, analyses=pre[:1])
