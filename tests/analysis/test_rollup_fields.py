@@ -212,3 +212,14 @@ def test_precomputed_analyses_must_match_the_timelines(make_tl):
     # AND analyses that do not match the timelines one to one are refused
     with pytest.raises(ValueError, match="analyses: 1 for 2 timelines"):
         analyze_parts(tls, analyses=pre[:1])
+
+
+def test_a_rank_found_by_two_rules_names_both(make_tl):
+    # GIVEN an Ascend rank whose draws are one composite chain and one fused Exponential kernel
+    chain = ["DSARandomUniform", "Neg", "Add", "GreaterEqual", "MaskedFill", "Log", "Mul"]
+    ev = [(1, 10 * i, 8, n, Kind.KERNEL) for i, n in enumerate(chain)] + [(1, 500, 20, "Exponential", Kind.KERNEL)]
+    tl = make_tl([(STREAM, "npu:0", "Stream 2"), (STREAM, "npu:0", "Stream 3")], ev, fmt="ascend-trace-view",
+                 backend="npu")
+    # WHEN analysed THEN both draws count, and the rank's rule names both rules, sorted, joined by "+"
+    r = analyze([tl])
+    assert r.summary.instances == 2 and r.ranks[0].rule == "ascend-chain+device-kernel"
