@@ -141,21 +141,25 @@ def pytest_collection_modifyitems(config, items) -> None:
     mutmut's stats pass and its clean run). Sorting changes no verdict, only
     how soon it comes. Outside mutmut (``MUTANT_UNDER_TEST`` unset) nothing changes.
     """
-    mutant = os.environ.get("MUTANT_UNDER_TEST")
-    if mutant in (None, "", "stats", "fail", "list_all_tests"):
+    if os.environ.get("MUTANT_UNDER_TEST") in (None, "fail", "list_all_tests") or _mutmut_full_run():
         return
     cost = _mutmut_costs()
     if cost:
         items.sort(key=lambda item: cost.get(item.nodeid, float("inf")))
 
 
+def _mutmut_full_run() -> bool:
+    """mutmut's runs over every covering test: its stats pass and its clean run (not a mutant's)."""
+    return os.environ.get("MUTANT_UNDER_TEST") in ("", "stats")
+
+
 def pytest_runtest_logreport(report) -> None:
-    if os.environ.get("MUTANT_UNDER_TEST") in ("", "stats"):  # mutmut's runs over every test
+    if _mutmut_full_run():
         _times[f"{report.when}:{report.nodeid}"] = report.duration
 
 
 def pytest_sessionfinish(session) -> None:
-    if os.environ.get("MUTANT_UNDER_TEST") in ("", "stats") and _times:
+    if _mutmut_full_run() and _times:
         import json
 
         try:

@@ -23,9 +23,9 @@ def _side(name: str, metric: str, vals: list[float | None]) -> Side:
     return Side(name=name, runs=runs, sources=[f"mem:{name}"])
 
 
-def _paired(metric: str, a: list[float | None], b: list[float | None], pairs=None) -> Loaded:
+def _paired(metric: str, a: list[float | None], b: list[float | None]) -> Loaded:
     return Loaded(a=_side("off", metric, a), b=_side("on", metric, b),
-                  pairs=pairs if pairs is not None else [(i, i) for i in range(len(a))], design_reason="built in memory")
+                  pairs=[(i, i) for i in range(len(a))], design_reason="built in memory")
 
 
 def test_an_outlier_on_side_a_is_left_out_only_when_asked():
