@@ -122,6 +122,9 @@ def test_log_waits_fill_the_steps_of_a_trace_without_wait_spans(tmp_path, origin
     assert any("sampler wait per step taken from the overlay event log" in w for w in result.warnings)
     assert any("32 of 65 wait window(s)" in w and "in no step" in w for w in result.warnings)
     assert not any("summed per rank only" in w or "ignored overlay-log" in w for w in result.warnings)
+    # AND the warnings name the rank, and the log that gave the waits is not listed as an input left uncounted
+    assert result.warnings[0].startswith("rank 0: sampler wait per step taken from the overlay event log")
+    assert result.info == []
 
 
 def test_log_forward_fills_the_steps_when_the_trace_has_no_overlay_forward_span(tmp_path, original):
@@ -255,3 +258,36 @@ def test_a_log_of_another_process_stays_its_own_run(tmp_path):
     assert [(r.run, r.fmt) for r in result.ranks] == [(str(prof), "kineto"), (str(logs), "overlay-log")]
     assert result.ranks[0].wait_ns is None  # not measured: no wait span, no log of this process
     assert not any("overlay event log" in w for w in result.warnings)
+
+
+def _no_wait(obj: dict) -> None:
+    obj.pop("wait", None)
+
+
+def test_a_log_without_waits_is_an_uncounted_view_not_a_wait_source(tmp_path):
+    """GIVEN the real trace without its expo_prof::wait spans, and the real log with every step's wait removed
+    WHEN both are analysed together
+    THEN nothing supplies a wait (the rank's wait is unknown, no log is placed on the trace),
+    and the log is named as another view of the same draws that was not counted.
+    """
+    result = run_analysis(copy_trace_without(tmp_path, {SPAN_WAIT}), copy_log(tmp_path, _no_wait))
+    assert result.ranks[0].fmt == "kineto" and result.ranks[0].wait_ns is None
+    assert result.warnings == []
+    assert result.info == ["rank 0: 33 instances from kineto; the overlay-log input(s) of the same rank not counted "
+                           "(another view of the same draws would count each twice; choose with --source)"]
+
+
+def test_logs_are_never_placed_on_another_log(tmp_path):
+    """GIVEN two logs of rank 0: the real log without waits (its 65 draws), and the real log without draws
+    (only its waits)
+    WHEN analysed together
+    THEN the draws come from the first log and no wait is borrowed from the second: waits are placed
+    only on a profiler trace's steps, never on an overlay log's.
+    """
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    draws = copy_log(tmp_path / "a", _no_wait)
+    waits = copy_log(tmp_path / "b", lambda o: o.pop("exp", None))
+    result = run_analysis(draws, waits)
+    assert result.summary.instances == 65 and result.ranks[0].fmt == "overlay-log"
+    assert result.ranks[0].wait_ns is None and result.warnings == [] and result.info == []

@@ -223,3 +223,34 @@ def test_a_rank_found_by_two_rules_names_both(make_tl):
     # WHEN analysed THEN both draws count, and the rank's rule names both rules, sorted, joined by "+"
     r = analyze([tl])
     assert r.summary.instances == 2 and r.ranks[0].rule == "ascend-chain+device-kernel"
+
+
+def test_a_rank_without_target_instances_does_not_hide_the_ranks_after_it(make_tl):
+    # GIVEN rank 0 with compute only (no draw) and rank 1 with one 40 ns draw
+    r0 = make_tl(LANES, [(1, 0, 100, "gemm", Kind.KERNEL)], rank=0)
+    r1 = make_tl(LANES, [(2, 0, 40, EXP_KERNEL, Kind.KERNEL)], rank=1)
+    # WHEN analysed together THEN rank 0 is passed over and rank 1 is still counted
+    r = analyze([r0, r1])
+    assert [x.rank for x in r.ranks] == [1] and r.summary.total_ns == 40
+
+
+def test_the_note_on_uncounted_inputs_names_each_format_and_counts_instances(make_tl):
+    # GIVEN rank 0 read through three exports: Kineto (two draws), an Ascend kernel CSV and an unknown format
+    ev = [(2, 0, 40, EXP_KERNEL, Kind.KERNEL), (2, 100, 40, EXP_KERNEL, Kind.KERNEL)]
+    tls = [make_tl(LANES, ev, rank=0, fmt=f) for f in ("hand-made", "kineto", "ascend-kernel-csv")]
+    # WHEN analysed THEN only Kineto counts, and one note names the two others, sorted, joined by " and "
+    r = analyze(tls)
+    assert r.summary.instances == 2
+    assert r.info == ["rank 0: 2 instances from kineto; the ascend-kernel-csv and hand-made input(s) of the same "
+                      "rank not counted (another view of the same draws would count each twice; choose with --source)"]
+
+
+def test_a_step_less_row_sorts_before_a_numbered_step_that_starts_at_the_same_time(make_tl):
+    # GIVEN rank 0 in two Kineto windows: one with ProfilerStep#1 from 0 holding a draw at 100,
+    # one without step markers whose draw starts at 0 (a step-less row, start 0)
+    stepped = make_tl(LANES, [(0, 0, 1000, "ProfilerStep#1", Kind.STEP), (2, 100, 50, EXP_KERNEL, Kind.KERNEL)], rank=0)
+    bare = make_tl(LANES, [(2, 0, 30, EXP_KERNEL, Kind.KERNEL)], rank=0)
+    # WHEN analysed (in either order) THEN rows sort by start, and at a tie the step-less row comes first
+    for tls in ([stepped, bare], [bare, stepped]):
+        r = analyze(tls)
+        assert [(s.step, s.start_ns, s.total_ns) for s in r.steps] == [(None, 0, 30), (1, 0, 50)]
