@@ -195,3 +195,48 @@ def test_schema_errors_are_not_repaired():
     # GIVEN a typed decoder and a well-formed document of the wrong shape THEN the ValidationError passes through
     with pytest.raises(msgspec.ValidationError):
         decode_json(b'{"traceEvents": 5}', msgspec.json.Decoder(dict[str, list]), "f")
+
+
+def test_repair_names_what_it_fixed_and_counts_only_new_replacements():
+    # GIVEN text that already holds one U+FFFD beside one invalid byte, and msgspec's message in either spelling
+    raw = '{"n": "\ufffd'.encode() + b'\xff"}'
+    for msg in ("Invalid UTF-8 encoded string", "JSON is malformed: invalid utf-8 sequence"):
+        # WHEN repaired THEN the invalid byte becomes U+FFFD and only that one is counted (not the one already there)
+        fixed, what, count = source.repair(raw, msg)
+        assert (what, count) == ("utf8", 1) and json.loads(fixed) == {"n": "\ufffd\ufffd"}
+    # AND raw control characters are "ctrl", each counted; tabs/newlines are fixed but not counted as control
+    assert source.repair(b'["a\x01b\tc"]', "JSON is malformed: invalid character (byte 3)") == (b'["a b c"]', "ctrl", 1)
+    # AND other damage is not repaired here
+    assert source.repair(b'["a"', "Input data was truncated") is None
+
+
+def test_salvage_reports_the_exact_byte_kept_and_steps_over_nested_objects():
+    # GIVEN a document cut right after an element (no whitespace after it)
+    good = b'{"traceEvents": [{"a": 1}, {"d": 3}'
+    (w,) = decode_json(good, DEC, "f").warnings
+    # THEN every byte is kept and the warning says so exactly
+    assert w.endswith(f"kept the events before byte {len(good):,}, skipped the last 0 bytes")
+    # GIVEN a cut inside an element after a nested object that is followed by another key: its "}," is no element end
+    head = b'{"traceEvents": [{"a": 1}'
+    v = decode_json(head + b', {"b": {"c": 2}, "x": 1, "y', DEC, "f")
+    # THEN the nested candidate fails and the element before it is kept
+    assert v.value == {"traceEvents": [{"a": 1}]} and f"before byte {len(head):,}," in v.warnings[0]
+
+
+def test_salvage_tries_at_most_64_cut_points():
+    # GIVEN an element cut after n nested objects, each followed by another key (n candidate cuts that fail)
+    def cut_after(n: int) -> bytes:
+        nested = b"".join(b'"k%d": {"v": %d}, ' % (i, i) for i in range(n))
+        return b'{"traceEvents": [{"a": 1}, {' + nested + b'"z'
+    # WHEN 63 fail THEN the 64th candidate, the end of {"a": 1}, is reached and kept
+    assert decode_json(cut_after(63), DEC, "f").value == {"traceEvents": [{"a": 1}]}
+    # WHEN 64 fail THEN the search stops there (bounded work on long damaged tails) with one clear error
+    with pytest.raises(BadInput, match=r"^f: not valid JSON \("):
+        decode_json(cut_after(64), DEC, "f")
+
+
+def test_an_array_container_that_does_not_start_with_a_bracket_is_not_an_empty_list():
+    # GIVEN a caller that expects a bare array, and text with nothing complete that is not an array at all
+    # THEN it is not valid JSON, not "an empty event list"
+    with pytest.raises(BadInput, match=r"^f: not valid JSON \("):
+        decode_json(b'{"a', msgspec.json.Decoder(), "f", container="array")
