@@ -254,3 +254,14 @@ def test_a_step_less_row_sorts_before_a_numbered_step_that_starts_at_the_same_ti
     for tls in ([stepped, bare], [bare, stepped]):
         r = analyze(tls)
         assert [(s.step, s.start_ns, s.total_ns) for s in r.steps] == [(None, 0, 30), (1, 0, 50)]
+
+
+def test_a_draw_counts_in_the_step_its_reader_gave_it_not_the_window_it_lies_in(make_tl):
+    # GIVEN an export with a per-event step column (Ascend "Step Id", the overlay log): compute of step 0 at
+    # [0, 100), of step 1 at [100, 200), and a draw of step 0 that ran late, at 150 (inside step 1's window)
+    tl = make_tl(LANES, [
+        (1, 0, 100, "gemm", Kind.KERNEL), (1, 100, 100, "gemm", Kind.KERNEL), (2, 150, 10, EXP_KERNEL, Kind.KERNEL),
+    ], rank=0, fmt="ascend-kernel-csv", step=[0, 1, 0])
+    # WHEN analysed THEN the draw is counted in step 0, as the column says, and hidden by step 1's compute
+    (s,) = analyze([tl]).steps
+    assert (s.step, s.instances, s.total_ns, s.hidden_ns) == (0, 1, 10, 10)

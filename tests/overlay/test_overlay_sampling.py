@@ -215,3 +215,28 @@ def test_greedy_rows_untouched_in_a_mixed_batch_through_vllms_sampler(tmp_path, 
     # AND the random branch really consumed the side-lane q (forward_cpu took the native path)
     assert ov.log.used == 20
     assert sampler.topk_topp_sampler.forward.__name__ == "forward_cpu"
+
+
+def test_the_final_argmax_is_vllms_own_for_every_dtype_pair_and_shape(topk_module):
+    """GIVEN probs and noise q of the same dtype and of mixed dtypes (float32 probs, fp64-gumbel q), as a batch
+    and as one row
+    WHEN overlay's sample_with_noise and vLLM's own sample_with_exponential_noise pick the tokens
+    THEN they pick the same tokens, also where only fp64 arithmetic tells two candidates apart.
+    """
+    from overlay.sampler import sample_with_noise
+
+    vllm_final = topk_module.sample_with_exponential_noise
+    g = torch.Generator().manual_seed(7)
+    probs = torch.softmax(torch.randn(6, 50, generator=g), dim=-1)
+    cases = [
+        (probs, torch.empty_like(probs).exponential_(generator=g)),
+        (probs, torch.empty(6, 50, dtype=torch.float64).exponential_(generator=g)),
+        (probs[0], torch.empty(50).exponential_(generator=g)),
+        # equal probs, q differing by 1e-12: 1/q tells them apart in float64, not after a float32 division
+        (torch.ones(1, 2), torch.tensor([[1.0, 1.0 - 1e-12]], dtype=torch.float64)),
+    ]
+    for p, q in cases:
+        want = vllm_final(p.clone(), q.clone())
+        got = sample_with_noise(p.clone(), q.clone())
+        assert torch.equal(got, want) and got.shape == want.shape, (p.shape, q.dtype)
+    assert sample_with_noise(torch.ones(1, 2), torch.tensor([[1.0, 1.0 - 1e-12]], dtype=torch.float64)).tolist() == [1]
