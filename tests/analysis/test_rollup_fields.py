@@ -265,3 +265,17 @@ def test_a_draw_counts_in_the_step_its_reader_gave_it_not_the_window_it_lies_in(
     # WHEN analysed THEN the draw is counted in step 0, as the column says, and hidden by step 1's compute
     (s,) = analyze([tl]).steps
     assert (s.step, s.instances, s.total_ns, s.hidden_ns) == (0, 1, 10, 10)
+
+
+def test_vllm_step_annotations_come_from_the_busiest_lane(make_tl):
+    # GIVEN vLLM step annotations on two host lanes: one covering the whole run on the main thread,
+    # three (one per step) on a worker thread, and a draw in each of the worker's steps
+    lanes = LANES + [(THREAD, "cpu", "worker")]
+    ann = "execute_context_0(1)_generation_1(1)"
+    tl = make_tl(lanes, [
+        (0, 0, 3000, ann, Kind.ANNOTATION),
+        (3, 0, 1000, ann, Kind.ANNOTATION), (3, 1000, 1000, ann, Kind.ANNOTATION), (3, 2000, 1000, ann, Kind.ANNOTATION),
+        (2, 100, 10, EXP_KERNEL, Kind.KERNEL), (2, 1100, 10, EXP_KERNEL, Kind.KERNEL), (2, 2100, 10, EXP_KERNEL, Kind.KERNEL),
+    ], rank=0)
+    # WHEN analysed THEN the steps are the worker's three (the lane with the most markers), one draw each
+    assert [(s.step, s.instances) for s in analyze([tl]).steps] == [(0, 1), (1, 1), (2, 1)]
