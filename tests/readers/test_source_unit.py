@@ -14,6 +14,9 @@ import io
 import json
 import random
 import struct
+import types
+import zlib
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -242,3 +245,124 @@ def test_an_array_container_that_does_not_start_with_a_bracket_is_not_an_empty_l
     # THEN it is not valid JSON, not "an empty event list"
     with pytest.raises(BadInput, match=r"^f: not valid JSON \("):
         decode_json(b'{"a', msgspec.json.Decoder(), "f", container="array")
+
+
+def test_sink_grows_to_exactly_what_it_holds():
+    # GIVEN a sink of 4 bytes WHEN 4 bytes, then 6 more are put (a trace can be gigabytes: no slack)
+    s = Sink(4)
+    s.put(b"abcd")
+    assert len(s.buf) == 4
+    s.put(b"efghij")
+    # THEN it holds them all, and its buffer is exactly that long
+    assert bytes(s.buf) == b"abcdefghij" and len(s.buf) == s.used == 10
+
+
+class _Pieces:
+    """A file whose reads return the given pieces one by one (short reads are legal), counting the reads."""
+
+    def __init__(self, *pieces: bytes) -> None:
+        self.pieces, self.reads = list(pieces), 0
+
+    def read(self, n: int = -1) -> bytes:
+        self.reads += 1
+        return self.pieces.pop(0)[:n] if self.pieces else b""
+
+
+def test_compressed_bytes_are_read_and_reported_a_chunk_at_a_time(tmp_path):
+    # GIVEN a gzip file of 2.5 chunks of incompressible bytes
+    raw = random.Random(3).randbytes(5 * source._CHUNK // 2)
+    p = _gz(tmp_path, "r.gz", raw)
+    seen: list[int] = []
+    # WHEN inflated with progress THEN progress comes per read of at most one chunk, adding up to the file size
+    with open(p, "rb") as f:
+        assert b"".join(inflate(p, f, 10**9, seen.append, [])) == raw
+    assert len(seen) >= 3 and max(seen) <= source._CHUNK and sum(seen) == p.stat().st_size
+
+
+def test_a_truncated_stream_of_exactly_the_cap_is_kept_with_a_warning(tmp_path):
+    # GIVEN a gzip stream without its 8-byte trailer whose data is exactly max_bytes long
+    raw = random.Random(4).randbytes(5000)
+    p = tmp_path / "t.gz"
+    p.write_bytes(gzip.compress(raw)[:-8])
+    warnings: list[str] = []
+    # WHEN inflated with max_bytes = 5000 THEN every byte is kept (the cap is not exceeded) and it says truncated
+    with open(p, "rb") as f:
+        assert b"".join(inflate(p, f, len(raw), None, warnings)) == raw
+    assert len(warnings) == 1 and "gzip stream is truncated" in warnings[0]
+
+
+def test_padding_after_the_stream_ends_the_reading():
+    # GIVEN a gzip member followed by zero padding spread over three more reads
+    member = gzip.compress(b"x" * 100)
+    f = _Pieces(member, b"\0" * 16, b"\0" * 16, b"\0" * 16)
+    # WHEN inflated THEN the data is kept and reading stops at the first padding (the rest is never read)
+    assert b"".join(inflate(Path("p.gz"), f, 10**9, None, [])) == b"x" * 100
+    assert f.reads == 2 and len(f.pieces) == 2
+
+
+class _Recording:
+    """Wraps an inflater's decompressobj, recording the output limit of each decompress call."""
+
+    def __init__(self, real, limits):
+        self.real, self.limits = real, limits
+
+    def decompress(self, data, max_length=0):
+        self.limits.append(max_length)
+        return self.real.decompress(data, max_length)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def test_zlib_is_never_asked_for_more_than_one_byte_past_the_cap(monkeypatch):
+    # GIVEN a 100-byte stream, a cap of 10 bytes and pieces of 4, with the inflater's calls recorded
+    real = source._inflate
+    limits: list[int] = []
+    monkeypatch.setattr(source, "_inflate", types.SimpleNamespace(
+        decompressobj=lambda **kw: _Recording(real.decompressobj(**kw), limits)))
+    got: list[bytes] = []
+    # WHEN inflated THEN it stops with the size-cap error after 8 bytes, having asked for 4, 4 and then 3 bytes:
+    # at most cap + 1 bytes are ever inflated (a gzip bomb costs no more memory than the cap)
+    with pytest.raises(BadInput, match="decompresses to more than"):
+        for piece in inflate(Path("b.gz"), io.BytesIO(gzip.compress(b"y" * 100)), 10, None, [], piece=4):
+            got.append(piece)
+    assert [len(x) for x in got] == [4, 4] and limits == [4, 4, 3]
+    # AND under the cap the last piece is what the cap leaves, not smaller: 10 bytes in 4, 4, 2
+    limits.clear()
+    pieces = list(inflate(Path("c.gz"), io.BytesIO(gzip.compress(b"z" * 10)), 10, None, [], piece=4))
+    assert [len(x) for x in pieces] == [4, 4, 2] and limits[:3] == [4, 4, 3]
+
+
+class _EagerInflater:
+    """FAKE inflater (a conforming zlib need not keep input back): it consumes all input at once and holds the
+    output, handing it out ``max_length`` bytes at a time, with nothing left in ``unconsumed_tail``."""
+
+    def __init__(self, **kw):
+        self.real, self.held, self.unconsumed_tail = zlib.decompressobj(**kw), b"", b""
+
+    def decompress(self, data, max_length=0):
+        self.held += self.real.decompress(data)
+        out, self.held = self.held[:max_length], self.held[max_length:]
+        return out
+
+    @property
+    def eof(self):
+        return self.real.eof and not self.held
+
+    @property
+    def unused_data(self):
+        return self.real.unused_data
+
+    def flush(self):
+        out, self.held = self.held, b""
+        return out
+
+
+def test_output_held_inside_the_inflater_is_asked_for_again(monkeypatch):
+    # GIVEN an inflater that eats the whole input and holds its output back (FAKE, see _EagerInflater)
+    monkeypatch.setattr(source, "_inflate", types.SimpleNamespace(decompressobj=_EagerInflater))
+    raw = b"w" * 1000
+    warnings: list[str] = []
+    # WHEN inflated in pieces of 64 THEN every byte comes in full pieces and the stream is complete, not "truncated"
+    pieces = list(inflate(Path("e.gz"), io.BytesIO(gzip.compress(raw)), 10**9, None, warnings, piece=64))
+    assert b"".join(pieces) == raw and warnings == [] and max(map(len, pieces)) == 64
