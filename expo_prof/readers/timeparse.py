@@ -29,7 +29,7 @@ Readers therefore decode floats only when every value is below
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 
 import numpy as np
 
@@ -68,7 +68,10 @@ def us_text_to_ns(text: str | bytes) -> int:
         raise ValueError(f"not a finite number: {text!r}")
     if d.adjusted() > 30:  # far past any int64 ns (and past what Decimal can scale: 1e999999)
         raise OverflowError(f"time value out of range: {text!r}")
-    q = (d * 1000).to_integral_value(rounding="ROUND_HALF_UP")
+    # Exact: the process-wide context keeps 28 digits, and rounding d * 1000 to them before the
+    # rounding to integer ns could move a value past a half-ns boundary (and depends on the caller).
+    with localcontext(prec=len(d.as_tuple().digits) + 4):
+        q = (d * 1000).to_integral_value(rounding="ROUND_HALF_UP")
     return int(q)
 
 

@@ -400,3 +400,22 @@ def test_default_lane_is_a_placed_thread_on_cpu_and_a_side_stream_elsewhere(monk
         # THEN it is a side stream of exactly that device, instrumented as asked
         assert isinstance(lane, DeviceStreamLane) and lane.mod is fake
         assert lane.device == torch.device("cuda:1") and lane.instrument is instrument
+
+
+def test_at_most_max_pending_steps_wait_for_their_device_timing(tmp_path):
+    # GIVEN the device lane on a FakeDeviceModule whose device never runs (no event ever completes)
+    from overlay.sampler import MAX_PENDING
+
+    fake = FakeDeviceModule()
+    ov = _fake_overlay(tmp_path, fake)
+    one_step = _stepper(ov, rows=2)
+    # WHEN MAX_PENDING + 6 steps complete and the overlay flushes
+    for _ in range(MAX_PENDING + 6):
+        one_step()
+    ov.flush()
+    # THEN exactly MAX_PENDING steps still wait for their timing; the 6 oldest were written without it
+    assert ov.log.steps == 6
+    assert ov.log.drain(10)
+    ov.shutdown()
+    _, lines = read_log(tmp_path)
+    assert [s["exp"] for s in lines["step"][:6]] == [None] * 6 and len(lines["step"]) == MAX_PENDING + 6

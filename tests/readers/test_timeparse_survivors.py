@@ -1,9 +1,15 @@
 """Edge rules of readers/timeparse.py not pinned by test_timeparse*.py, against exact arithmetic.
 
-Checked: the scalar parser stays exact for plain decimals with more significant
-digits than the default 28-digit :mod:`decimal` context (integer-only,
-fraction-only and full forms), it refuses bytes that are not ASCII and letters
-around a number with the same ``ValueError`` as any other non-number.
+Checked: the vectorised parser reads one-character tokens at every position of
+the buffer (the first one included), accepts one trailing separator for any
+token count, and returns int64 values / bool flags also when it gives up on a
+buffer whose separators do not match the token count; the float converter
+reads float32 input by its exact float64 value and returns an empty array for
+an empty input; the scalar parser stays exact for plain decimals with more
+significant digits than the default 28-digit :mod:`decimal` context
+(integer-only, fraction-only and full forms), and refuses bytes that are not
+ASCII and letters around a number with the same ``ValueError`` as any other
+non-number.
 Oracle: :class:`decimal.Decimal` in a context wide enough that no step rounds,
 rounded once to ns half away from zero (``ROUND_HALF_UP``), and
 :class:`fractions.Fraction` as a second, rounding-free view of the same value.
@@ -14,9 +20,10 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from fractions import Fraction
 
+import numpy as np
 import pytest
 
-from expo_prof.readers.timeparse import us_text_to_ns
+from expo_prof.readers.timeparse import us_floats_to_ns, us_text_to_ns, us_texts_to_ns
 
 
 def _exact_ref(text: str) -> int:
@@ -24,6 +31,11 @@ def _exact_ref(text: str) -> int:
     with localcontext() as ctx:
         ctx.prec = 500
         return int((Decimal(text) * 1000).to_integral_value(rounding=ROUND_HALF_UP))
+
+
+def _float_ref(x: float) -> int:
+    """Exact value of a double × 1000, rounded once, half away from zero."""
+    return _exact_ref(str(Decimal(x)))
 
 
 def _fraction_ref(text: str) -> int:
@@ -103,3 +115,87 @@ def test_letters_around_a_number_are_refused(text):
     # and the same number without the letters parses (the letters alone are the reason)
     core = text.strip('"').strip("Xxus")
     assert us_text_to_ns(core) == _exact_ref(core)
+
+
+@pytest.mark.parametrize("sep", [",", ";", "\t", "\x1f"])
+def test_one_digit_tokens_parse_at_every_position_of_the_buffer(sep):
+    # GIVEN one-digit values at the start, middle and end of a buffer, alone and mixed with longer ones
+    buffers = [["8"], ["2", "7"], ["5", "12.25", "3"], ["0", "-1", "9"], ["4", "6.5"]]
+    for toks in buffers:
+        for trailing in ("", sep):
+            buf = (sep.join(toks) + trailing).encode()
+            # WHEN parsed vectorised
+            out, bad = us_texts_to_ns(buf, len(toks), sep=ord(sep))
+            # THEN every token is good and equals the exact Decimal value and the scalar parser
+            assert not bad.any(), (buf, bad)
+            assert out.tolist() == [_exact_ref(t) for t in toks] == [us_text_to_ns(t) for t in toks]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7])
+def test_a_trailing_separator_is_accepted_for_any_token_count(n):
+    # GIVEN n values joined by commas, with and without one trailing comma
+    toks = [f"{k * 37}.{k * 7 % 1000:03d}" if k % 2 else f"-{k}.5" for k in range(1, n + 1)]
+    for trailing in ("", ","):
+        buf = (",".join(toks) + trailing).encode()
+        # WHEN parsed vectorised
+        out, bad = us_texts_to_ns(buf, n)
+        # THEN every token is read, exactly
+        assert not bad.any(), buf
+        assert out.tolist() == [_exact_ref(t) for t in toks]
+
+
+@pytest.mark.parametrize(
+    ("buf", "n"),
+    [(b"1,5", 1), (b"1.5,2,5,3.0", 3), (b"1.5", 2), (b",1.5", 1), (b"1,2,3,", 2)],
+)
+def test_a_separator_count_mismatch_gives_int64_zeros_and_bool_flags(buf, n):
+    # GIVEN a buffer whose separators cannot split it into n tokens (a separator inside a cell,
+    #       one too few, one too many without being trailing)
+    # WHEN parsed vectorised
+    out, bad = us_texts_to_ns(buf, n)
+    # THEN every token is flagged bad, with the same array types as a successful parse, so callers
+    #      can write exact int64 ns into `out` and select with `bad` / `~bad`
+    good_out, good_bad = us_texts_to_ns(b"1.5", 1)
+    assert (out.dtype, bad.dtype) == (good_out.dtype, good_bad.dtype) == (np.dtype(np.int64), np.dtype(bool))
+    assert out.shape == bad.shape == (n,)
+    assert bad.all() and not (~bad).any() and not out.any()
+    big = _exact_ref("9223372036854775.807")
+    out[0] = big
+    assert int(out[0]) == big  # a float64 array would round this to 9223372036854775808
+
+
+def test_float32_input_is_converted_by_its_exact_value():
+    # GIVEN float32 µs values (every float32 is exactly a float64), both signs, in the 40 float32 steps
+    #       from 0.0005, 0.0015 and 0.0025 µs towards zero (x * 1000 just under a .5 ns tie, where a
+    #       product rounded to float32 lands on the tie) and from 0.0001 and 0.00195 µs
+    vals = []
+    for start in (0.0005, 0.0015, 0.0025, 0.0001, 0.00195):
+        x = np.float32(start)
+        for _ in range(40):
+            vals += [x, -x]
+            x = np.nextafter(x, np.float32(0))
+    a = np.array(vals, dtype=np.float32)
+    # WHEN converted
+    got = us_floats_to_ns(a)
+    # THEN each equals the exact product of its value, the same as for the float64 copy
+    assert got.dtype == np.int64
+    assert got.tolist() == [_float_ref(float(v)) for v in a.tolist()]
+    assert got.tolist() == us_floats_to_ns(a.astype(np.float64)).tolist()
+
+
+@pytest.mark.parametrize("empty", [np.array([]), np.zeros(0, dtype=np.float32), []])
+def test_no_float_values_give_no_ns_values(empty):
+    # GIVEN an empty input WHEN converted THEN an empty int64 array (one output per input value)
+    got = us_floats_to_ns(empty)
+    assert got.dtype == np.int64 and got.shape == (0,) and got.tolist() == []
+
+
+@pytest.mark.parametrize("text", [t + "e0" for t in _LONG_PLAIN] + ["+" + t for t in _LONG_PLAIN if t[0] != "-"]
+                         + ["4999999999999999999999999999999e-34", "-1.7364088837142696854999999999999999e15"])
+def test_exponent_and_plus_forms_are_exact_whatever_the_decimal_context(text):
+    # GIVEN a long value in a form the fast path does not take (an exponent, a leading "+"), and a process
+    # whose decimal context was narrowed by someone else
+    with localcontext() as ctx:
+        ctx.prec = 5
+        # WHEN parsed THEN it is the exact value rounded once to ns, as for the plain form
+        assert us_text_to_ns(text) == _exact_ref(text) == _fraction_ref(text)
