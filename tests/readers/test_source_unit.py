@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import json
 import random
 import struct
@@ -366,3 +367,34 @@ def test_output_held_inside_the_inflater_is_asked_for_again(monkeypatch):
     # WHEN inflated in pieces of 64 THEN every byte comes in full pieces and the stream is complete, not "truncated"
     pieces = list(inflate(Path("e.gz"), io.BytesIO(gzip.compress(raw)), 10**9, None, warnings, piece=64))
     assert b"".join(pieces) == raw and warnings == [] and max(map(len, pieces)) == 64
+
+
+def test_size_hint_boundaries_and_the_full_32_bit_trailer():
+    # GIVEN trailers at the edges of what the hint accepts
+    def hint(trailer: int, size: int | None = None, extra: bytes = b"", cap: int = 10**12) -> int:
+        body = b"\x1f\x8b" + b"x" * 12 + struct.pack("<I", trailer)
+        return gzip_size_hint(io.BytesIO(body + extra), size or len(body), cap)
+
+    # THEN an 18-byte file (header + trailer, the least that has a trailer) is read: 18 is enough room
+    assert hint(500) == 500
+    # AND a trailer of 1 byte is a size like any other; above 2**31 the trailer is still unsigned
+    assert hint(1) == 1
+    big = io.BytesIO(b"\x1f\x8b" + b"y" * 40_000_000 + struct.pack("<I", 3 << 30))
+    assert gzip_size_hint(big, 40_000_006, 10**12) == 3 << 30
+    # AND the trailer is read at the size given (a file still growing past it is not read on)
+    assert hint(500, extra=b"more bytes") == 500
+
+
+def test_a_file_that_shrank_after_its_size_was_taken_gives_the_bytes_read(tmp_path):
+    # GIVEN a file whose stat, taken first, says 100 bytes more than it holds when read
+    p = tmp_path / "t.json"
+    p.write_bytes(DOC[:500])
+
+    class Stale(type(p)):
+        def stat(self, **kw):
+            st = os.stat(self)
+            return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid,
+                                   st.st_size + 100, st.st_atime, st.st_mtime, st.st_ctime))
+
+    # WHEN read THEN the data is exactly the bytes the file holds (no zero padding past them)
+    assert bytes(read_bytes(Stale(p)).data) == DOC[:500]
