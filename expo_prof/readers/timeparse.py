@@ -70,7 +70,8 @@ def us_text_to_ns(text: str | bytes) -> int:
         raise OverflowError(f"time value out of range: {text!r}")
     # Exact: the process-wide context keeps 28 digits, and rounding d * 1000 to them before the
     # rounding to integer ns could move a value past a half-ns boundary (and depends on the caller).
-    with localcontext(prec=len(d.as_tuple().digits) + 4):
+    with localcontext() as ctx:  # (localcontext(prec=...) needs Python 3.11)
+        ctx.prec = len(d.as_tuple().digits) + 4
         q = (d * 1000).to_integral_value(rounding="ROUND_HALF_UP")
     return int(q)
 
