@@ -167,8 +167,11 @@ def test_forward_per_step_is_none_when_never_measured_and_zero_in_a_step_without
     # GIVEN draws with no other device work at all: the forward is never measured
     bare = make_tl(LANES, [(0, 0, 2000, "ProfilerStep#1", Kind.STEP), (2, 100, 100, EXP_KERNEL, Kind.KERNEL)], rank=0)
     # WHEN analysed THEN the step's forward is unknown (None), not 0
-    (s,) = analyze([bare]).steps
+    r = analyze([bare])
+    (s,) = r.steps
     assert (s.step, s.total_ns, s.forward_ns) == (1, 100, None)
+    # AND so is the rank's and the run's (not 0 ns)
+    assert r.ranks[0].forward_ns is None and r.summary.forward_ns is None
     # GIVEN two steps where only the first runs compute beside its draw
     tl = make_tl(LANES, [
         (0, 0, 1000, "ProfilerStep#1", Kind.STEP), (0, 1000, 1000, "ProfilerStep#2", Kind.STEP),
@@ -191,6 +194,9 @@ def test_source_picks_the_trace_or_the_overlay_log_of_a_rank(make_tl):
     assert analyze([trace, log]).summary.total_ns == 100
     assert analyze([trace, log], source="trace").summary.total_ns == 100
     assert analyze([trace, log], source="overlay-log").summary.total_ns == 200
+    # AND the result records the --source it was made with
+    assert [analyze([trace, log], source=x).source for x in ("auto", "trace", "overlay-log")] == [
+        "auto", "trace", "overlay-log"]
     # AND a rank known only from its log has nothing for --source trace
     with pytest.raises(NothingFound):
         analyze([log], source="trace")
