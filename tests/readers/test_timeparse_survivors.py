@@ -199,3 +199,10 @@ def test_exponent_and_plus_forms_are_exact_whatever_the_decimal_context(text):
         ctx.prec = 5
         # WHEN parsed THEN it is the exact value rounded once to ns, as for the plain form
         assert us_text_to_ns(text) == _exact_ref(text) == _fraction_ref(text)
+
+
+@pytest.mark.parametrize("text", ["1" * 40, "-" + "9" * 35 + ".0005", "4" * 33 + ".4999"])
+def test_plain_decimals_are_exact_at_any_length(text):
+    # GIVEN a plain decimal with more integer digits than the exponent form's range check allows (10**31 µs)
+    # WHEN parsed THEN it is still the exact value rounded once (the plain form is integer arithmetic)
+    assert us_text_to_ns(text) == _exact_ref(text) == _fraction_ref(text)
