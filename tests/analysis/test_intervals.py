@@ -9,6 +9,7 @@ the numpy sweep, THEN every result equals counting covered integer points
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -167,3 +168,9 @@ def test_covered_before_an_empty_union_is_int64_zeros():
     got = iv.covered_before(iv.Union.empty(), np.array([0, 5], dtype=np.int64))
     # THEN it is 0 for each, int64 like F(t) of any other union
     assert got.dtype == np.int64 and got.tolist() == [0, 0]
+
+
+def test_union_of_unequal_starts_and_ends_is_refused_with_a_clear_message():
+    # GIVEN two starts and one end WHEN a union is asked for THEN it is a ValueError that says why
+    with pytest.raises(ValueError, match=r"^start and end must have the same shape$"):
+        iv.union(np.array([1, 2]), np.array([3]))

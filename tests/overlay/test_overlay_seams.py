@@ -309,3 +309,64 @@ def test_a_lane_placement_is_logged_and_noticed(tmp_path, warnings_of_overlay):
     assert any(r.getMessage() == "expo-prof overlay: CPU lane thread on CPUs {1}" for r in warnings_of_overlay)
     assert [n["message"] for n in _lines(ov, tmp_path)["notice"]] == ["CPU lane thread on CPUs {1}"]
     ov.shutdown()
+
+
+def test_an_unsized_step_the_sampler_never_reached_has_no_fallback(tmp_path):
+    # GIVEN a forward whose batch the hook could not read (nothing launched), and no sampler call after it
+    ov = _overlay(tmp_path)
+    ov.end_forward(ov.begin_unsized_step("cpu"))
+    # WHEN the next step opens THEN the unsized step is written as it was: nothing launched, no fallback
+    # (not "not_consumed": there was no q to consume)
+    ov.end_forward(_step(ov, all_greedy=True))
+    lines = _lines(ov, tmp_path)["step"]
+    assert [(s["launched"], s["fallback"]) for s in lines] == [(False, None), (False, "all_greedy")]
+    ov.shutdown()
+
+
+def test_the_overlay_keeps_its_lane_in_one_process_and_makes_one_new_lane_after_fork(tmp_path):
+    # GIVEN an overlay whose lane factory counts the lanes it makes, stepping twice in this process
+    made: list[CpuThreadLane] = []
+
+    def factory(device, instrument):
+        made.append(CpuThreadLane(seed=1))
+        return made[-1]
+
+    ov = Overlay(EventLog(str(tmp_path / "parent")), lane_factory=factory)
+
+    def step_and_sample():
+        ov.end_forward(_step(ov))
+        return overlay_random_sample(_probs(2), {}, inline=_Recorder("inline"), finish=_Recorder("lane"), overlay=ov)
+
+    ov.lane_for("cpu")  # (a hook may ask for the lane before the first step)
+    assert [step_and_sample() for _ in range(2)] == ["lane", "lane"]
+    assert len(made) == 1  # THEN one lane serves every step of a process
+    # WHEN the process forks and the child steps twice. (torch on one thread across the fork: libgomp cannot
+    # run a parallel region in a child forked after the parent ran one; that is not the subject here.)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            ov.log.out_dir = str(tmp_path / "child")
+            got = [step_and_sample() for _ in range(2)]
+            ov.shutdown()
+            os.write(w, json.dumps({"got": got, "lanes": len(made), "log": ov.log.path}).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    torch.set_num_threads(threads)
+    os.close(w)
+    deadline = time.monotonic() + 60
+    while not os.waitpid(pid, os.WNOHANG)[0]:
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            pytest.fail("the forked child hung")
+        time.sleep(0.02)
+    child = json.loads(os.read(r, 4096) or b"{}")
+    ov.shutdown()
+    # THEN the child made exactly one lane of its own for both its steps, used it, and wrote its own log
+    assert child["got"] == ["lane", "lane"] and child["lanes"] == 2
+    lines = check_lines([json.loads(x) for x in Path(child["log"]).read_text().splitlines()])
+    assert [(s["step"], s["used"]) for s in lines["step"]] == [(2, True), (3, True)]
