@@ -49,11 +49,12 @@ def _step(ov, rows=2, vocab=16, dtype=torch.float32, **kw):
 def overlay_errors():
     """Errors the overlay reports to the plugin's guard (each one would switch it off)."""
     seen: list[BaseException] = []
-    guard.set_handlers(seen.append, None)
+    before = (guard._on_error, guard._on_not_applicable)
+    guard.set_handlers(seen.append, before[1])
     try:
         yield seen
     finally:
-        guard.set_handlers(None, None)
+        guard.set_handlers(*before)
 
 
 class _Recorder:
