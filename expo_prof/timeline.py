@@ -29,6 +29,11 @@ class Kind(IntEnum):
     OTHER = 8
 
 
+#: Name of the model's busy window an overlay event-log reader derives per step (forward start until the
+#: sampler begins to wait for q): compute that covers the lane's draw (expo_prof/analysis/cover.py).
+OVERLAY_MODEL_BUSY = "overlay model busy"
+
+
 class LaneKind(IntEnum):
     STREAM = 0  # a device stream (CUDA stream, Ascend stream)
     THREAD = 1  # a host thread

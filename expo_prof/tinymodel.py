@@ -71,8 +71,9 @@ def _require(module: str, why: str):
         ) from exc
 
 
-def _train_tokenizer(vocab_size: int, max_position: int, dest: Path) -> tuple[int, int, int]:
-    """Train a byte-level BPE on the built-in corpus; return (vocab size, bos id, eos id)."""
+def _train_tokenizer(vocab_size: int, max_position: int, dest: Path,
+                     pad_vocab: int | None = None) -> tuple[int, int, int]:
+    """Train a byte-level BPE on the built-in corpus (filled up to ``pad_vocab``); return (vocab size, bos id, eos id)."""
     tk = _require("tokenizers", "to train the tokenizer")
     from tokenizers import decoders, models, pre_tokenizers, processors, trainers
 
@@ -86,6 +87,8 @@ def _train_tokenizer(vocab_size: int, max_position: int, dest: Path) -> tuple[in
         show_progress=False,
     )
     tok.train_from_iterator(_CORPUS.splitlines(), trainer=trainer)
+    if pad_vocab is not None and tok.get_vocab_size() < pad_vocab:
+        tok.add_tokens([f"<v{i}>" for i in range(pad_vocab - tok.get_vocab_size())])
     bos_id, eos_id = tok.token_to_id(BOS_TOKEN), tok.token_to_id(EOS_TOKEN)
     # Prepend BOS like real Llama tokenizers; ByteLevel post-processing keeps offsets right.
     tok.post_processor = processors.Sequence(
@@ -166,6 +169,7 @@ def build_tiny_llama(
     layers: int = 2,
     heads: int = 2,
     max_position: int = 256,
+    pad_vocab: int | None = None,
 ) -> Path:
     """Build (or reuse) a random-weight ``LlamaForCausalLM`` and return its directory.
 
@@ -177,6 +181,9 @@ def build_tiny_llama(
     ``vocab_size`` is the BPE target; the real size (the corpus may not fill it)
     is written to ``config.json``. ``hidden // heads`` must be 32, 64, 128 or
     256: vLLM's CPU attention kernel rejects other head sizes.
+    ``pad_vocab``: fill the vocabulary up to this size with filler tokens
+    (``<v123>``, each decodable), for a large-vocabulary stand-in (real LLMs
+    sample over 32k–152k tokens; the drawn noise is ``rows × vocab``).
     """
     if heads <= 0 or hidden <= 0 or layers <= 0 or hidden % heads:
         raise BadInput(f"tiny model: hidden ({hidden}) must be a positive multiple of heads ({heads})")
@@ -185,9 +192,13 @@ def build_tiny_llama(
         raise BadInput(f"tiny model: head_dim = hidden/heads = {head_dim}; vLLM's CPU attention needs 32, 64, 128 or 256")
     if vocab_size < 300:
         raise BadInput(f"tiny model: vocab_size {vocab_size} is below the 256 byte tokens + specials a byte-level BPE needs")
+    if pad_vocab is not None and pad_vocab < vocab_size:
+        raise BadInput(f"tiny model: pad_vocab {pad_vocab} is below vocab_size {vocab_size}")
     params = dict(
         seed=seed, vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads, max_position=max_position
     )
+    if pad_vocab is not None:  # only then: the cache keys of unpadded models stay as they were
+        params["pad_vocab"] = pad_vocab
     root = Path(dest) if dest is not None else _cache_root()
     out = root / f"llama-h{hidden}-l{layers}-{_params_key(params)}"
     if (out / _DONE_MARKER).is_file():
@@ -197,7 +208,7 @@ def build_tiny_llama(
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
     try:
-        vocab, bos_id, eos_id = _train_tokenizer(vocab_size, max_position, tmp)
+        vocab, bos_id, eos_id = _train_tokenizer(vocab_size, max_position, tmp, pad_vocab)
         inter = 2 * hidden
         rng = np.random.default_rng(seed)
         weights = _weights(rng, vocab=vocab, hidden=hidden, inter=inter, layers=layers, heads=heads, head_dim=head_dim)

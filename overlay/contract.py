@@ -23,7 +23,9 @@ ENV_RUN_ID = "EXPO_PROF_RUN_ID"
 
 #: Version of the event-log schema written by the overlay. Bump on any
 #: incompatible change; the reader refuses versions it does not know.
-EVENT_LOG_SCHEMA = 1
+#: 2: switchback mode (``phase`` per step: steps of vLLM's own path are in
+#: the log too), ``tokens``, the ``sample`` window and ``host_end``.
+EVENT_LOG_SCHEMA = 2
 #: File name pattern of the event logs inside ``EXPO_PROF_OUT``.
 EVENT_LOG_GLOB = "expo-prof-events-*.jsonl"
 #: Span names emitted as profiler annotations (record_function), so torch /
@@ -31,8 +33,20 @@ EVENT_LOG_GLOB = "expo-prof-events-*.jsonl"
 SPAN_EXPONENTIAL = "expo_prof::exponential"
 SPAN_FORWARD = "expo_prof::forward"
 SPAN_WAIT = "expo_prof::wait"
+#: The sampler call's window (event log only: never a profiler span, whose
+#: time would count as compute covering the lane's draw).
+SPAN_SAMPLE = "expo_prof::sample"
 
 TRUE_WORDS = ("1", "true", "on", "yes")
+#: The switch's third value: alternate blocks of steps between the overlay and
+#: vLLM's own sampling path in one server run (docs/overlay.md, "Switchback").
+MODE_SWITCHBACK = "switchback"
+#: Steps per switchback block (an integer >= 2; default DEFAULT_SWITCHBACK_BLOCK).
+ENV_SWITCHBACK_BLOCK = "EXPO_PROF_SWITCHBACK_BLOCK"
+DEFAULT_SWITCHBACK_BLOCK = 8
+#: ``phase`` of a step line: the overlay drew q (on), or vLLM's own path ran (off).
+PHASE_ON = "on"
+PHASE_OFF = "off"
 FALSE_WORDS = ("0", "false", "off", "no", "")
 
 #: Every ``fallback`` value a ``step`` line may carry (docs/event-log.md).

@@ -127,8 +127,12 @@ class EventLog:
 
     # -- opening -----------------------------------------------------------------
 
-    def configure(self, *, backend: str, lane: str, rank: int | None = None) -> None:
-        """Fix the header fields; the file itself opens on the first line."""
+    def configure(self, *, backend: str, lane: str, rank: int | None = None, mode: str = "on",
+                  block_steps: int | None = None) -> None:
+        """Fix the header fields; the file itself opens on the first line.
+
+        ``mode``: "on" or "switchback" (then ``block_steps`` steps per block).
+        """
         with self._lock:
             if self._header is not None:
                 return
@@ -141,6 +145,8 @@ class EventLog:
                 "backend": backend,
                 "lane": lane,
                 "instrument": self.instrument,
+                "mode": mode,
+                "block_steps": block_steps,
                 "run_id": os.environ.get(ENV_RUN_ID) or None,
                 "versions": versions(),
                 "clock": "monotonic",

@@ -28,8 +28,8 @@ from types import ModuleType
 from typing import Any
 
 from overlay import guard, importhook
-from overlay.contract import NOTICE_DISABLED, NOTICE_NOT_APPLICABLE
-from overlay.switch import SwitchError, instrument_enabled, overlay_enabled
+from overlay.contract import DEFAULT_SWITCHBACK_BLOCK, MODE_SWITCHBACK, NOTICE_DISABLED, NOTICE_NOT_APPLICABLE
+from overlay.switch import SwitchError, instrument_enabled, overlay_mode, switchback_block
 from overlay.switch import lane_cpus as read_lane_cpus
 
 logger = logging.getLogger("vllm.expo_prof")
@@ -46,29 +46,33 @@ def register() -> None:
         return
     _registered = True
     try:
-        enabled = overlay_enabled()
+        mode = overlay_mode()
         instrument = instrument_enabled()
         cpus = read_lane_cpus()
+        block = switchback_block()
     except SwitchError as exc:
         # SystemExit with a message: Python prints exactly that line and exits
         # with status 1, which vLLM does not catch during start-up.
         raise SystemExit(f"expo-prof: {exc}") from None
-    if not enabled:
+    if mode is None:
         return
     try:
-        enable(instrument=instrument, lane_cpus=cpus)
+        enable(instrument=instrument, lane_cpus=cpus, mode=mode, block_steps=block)
     except Exception as exc:  # noqa: BLE001
         disable(exc)
 
 
 def enable(
-    *, instrument: bool = True, log: Any = None, patches: Any = None, lane_cpus: Any = "auto"
+    *, instrument: bool = True, log: Any = None, patches: Any = None, lane_cpus: Any = "auto",
+    mode: str = "on", block_steps: int = DEFAULT_SWITCHBACK_BLOCK,
 ) -> Any:
     """Create this process's overlay and arm the patches; returns the overlay.
 
     ``log`` defaults to an event log in ``$EXPO_PROF_OUT``; ``patches`` to
     :data:`overlay.patches.ALL` (tests pass their own selection);
-    ``lane_cpus`` places the CPU lane's thread (``EXPO_PROF_LANE_CPUS``).
+    ``lane_cpus`` places the CPU lane's thread (``EXPO_PROF_LANE_CPUS``);
+    ``mode`` "on" or "switchback" (blocks of ``block_steps`` steps alternate
+    with vLLM's own path).
     """
     global _stopped
     from overlay import patches as patch_pkg
@@ -80,11 +84,18 @@ def enable(
         log or EventLog.from_env(instrument=instrument),
         instrument=instrument,
         lane_factory=functools.partial(default_lane, cpus=lane_cpus),
+        mode=mode,
+        block_steps=block_steps,
     )
     set_active(overlay)
     guard.set_handlers(disable, not_applicable)
-    logger.info("expo-prof overlay on: async exponential with %s instrumentation",
-                "per-step" if instrument else "no")
+    if mode == MODE_SWITCHBACK:
+        logger.info("expo-prof overlay in switchback: blocks of %d steps alternate between the async exponential "
+                    "and vLLM's own sampling, with %s instrumentation", block_steps,
+                    "per-step" if instrument else "no")
+    else:
+        logger.info("expo-prof overlay on: async exponential with %s instrumentation",
+                    "per-step" if instrument else "no")
     for patch in patch_pkg.ALL if patches is None else patches:
         for target in patch.TARGETS:
             importhook.when_imported(target, _applier(patch))

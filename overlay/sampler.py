@@ -11,7 +11,16 @@ Step life cycle: a step opens at ``begin_step``; the first sampler call after it
 is attributed to it; it completes when the sampler consumed (or refused) its
 ``q``, right after the forward when nothing was launched, or at the next
 ``begin_step`` / process exit otherwise. Completed steps are written once
-their timing is known (device events are read a step later, never synced).
+their timing is known (device events are read a step later, never synced)
+and their sampler call has returned (its window is part of the line).
+
+Switchback (``EXPO_PROF_ASYNC_EXPONENTIAL=switchback``): steps run in blocks of
+``block_steps``, alternately with the overlay (phase ``on``) and on vLLM's own
+path (phase ``off``: nothing launched, vLLM's own sampler, the same timing).
+The blocks go off, on, on, off, off, on … (pairs of adjacent blocks in
+alternating order), so a drift that grows linearly over the run, such as
+attention over a growing context, cancels over every two pairs instead of
+always favouring the block that runs first.
 """
 
 from __future__ import annotations
@@ -20,11 +29,20 @@ import atexit
 import logging
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from overlay import guard
-from overlay.contract import NOTICE_LANE_ERROR, NOTICE_LANE_PLACEMENT, SPAN_WAIT
+from overlay.contract import (
+    DEFAULT_SWITCHBACK_BLOCK,
+    MODE_SWITCHBACK,
+    NOTICE_LANE_ERROR,
+    NOTICE_LANE_PLACEMENT,
+    PHASE_OFF,
+    PHASE_ON,
+    SPAN_WAIT,
+)
 from overlay.events import EventLog
 from overlay.lanes import CpuThreadLane, DeviceStreamLane, Draw, LaneError, span
 
@@ -68,10 +86,32 @@ class Step:
     complete: bool = False
     #: Launched at the launch seam (no forward seam): the sampler closes the window.
     forward_open: bool = False
+    #: "on": the overlay's path; "off": vLLM's own (switchback blocks).
+    phase: str = PHASE_ON
+    #: Switchback block of the step (None in "on" mode).
+    block: int | None = None
+    #: Tokens the forward computes (padded; 0 when the seam does not say).
+    tokens: int = 0
+    #: The step's sampler call (stamps), and whether it is still running.
+    sample: list[Any] = field(default_factory=lambda: [None, None])
+    sample_open: bool = False
+    #: Host monotonic ns when the step's last part returned (its sampler, else its forward).
+    host_end: int | None = None
 
 
 def _dtype_name(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
+
+
+def switchback_phase(k: int, block_steps: int) -> str:
+    """The phase of the ``k``-th sized step (from 0) in switchback mode.
+
+    Blocks of ``block_steps`` steps; pair ``p`` of adjacent blocks runs off
+    then on when ``p`` is even, on then off when odd: off, on, on, off, off, on …
+    """
+    block = k // block_steps
+    first_off = (block // 2) % 2 == 0
+    return PHASE_OFF if (block % 2 == 0) == first_off else PHASE_ON
 
 
 class Overlay:
@@ -83,9 +123,18 @@ class Overlay:
         *,
         instrument: bool = True,
         lane_factory: Callable[[Any, bool], Any] = default_lane,
+        mode: str = PHASE_ON,
+        block_steps: int = DEFAULT_SWITCHBACK_BLOCK,
     ) -> None:
         self.log = log
         self.instrument = instrument
+        #: "on" (every step on the overlay) or "switchback" (blocks alternate with vLLM's own path).
+        self.mode = mode
+        self.block_steps = block_steps
+        #: Sized steps opened so far: the switchback block counter.
+        self._sized = 0
+        #: Nesting of the sampler calls the overlay wraps (forward_cpu calls random_sample).
+        self.sample_depth = 0
         self._lane_factory = lane_factory
         self.lane: Any = None
         self.backend: str | None = None
@@ -122,7 +171,8 @@ class Overlay:
 
             self.lane = self._lane_factory(device, self.instrument)
             self.backend = torch.device(device).type
-            self.log.configure(backend=self.backend, lane=self.lane.kind)
+            self.log.configure(backend=self.backend, lane=self.lane.kind, mode=self.mode,
+                               block_steps=self.block_steps if self.mode == MODE_SWITCHBACK else None)
             for notice in self._deferred:
                 self.log.notice(*notice)
             self._deferred.clear()
@@ -157,11 +207,13 @@ class Overlay:
         device: Any,
         all_greedy: bool,
         seeded_rows: int,
+        tokens: int = 0,
     ) -> Step | None:
         """Open a step right before the forward pass and launch ``q`` if needed.
 
-        Nothing is launched for an all-greedy batch (vLLM samples no noise) or
-        when every row has its own generator (vLLM draws no batch noise then).
+        Nothing is launched for an all-greedy batch (vLLM samples no noise),
+        when every row has its own generator (vLLM draws no batch noise then),
+        or in a switchback ``off`` block (vLLM's own path runs, timed alike).
         Returns None when the batch has no rows to sample.
         """
         self._check_fork()
@@ -170,14 +222,20 @@ class Overlay:
         if rows <= 0:
             return None
         lane = self.lane_for(device)
-        step = Step(self._next_index, rows, vocab, dtype, time.monotonic_ns())
+        step = Step(self._next_index, rows, vocab, dtype, time.monotonic_ns(), tokens=tokens)
         self._next_index += 1
+        if self.mode == MODE_SWITCHBACK:
+            step.block = self._sized // self.block_steps
+            step.phase = switchback_phase(self._sized, self.block_steps)
+        self._sized += 1
         if self.instrument:
             step.anchor = lane.anchor()
         if all_greedy:
             step.fallback = "all_greedy"
         elif seeded_rows >= rows:
             step.fallback = "all_seeded"
+        elif step.phase == PHASE_OFF:
+            pass  # vLLM's own path: nothing to launch, nothing to fall back from
         else:
             try:
                 step.draw = lane.launch(rows, vocab, dtype, device)
@@ -209,7 +267,52 @@ class Overlay:
         """Close the forward window; a step with nothing launched is complete."""
         if self.instrument and self.lane is not None:
             step.fwd[1] = self.lane.stamp()
+            step.host_end = time.monotonic_ns()
         if not step.launched and step.fallback is not None:
+            self._complete(step)
+
+    # -- the sampler call (its window, and which path it takes) ------------------------
+
+    def native_sampling(self) -> bool:
+        """Whether this sampler call takes vLLM's native path (which reaches ``random_sample``).
+
+        False only in a switchback ``off`` block: there vLLM samples as it
+        would without the overlay (on CPU its fused Gumbel-argmax op).
+        """
+        step = self._current
+        return step is None or step.phase == PHASE_ON
+
+    def sampler_begin(self) -> Step | None:
+        """Open the sampler window of the current step; returns it (None: not a step's first sampler call).
+
+        Only the outermost wrapped call counts (``forward_cpu`` calls
+        ``random_sample``); warm-up sampler calls are not steps.
+        """
+        self._check_fork()
+        self.sample_depth += 1
+        step = self._current
+        if (self.sample_depth > 1 or self.warmup_depth > 0 or step is None or step.sample_open
+                or step.sample[0] is not None or step.attributed):
+            return None
+        step.sample_open = True
+        if self.instrument:
+            step.sample[0] = self.lane.stamp()
+        return step
+
+    def sampler_end(self, step: Step | None) -> None:
+        """Close the window :meth:`sampler_begin` opened; the step may now be written."""
+        self.sample_depth = max(0, self.sample_depth - 1)
+        if step is None or not step.sample_open:
+            return
+        if self.instrument:
+            step.sample[1] = self.lane.stamp()
+            step.host_end = time.monotonic_ns()
+        step.sample_open = False
+        step.attributed = True
+        if step.complete:
+            self._flush_host_timed()  # it waited for this window
+        elif not step.launched:
+            # Nothing of the step is pending once its sampler returned (vLLM's own path, or a fallback).
             self._complete(step)
 
     # -- sampler side ----------------------------------------------------------------
@@ -239,6 +342,8 @@ class Overlay:
             step.forward_open = False
             if self.instrument:
                 step.fwd[1] = self.lane.stamp()
+        if step.phase == PHASE_OFF:
+            return None  # vLLM's own inline draw: the step is written when its sampler returns
         if not step.launched:
             if step.fallback is None:
                 step.fallback = "no_pending"
@@ -319,6 +424,9 @@ class Overlay:
             # (the sampler keeps its own reference while it samples).
             step.draw.q = None
         self._pending.append(step)
+        self._flush_host_timed()
+
+    def _flush_host_timed(self) -> None:
         if not (self.instrument and getattr(self.lane, "timing", "host") == "device"):
             # Host timing is final now. Device events are only queried when the
             # next step launches (by then they have usually completed).
@@ -335,6 +443,7 @@ class Overlay:
     def _record(self, step: Step, windows: dict | None) -> dict:
         windows = windows or {}
         launched = step.launched
+        host_end = step.host_end - step.t0_ns if self.instrument and step.host_end is not None else None
         return {
             "step": step.index,
             "rank": self.log.rank,
@@ -348,10 +457,18 @@ class Overlay:
             "fwd": windows.get("fwd"),
             "exp": windows.get("exp"),
             "wait": windows.get("wait"),
+            "sample": windows.get("sample"),
+            "host_end": host_end,
+            "phase": step.phase,
+            "block": step.block,
+            "reqs": step.rows,
+            "tokens": step.tokens,
             "timing": getattr(self.lane, "timing", "host"),
         }
 
     def _windows(self, step: Step) -> dict | None:
+        if step.sample_open:
+            return None  # its sampler is still running: the line waits for the window
         if not self.instrument:
             return {}
         lane = self.lane
@@ -361,6 +478,7 @@ class Overlay:
             "fwd": step.fwd if step.fwd[0] is not None else None,
             "exp": step.draw.exp if step.draw is not None else None,
             "wait": step.wait,
+            "sample": step.sample if step.sample[0] is not None and step.sample[1] is not None else None,
         }
         return lane.resolve(step.t0_ns, step.anchor, windows)
 
@@ -434,16 +552,35 @@ def overlay_random_sample(
     fitting ``q`` the call is exactly ``inline(probs, generators, ...)``.
     """
     ov = overlay if overlay is not None else _active
-    q = None
-    if ov is not None:
+    if ov is None:
+        return inline(probs, generators, use_fp64_gumbel)
+    with sampler_window(ov):
+        q = None
         try:
             q = ov.take(probs, generators, use_fp64_gumbel)
         except Exception as exc:  # noqa: BLE001 - the overlay's fault: switch it off
             guard.failed(exc)
             q = None
-    if q is None:
-        return inline(probs, generators, use_fp64_gumbel)
-    if generators:
-        for i, generator in generators.items():
-            q[i].exponential_(generator=generator)
-    return finish(probs, q)
+        if q is None:
+            return inline(probs, generators, use_fp64_gumbel)
+        if generators:
+            for i, generator in generators.items():
+                q[i].exponential_(generator=generator)
+        return finish(probs, q)
+
+
+@contextmanager
+def sampler_window(ov: Overlay):
+    """Time one sampler call as the current step's ``sample`` window (errors switch the overlay off, never vLLM)."""
+    try:
+        step = ov.sampler_begin()
+    except Exception as exc:  # noqa: BLE001
+        guard.failed(exc)
+        step = None
+    try:
+        yield step
+    finally:
+        try:
+            ov.sampler_end(step)
+        except Exception as exc:  # noqa: BLE001
+            guard.failed(exc)

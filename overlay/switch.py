@@ -14,11 +14,14 @@ import os
 from collections.abc import Mapping
 
 from overlay.contract import (
+    DEFAULT_SWITCHBACK_BLOCK,
     ENV_INSTRUMENT,
     ENV_LANE_CPUS,
     ENV_SWITCH,
     ENV_SWITCH_ALIAS,
+    ENV_SWITCHBACK_BLOCK,
     FALSE_WORDS,
+    MODE_SWITCHBACK,
     TRUE_WORDS,
 )
 
@@ -46,25 +49,60 @@ def parse_bool(name: str, raw: str) -> bool:
     raise SwitchError(f"{name}={raw!r} is not allowed; use {_allowed()}")
 
 
-def overlay_enabled(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether the async exponential overlay is switched on (default off).
+def _parse_mode(raw: str) -> str | None:
+    """The main switch's value: "on", "switchback" or None (off); SwitchError otherwise."""
+    if raw.strip().lower() == MODE_SWITCHBACK:
+        return MODE_SWITCHBACK
+    try:
+        return "on" if parse_bool(ENV_SWITCH, raw) else None
+    except SwitchError:
+        raise SwitchError(f"{ENV_SWITCH}={raw!r} is not allowed; use {_allowed()}, "
+                          f"or {MODE_SWITCHBACK} to alternate blocks of steps between the two") from None
 
-    Both the main variable and its alias are read; when both are set they must
-    agree, otherwise :class:`SwitchError` names both.
+
+def overlay_mode(environ: Mapping[str, str] | None = None) -> str | None:
+    """How the overlay runs: ``"on"``, ``"switchback"`` or None (off, the default).
+
+    ``switchback`` alternates blocks of steps between the overlay and vLLM's
+    own sampling path in one run, so one server run measures what the overlay
+    saves. The alias takes only on/off words; when both variables are set they
+    must agree on whether the overlay runs (switchback counts as on),
+    otherwise :class:`SwitchError` names both.
     """
     env = os.environ if environ is None else environ
-    values = {
-        name: parse_bool(name, env[name])
-        for name in (ENV_SWITCH, ENV_SWITCH_ALIAS)
-        if name in env
-    }
-    if len(values) == 2 and values[ENV_SWITCH] != values[ENV_SWITCH_ALIAS]:
-        raise SwitchError(
-            f"{ENV_SWITCH}={env[ENV_SWITCH]!r} and {ENV_SWITCH_ALIAS}="
-            f"{env[ENV_SWITCH_ALIAS]!r} disagree; set one of them, or both to "
-            "the same value"
-        )
-    return any(values.values())
+    mode = _parse_mode(env[ENV_SWITCH]) if ENV_SWITCH in env else None
+    if ENV_SWITCH_ALIAS in env:
+        alias = parse_bool(ENV_SWITCH_ALIAS, env[ENV_SWITCH_ALIAS])
+        if ENV_SWITCH in env and alias != (mode is not None):
+            raise SwitchError(
+                f"{ENV_SWITCH}={env[ENV_SWITCH]!r} and {ENV_SWITCH_ALIAS}="
+                f"{env[ENV_SWITCH_ALIAS]!r} disagree; set one of them, or both to "
+                "the same value"
+            )
+        if ENV_SWITCH not in env and alias:
+            mode = "on"
+    return mode
+
+
+def overlay_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the async exponential overlay runs at all (on or switchback; default off)."""
+    return overlay_mode(environ) is not None
+
+
+def switchback_block(environ: Mapping[str, str] | None = None) -> int:
+    """Steps per switchback block (``EXPO_PROF_SWITCHBACK_BLOCK``, default 8, at least 2).
+
+    At least 2: the analysis drops the first step of every block (washout).
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(ENV_SWITCHBACK_BLOCK, "")
+    if not raw.strip():
+        return DEFAULT_SWITCHBACK_BLOCK
+    word = raw.strip()
+    if not word.isdigit() or int(word) < 2:
+        raise SwitchError(f"{ENV_SWITCHBACK_BLOCK}={raw!r} is not allowed; use a whole number of steps, at least 2 "
+                          "(the first step of each block is dropped as washout)")
+    return int(word)
 
 
 def instrument_enabled(environ: Mapping[str, str] | None = None) -> bool:

@@ -85,6 +85,7 @@ LAYERS: dict[str, set[str] | None] = {
     "words": set(),
     "output": set(),
     "console": set(),
+    "stats": set(),
     "clocks": {"timeline"},
     "readers": {"timeline", "errors"},
     "analysis": {"timeline", "clocks", "errors"},
@@ -130,8 +131,8 @@ def _imports_by_package() -> dict[str, set[str]]:
     return out
 
 
-#: Leaf modules every layer may use: the error types and the words for people.
-BASE = {"errors", "words"}
+#: Leaf modules every layer may use: the error types, the words for people and the statistics (numpy only).
+BASE = {"errors", "words", "stats"}
 
 
 def test_every_package_imports_only_what_its_layer_allows():

@@ -5,7 +5,7 @@ Pipeline (each step a module, pure functions except the loaders):
 * :mod:`~expo_prof.abtest.inputs` — runs of each side from run / session
   directories, ``vllm bench serve`` result files, CSV / JSON tables;
 * :mod:`~expo_prof.abtest.workloads` — refuse to compare different workloads;
-* :mod:`~expo_prof.abtest.stats` — t and permutation tests, confidence
+* :mod:`~expo_prof.stats` — t and permutation tests, confidence
   intervals, runs needed (numpy only: no scipy at run time);
 * :mod:`~expo_prof.abtest.flags` — warm-up and outlier runs;
 * :mod:`~expo_prof.abtest.judge` — per-metric comparison and the verdict;

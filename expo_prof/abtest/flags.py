@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from expo_prof.abtest.model import Flag
-from expo_prof.abtest.stats import modified_z
+from expo_prof.stats import modified_z
 
 Z_LIMIT = 3.5
 #: Runs per side needed to call a first run a warm-up (it is judged against the 2+ others).

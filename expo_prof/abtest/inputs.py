@@ -59,6 +59,7 @@ def mechanism_values(analysis: dict) -> tuple[dict[str, float], dict[str, Any]]:
     if not summary.get("steps"):
         return values, {}
     for key, name in (
+        ("critical_ns", "critical_us_per_step"),
         ("exposed_ns", "exposed_exp_us_per_step"),
         ("hidden_ns", "hidden_exp_us_per_step"),
         ("total_ns", "exp_us_per_step"),

@@ -22,7 +22,7 @@ import numpy as np
 
 from expo_prof import __version__
 from expo_prof.abtest import flags as flagmod
-from expo_prof.abtest import stats
+from expo_prof import stats
 from expo_prof.abtest.mechanism import explain
 from expo_prof.abtest.metrics import HIGHER, METRICS, Metric, primary_of
 from expo_prof.abtest.model import (
@@ -132,11 +132,8 @@ def metric_result(metric: Metric, a_runs: list[str], a_vals: list[float | None],
             "zero variance: every " + ("pair differed" if paired else "run of each side measured") +
             " exactly the same, so the t-test degenerates (p is 0 or 1); more runs would show the real spread"
         )
-    significant = t.p < alpha
-    # The permutation test can only contradict the t-test when it could itself reach p < alpha:
-    # with min_p == alpha (e.g. 5 pairs at --alpha 0.0625) it never can, and the t-test decides.
-    if significant and perm.min_p < alpha and perm.p >= alpha:
-        significant = False
+    significant, vetoed = stats.significant(t, perm, alpha)
+    if vetoed:
         notes.append(f"the {perm.name} test disagrees (p={perm.p:.3g}): not settled")
     elif perm.min_p >= alpha:
         runs = (plural(n_eff, "pair") if paired else f"{plural(len(a), 'run')} per side" if len(a) == len(b)

@@ -1,10 +1,14 @@
-"""Why the overlay helps or hurts: exponential time it hides vs forward-pass slowdown under overlap.
+"""Why the overlay helps or hurts: exponential time it takes off the critical path vs forward-pass slowdown.
 
 Per step, the overlay removes the exponential draw from the critical path
-(its *exposed* time falls) but the draw now runs *beside* the forward pass,
-on a side stream or a spare core, and can slow the forward kernels down
-(contention for SMs / AI cores / memory bandwidth / CPU cores). The net per
-step is ``exposed(off) − exposed(on) − (forward(on) − forward(off))``; an MoE
+but the sampler now *waits* for ``q`` (the hand-over from the lane costs time
+even when the draw finished long before), and the draw runs *beside* the
+forward pass, on a side stream or a spare core, where it can slow the forward
+kernels down (contention for SMs / AI cores / memory bandwidth / CPU cores).
+What the step pays for the noise is its *critical path* time: the exposed
+draw and the sampler's wait, counted once where they overlap
+(``critical_ns``, docs/json-output.md). The net per step is
+``critical(off) − critical(on) − (forward(on) − forward(off))``; an MoE
 model with expert parallelism, whose forward is communication- and
 bandwidth-bound, can lose more to contention than it gains.
 
@@ -24,18 +28,20 @@ def _us(x: float) -> str:
 
 def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
     """The mechanism summary from the per-metric results (mechanism metrics) of both sides."""
-    exp = results.get("exposed_exp_us_per_step")
+    crit = results.get("critical_us_per_step")
     hid = results.get("hidden_exp_us_per_step")
+    wait = results.get("wait_us_per_step")
     fwd = results.get("forward_us_per_step")
     tpot = results.get("mean_tpot_ms")
     notes: list[str] = []
     removed = basis = None
-    if exp and exp.a.mean is not None and exp.b.mean is not None:
-        removed = exp.a.mean - exp.b.mean
-        basis = "measured: exposed exponential per step, off − on"
+    if crit and crit.a.mean is not None and crit.b.mean is not None:
+        removed = crit.a.mean - crit.b.mean
+        basis = "measured: critical-path exponential per step (exposed and sampler wait), off − on"
     elif hid and hid.b.mean is not None:
-        removed = hid.b.mean
-        basis = "estimated: exponential time hidden per step in the on runs (the off runs have no exponential timing)"
+        removed = hid.b.mean - (wait.b.mean if wait and wait.b.mean is not None else 0.0)
+        basis = ("estimated: exponential time hidden per step in the on runs, less their sampler wait "
+                 "(the off runs have no exponential timing)")
     f_off = fwd.a.mean if fwd else None
     f_on = fwd.b.mean if fwd else None
     slow = slow_pct = sig = None

@@ -47,6 +47,7 @@ _SERVE = [
     Metric("p99_e2el_ms", "E2E latency p99", "ms", LOWER),
 ]
 _MECHANISM = [
+    Metric("critical_us_per_step", "critical path / step", "µs", LOWER, main=True, mechanism=True),
     Metric("exposed_exp_us_per_step", "exposed exp / step", "µs", LOWER, main=True, mechanism=True),
     Metric("forward_us_per_step", "forward / step", "µs", LOWER, main=True, mechanism=True),
     Metric("hidden_exp_us_per_step", "hidden exp / step", "µs", HIGHER, mechanism=True),

@@ -14,12 +14,8 @@ import msgspec
 SCHEMA = 1
 SCHEMA_NAME = "expo-prof.compare"
 
-#: Verdict decisions.
-ENABLE = "enable"
-KEEP_OFF = "keep off"
-NO_DIFFERENCE = "no significant difference"
-#: Too few runs for any test (e.g. one run per side): nothing can be said either way.
-INCONCLUSIVE = "inconclusive"
+#: Verdict decisions (expo_prof/words.py: the same words for switchback's saving).
+from expo_prof.words import ENABLE, INCONCLUSIVE, KEEP_OFF, NO_DIFFERENCE  # noqa: E402,F401
 
 #: Per-metric outcomes.
 BETTER = "better"

@@ -63,6 +63,7 @@ def _steps_of(a: TimelineAnalysis, run: str | None = None, *, wait: bool = True,
     for sid in ids:
         sel = a.step == sid
         tot, hid = int(a.total[sel].sum()), int(a.hidden[sel].sum())
+        w = int(a.wait_by_step.get(int(sid), 0)) if wait else None
         s, e = win.get(int(sid), (int(a.inst.start[sel].min()), int(a.inst.end[sel].max())))
         rows.append(
             StepResult(
@@ -78,10 +79,18 @@ def _steps_of(a: TimelineAnalysis, run: str | None = None, *, wait: bool = True,
                 exposed_ns=tot - hid,
                 hidden_fraction=fraction(hid, tot),
                 forward_ns=int(a.forward_by_step.get(int(sid), 0)) if forward else None,
-                wait_ns=int(a.wait_by_step.get(int(sid), 0)) if wait else None,
+                wait_ns=w,
+                critical_ns=_critical(a, int(sid), tot - hid, w),
             )
         )
     return rows
+
+
+def _critical(a: TimelineAnalysis, sid: int, exposed: int, wait: int | None) -> int:
+    """The step's exposed ∪ wait time when the analysis measured it, else exposed + wait (waits from a log)."""
+    if a.critical_by_step is not None and (wait is None or wait == a.wait_by_step.get(sid, 0)):
+        return int(a.critical_by_step.get(sid, exposed))
+    return exposed + (wait or 0)
 
 
 def _instance_dists(parts: list[TimelineAnalysis]) -> InstanceDists:
@@ -100,6 +109,7 @@ def _step_dists(steps: list[StepResult]) -> StepDists:
         exposed_ns=dist([s.exposed_ns for s in steps]),
         forward_ns=_opt_dist([s.forward_ns for s in steps]),
         wait_ns=_opt_dist([s.wait_ns for s in steps]),
+        critical_ns=dist([s.critical_ns for s in steps]),
     )
 
 
@@ -281,6 +291,7 @@ def analyze_parts(
                 hidden_fraction=fraction(hid, tot),
                 forward_ns=fwd,
                 wait_ns=wait,
+                critical_ns=sum(st.critical_ns for st in steps) + rank_only_wait.get(key, 0),
                 wall_ns=wall,
                 wall_hidden_ns=wall_hid,
                 wall_hidden_fraction=fraction(wall_hid, wall),
@@ -303,6 +314,7 @@ def analyze_parts(
         hidden_fraction=fraction(hid, tot),
         forward_ns=_opt_sum(r.forward_ns for r in ranks),
         wait_ns=_opt_sum(r.wait_ns for r in ranks),
+        critical_ns=sum(r.critical_ns for r in ranks),
         wall_ns=sum(r.wall_ns for r in ranks),
         wall_hidden_ns=sum(r.wall_hidden_ns for r in ranks),
         wall_hidden_fraction=fraction(sum(r.wall_hidden_ns for r in ranks), sum(r.wall_ns for r in ranks)),

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from expo_prof.analysis import intervals as iv
+from expo_prof.analysis.cover import Cover, busy_mask
+from expo_prof.analysis.pieces import instance_pieces
 from expo_prof.analysis.targets import (
-    SPAN_EXPONENTIAL,
     SPAN_FORWARD,
-    SPAN_WAIT,
     Instances,
     find_instances,
     has_device_kernels,
@@ -84,46 +84,12 @@ class TimelineAnalysis:
     #: without them wait / forward are unknown, not zero.
     wait_measured: bool = False
     forward_measured: bool = False
+    #: Step id -> ns the noise held the critical path (exposed pieces ∪ sampler waits); None when no wait
+    #: is measured here (then it is exposed + wait, e.g. with waits mapped in from an overlay log).
+    critical_by_step: dict[int, int] | None = None
 
     def __len__(self) -> int:
         return len(self.inst)
-
-
-def _lane_device(tl: Timeline) -> np.ndarray:
-    """Device index per lane (interned device strings)."""
-    devs: dict[str, int] = {}
-    return np.array([devs.setdefault(ln.device, len(devs)) for ln in tl.lanes], dtype=np.int32)
-
-
-def busy_mask(tl: Timeline, lane_kind: LaneKind) -> np.ndarray:
-    """Events that count as compute busy time for instances on a lane of ``lane_kind``."""
-    if lane_kind in (LaneKind.STREAM, LaneKind.LOGICAL):
-        return (tl.kind == Kind.KERNEL) & lane_kind_mask(tl, (LaneKind.STREAM,))
-    if lane_kind == LaneKind.THREAD:
-        own = name_mask(tl, lambda n: n in (SPAN_EXPONENTIAL, SPAN_WAIT))
-        return np.isin(tl.kind, (Kind.CPU_OP, Kind.ANNOTATION)) & lane_kind_mask(tl, (LaneKind.THREAD,)) & ~own
-    return (tl.kind == Kind.OVERLAY) & lane_kind_mask(tl, (LaneKind.OVERLAY,)) & name_mask(tl, is_overlay_forward)
-
-
-def busy_lanes(tl: Timeline, inst: Instances, lane_kind: LaneKind) -> dict[int, iv.Union]:
-    """Busy time per lane for instances on lanes of ``lane_kind``: ``{lane: Union}``.
-
-    Target rows are never busy. On a lane that holds instances, the instances'
-    own time is removed too: a stream (or a thread) does one thing at a time,
-    so whatever it records during a draw — the kernel inside an
-    ``expo_prof::exponential`` span, the ops inside ``aten::exponential_`` —
-    is that draw, not compute that could hide another one.
-    """
-    is_target = np.zeros(len(tl), dtype=bool)
-    is_target[inst.matched] = True
-    rows = np.flatnonzero(busy_mask(tl, lane_kind) & ~is_target)
-    per = iv.lane_unions(tl.lane[rows], tl.start[rows], tl.start[rows] + tl.dur[rows])
-    member_lane = inst.lane[inst.member_inst]
-    for ln in np.unique(inst.lane):
-        if int(ln) in per:
-            sel = member_lane == ln
-            per[int(ln)] = iv.subtract(per[int(ln)], iv.union(inst.member_start[sel], inst.member_end[sel]))
-    return per
 
 
 def hidden_time(tl: Timeline, inst: Instances) -> np.ndarray:
@@ -131,17 +97,11 @@ def hidden_time(tl: Timeline, inst: Instances) -> np.ndarray:
     hidden = np.zeros(len(inst), dtype=np.int64)
     if len(inst) == 0:
         return hidden
-    dev = _lane_device(tl)
+    cover = Cover(tl, inst)
     member_lane = inst.lane[inst.member_inst]
-    cache: dict[int, dict[int, iv.Union]] = {}
     for lane in np.unique(inst.lane):
-        lk = tl.lanes[int(lane)].kind
-        if int(lk) not in cache:
-            cache[int(lk)] = busy_lanes(tl, inst, lk)
-        others = [u for ln, u in cache[int(lk)].items() if ln != lane and dev[ln] == dev[lane]]
-        busy = iv.union_of(*others)
         sel = member_lane == lane
-        cov = iv.coverage(busy, inst.member_start[sel], inst.member_end[sel])
+        cov = iv.coverage(cover.of(int(lane)), inst.member_start[sel], inst.member_end[sel])
         np.add.at(hidden, inst.member_inst[sel], cov)
     return hidden
 
@@ -157,17 +117,13 @@ def wall_time(tl: Timeline, inst: Instances) -> tuple[int, int]:
     """
     if len(inst) == 0:
         return 0, 0
-    dev = _lane_device(tl)
-    member_dev = dev[inst.lane[inst.member_inst]]
+    cover = Cover(tl, inst)
+    member_dev = cover.dev[inst.lane[inst.member_inst]]
     wall = hidden = 0
-    cache: dict[int, dict[int, iv.Union]] = {}
     for d in np.unique(member_dev):
         sel = member_dev == d
         u = iv.union(inst.member_start[sel], inst.member_end[sel])
-        lk = tl.lanes[int(inst.lane[inst.member_inst[np.flatnonzero(sel)[0]]])].kind
-        if int(lk) not in cache:
-            cache[int(lk)] = busy_lanes(tl, inst, lk)
-        busy = iv.union_of(*[b for ln, b in cache[int(lk)].items() if dev[ln] == d])
+        busy = cover.device(int(inst.lane[inst.member_inst[np.flatnonzero(sel)[0]]]))
         wall += u.measure
         hidden += iv.intersection(u, busy).measure
     return wall, hidden
@@ -355,6 +311,7 @@ def analyze_timeline(tl: Timeline, op: re.Pattern | None = None) -> TimelineAnal
     w_rows = wait_rows(tl)
     wait_by_step = _spans_by_step(tl, steps, w_rows, when)
     wait_total = int(sum(wait_by_step.values()))
+    critical_by_step = _critical_by_step(tl, inst, step, steps, w_rows, when) if len(w_rows) else None
 
     # Forward time: the best forward span present, else the compute busy time of the step.
     forward_source = "compute-busy"
@@ -388,4 +345,33 @@ def analyze_timeline(tl: Timeline, op: re.Pattern | None = None) -> TimelineAnal
         wall_hidden=wall_hidden,
         wait_measured=len(w_rows) > 0,
         forward_measured=len(fwd_rows) > 0,
+        critical_by_step=critical_by_step,
     )
+
+
+def _critical_by_step(tl: Timeline, inst: Instances, step: np.ndarray, steps: Steps, w_rows: np.ndarray,
+                      when: np.ndarray) -> dict[int, int]:
+    """Per step, the time the noise holds the critical path: the union of the draws' exposed pieces and the
+    sampler's waits.
+
+    Not their sum: a draw still running when the sampler starts to wait is
+    exposed *during* the wait, and that time is paid once. A wait after the
+    draw ended (the hand-over from the lane: waking the model thread, an event
+    wait) is paid on top of it.
+    """
+    pieces = instance_pieces(_Parts(tl, inst))
+    exposed = ~pieces.hidden
+    sid_w = tl.step[w_rows].astype(np.int64) if steps.source == "step-column" else assign_steps(steps, when[w_rows])
+    return union_by_step(
+        np.concatenate((step[pieces.inst[exposed]], sid_w)),
+        np.concatenate((pieces.start[exposed], tl.start[w_rows])),
+        np.concatenate((pieces.end[exposed], tl.start[w_rows] + tl.dur[w_rows])),
+    )
+
+
+@dataclass
+class _Parts:
+    """What :func:`~expo_prof.analysis.pieces.instance_pieces` reads: a Timeline and its instances."""
+
+    tl: Timeline
+    inst: Instances

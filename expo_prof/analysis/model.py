@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import msgspec
 
+from expo_prof.analysis.switchback import Natural, Saving
+
 #: Version of the ``analyze --json`` schema (docs/json-output.md).
 SCHEMA = 2
 SCHEMA_NAME = "expo-prof.analyze"
@@ -38,6 +40,9 @@ class Totals(msgspec.Struct, kw_only=True):
     forward_ns: int | None
     #: The sampler's wait for q (overlay spans or event log); null when not measured (a plain trace).
     wait_ns: int | None
+    #: What the noise costs the critical path: exposed_ns + wait_ns (exposed_ns alone when no wait was
+    #: measured). Overlap is not saving: a hidden draw the sampler still waits for is paid here.
+    critical_ns: int = 0
 
 
 class StepResult(Totals, kw_only=True):
@@ -68,6 +73,8 @@ class StepDists(msgspec.Struct, kw_only=True):
     #: Null when not measured (see Totals).
     forward_ns: Dist | None
     wait_ns: Dist | None
+    #: exposed + wait per step (Totals.critical_ns): what each step pays for the noise.
+    critical_ns: Dist | None = None
 
 
 class WallTotals(Totals, kw_only=True):
@@ -117,8 +124,14 @@ class RunEntry(msgspec.Struct, kw_only=True):
     summary: Summary | None
     #: Why there is no summary (e.g. no target instance found).
     error: str | None = None
-    #: The one-line headline every command prints: "N instances, H % hidden, exposed X".
+    #: The one-line headline every command prints: "N instances, H % hidden; on the critical path C/step (…)".
     headline: str
+    #: The line every command prints under it: what the overlay saves (switchback), or that nothing measured it.
+    saving_line: str = ""
+    #: Switchback's measurement of what the overlay saves, per rank (expo_prof/analysis/switchback.py).
+    saving: list[Saving] = []
+    #: The forward with and without the lane, from steps that launched nothing, per rank.
+    natural: list[Natural] = []
 
 
 class ClusterStep(msgspec.Struct, kw_only=True):

@@ -10,7 +10,7 @@ import click
 from expo_prof.cli.base import command as cli_command, refuse_together
 from expo_prof.errors import BadInput
 
-OVERLAY_MODES = ("on", "off", "both")
+OVERLAY_MODES = ("on", "off", "both", "switchback")
 
 
 def workload_options(f):
@@ -79,6 +79,22 @@ def build_spec(kw: dict):
     )
 
 
+def switchback_block(overlay_mode: str, block_steps: int | None, repeat: int) -> int | None:
+    """Steps per block of a switchback run (None for the other modes); BadInput for flags that do not fit."""
+    from overlay.contract import DEFAULT_SWITCHBACK_BLOCK
+
+    if overlay_mode != "switchback":
+        if block_steps is not None:
+            raise BadInput("--block-steps only applies with --overlay switchback")
+        return None
+    if repeat != 1:
+        raise BadInput("--overlay switchback measures both sides in one run: drop --repeat (run the command again "
+                       "for another run)")
+    if block_steps is not None and block_steps < 2:
+        raise BadInput("--block-steps must be at least 2 (the first step of each block is dropped as washout)")
+    return block_steps or DEFAULT_SWITCHBACK_BLOCK
+
+
 @cli_command(
     "record",
     summary="Run a vLLM server with the overlay and a profiler, drive a load, keep everything in a run directory.",
@@ -93,7 +109,11 @@ def build_spec(kw: dict):
               help="Run directory (new or empty; default: traces/<UTC stamp>-<name>).")
 @click.option("--traces-dir", type=click.Path(path_type=Path), default=Path("traces"), show_default=True, metavar="DIR",
               help="Where new run directories go.")
-@click.option("--overlay", "overlay_mode", type=click.Choice(OVERLAY_MODES), default="on", show_default=True, help="Overlay switch; 'both' alternates off/on runs.")
+@click.option("--overlay", "overlay_mode", type=click.Choice(OVERLAY_MODES), default="on", show_default=True,
+              help="Overlay switch; 'both' alternates off/on runs; 'switchback' alternates blocks of steps off/on "
+                   "inside one run and measures what the overlay saves.")
+@click.option("--block-steps", type=int, default=None, metavar="K",
+              help="With --overlay switchback: steps per block (default 8; the first of each is washout).")
 @click.option("--repeat", type=int, default=1, show_default=True, help="Runs per overlay mode.")
 @click.option("--profiler", type=click.Choice(["torch", "msprof", "none"]), default="torch", show_default=True)
 @click.option("--profile-requests", type=int, default=None, help="Close the profiler window after this many finished requests.")
@@ -103,7 +123,8 @@ def build_spec(kw: dict):
 @workload_options
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
-def command(settings, out, traces_dir, overlay_mode, repeat, profiler, profile_requests, profile_seconds, ready_timeout, no_analyze, cmd, **wl) -> int:
+def command(settings, out, traces_dir, overlay_mode, block_steps, repeat, profiler, profile_requests, profile_seconds,
+            ready_timeout, no_analyze, cmd, **wl) -> int:
     """Run CMD — `vllm serve MODEL …`, `python -m vllm.entrypoints.openai.api_server …` or your own
     launch script — with the overlay switched as asked and a profiler configured, wait until it is
     ready, drive the built-in load, stop it cleanly, and keep everything in one run directory
@@ -115,6 +136,7 @@ def command(settings, out, traces_dir, overlay_mode, repeat, profiler, profile_r
 
     if repeat < 1:
         raise BadInput("--repeat must be at least 1")
+    block = switchback_block(overlay_mode, block_steps, repeat)
     spec = build_spec(wl)
     if wl["duration"] is not None and not wl["no_load"]:
         raise BadInput("--duration only applies with --no-load")
@@ -129,8 +151,9 @@ def command(settings, out, traces_dir, overlay_mode, repeat, profiler, profile_r
         ready_timeout_s=ready_timeout,
         profile_requests=profile_requests,
         profile_seconds=profile_seconds,
+        switchback_block=block,
     )
-    modes = {"on": [True], "off": [False], "both": [False, True]}[overlay_mode]
+    modes = {"on": [True], "off": [False], "both": [False, True], "switchback": [True]}[overlay_mode]
     return record_session(
         list(cmd), opts, modes=modes, repeat=repeat, out=out, traces_dir=traces_dir,
         quiet=settings.quiet, analyze_after=not no_analyze, after_run=after_run(settings.quiet),

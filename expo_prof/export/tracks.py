@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from expo_prof.analysis.hidden import TimelineAnalysis
-from expo_prof.html.segments import instance_pieces
+from expo_prof.analysis.pieces import instance_pieces
 
 #: The category of every added slice; no target rule matches it or its names, so reading an export back
 #: does not count them (the Kineto reader gives unknown categories the inert kind OTHER).

@@ -41,7 +41,7 @@ from expo_prof.analysis.hidden import wait_rows as sampler_wait_rows
 from expo_prof.clocks import EPOCH_2001_NS as _EPOCH_2001_NS
 from expo_prof.clocks import clock_offsets
 from expo_prof.html import lod
-from expo_prof.html.segments import instance_pieces
+from expo_prof.analysis.pieces import instance_pieces
 from expo_prof.timeline import Interner, Kind, LaneKind, Timeline
 
 #: Payload layout version (the page's JavaScript reads it).

@@ -15,6 +15,7 @@ import numpy as np
 
 from expo_prof.analysis.hidden import TimelineAnalysis
 from expo_prof.analysis.model import AnalysisResult, Summary
+from expo_prof.analysis.switchback import Natural, Saving
 from expo_prof.pipeline.options import Options
 from expo_prof.runs.recordings import Recording
 from expo_prof.words import plural
@@ -35,11 +36,51 @@ def fmt_ns(ns: float | None) -> str:
 
 
 def headline(summary: Summary | None) -> str:
-    """The one line every command prints for a recording: ``N instances, H % hidden, exposed X``."""
+    """The one line every command prints for a recording.
+
+    ``N instances, H % hidden; critical path C/step (exposed ∪ wait)`` — overlap (hidden) beside what each
+    step still pays for the noise: the mean over steps of the exposed draw and the sampler's wait for q,
+    time in both counted once (``Totals.critical_ns``). Without a measured wait: ``(exposed)``.
+    """
     if summary is None:
         return "no instance found"
     frac = "–" if summary.hidden_fraction is None else f"{100 * summary.hidden_fraction:.1f} %"
-    return f"{plural(summary.instances, 'instance')}, {frac} hidden, exposed {fmt_ns(summary.exposed_ns)}"
+    ps = summary.per_step
+    waited = ps.wait_ns is not None and summary.wait_ns is not None
+    paid = ps.critical_ns.mean if ps.critical_ns is not None else ps.exposed_ns.mean
+    what = "exposed ∪ wait" if waited else "exposed"
+    return f"{plural(summary.instances, 'instance')}, {frac} hidden; critical path {fmt_ns(paid)}/step ({what})"
+
+
+#: What the saving line says where nothing measured it (names the command that does).
+NOT_MEASURED = ("saving: not measured — overlap is not saving; `expo-prof record --overlay switchback -- CMD` "
+                "measures it in one run (`expo-prof ab` over several)")
+
+
+def saving_line(savings: list[Saving], op: str | None = None) -> str:
+    """The line under the headline: what the overlay saves per step (switchback), or that nothing measured it.
+
+    Empty for ``--op`` targets (the overlay is about the exponential draw). With several ranks the lowest
+    rank's saving is said, naming it (each rank's is in the JSON and the tables).
+    """
+    if op is not None:
+        return ""
+    if not savings:
+        return NOT_MEASURED
+    s = savings[0]
+    who = f", rank {s.rank} of {len(savings)}" if len(savings) > 1 else ""
+    head = f"saving (switchback{who}): {s.decision}"
+    if s.saving is None:
+        return f"{head} — no pair of blocks ran a batch shape in common"
+    sign = 1 if s.saving.mean_ns >= 0 else -1
+    ci = "" if s.saving.ci_ns is None else " (95% CI {} to {})".format(*(fmt_ns(sign * c) for c in sorted(
+        s.saving.ci_ns, key=lambda c: sign * c)))
+    line = f"{head} — {'saves' if sign > 0 else 'costs'} {fmt_ns(sign * s.saving.mean_ns)}/step{ci}"
+    if s.tokps_change_pct is not None:
+        line += f", output tok/s {s.tokps_change_pct:+.1f}%"
+        if s.tokps_ci_pct is not None:
+            line += f" ({s.tokps_ci_pct[0]:+.1f}% to {s.tokps_ci_pct[1]:+.1f}%)"
+    return f"{line}, {plural(s.pairs, 'block pair')}"
 
 
 @dataclass
@@ -54,6 +95,9 @@ class RecordingResult:
     #: Every Timeline grouped into the recording, counted or not (an overlay log read for the wait, another
     #: format of the same rank): what ``export`` writes out besides the counted parts.
     timelines: list = field(default_factory=list)
+    #: What the overlay saves per rank (switchback runs), and the forward with / without the lane.
+    savings: list[Saving] = field(default_factory=list)
+    natural: list[Natural] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -62,6 +106,15 @@ class RecordingResult:
     @property
     def headline(self) -> str:
         return headline(self.analysis.summary if self.analysis is not None else None)
+
+    @property
+    def saving_line(self) -> str:
+        return saving_line(self.savings, self.analysis.op if self.analysis is not None else None)
+
+    @property
+    def lines(self) -> list[str]:
+        """The headline and the saving line: what every command prints for the recording."""
+        return [line for line in (self.headline, self.saving_line) if line]
 
 
 @dataclass

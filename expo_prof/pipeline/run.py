@@ -15,9 +15,10 @@ from expo_prof import __version__
 from expo_prof.analysis.aggregate import analyze_parts
 from expo_prof.analysis.cluster import cluster_view
 from expo_prof.analysis.model import AnalysisResult, RunEntry
+from expo_prof.analysis.switchback import savings_of
 from expo_prof.errors import BadInput, NothingFound
 from expo_prof.pipeline.options import Options
-from expo_prof.pipeline.result import RecordingResult, Result, headline
+from expo_prof.pipeline.result import RecordingResult, Result
 from expo_prof.runs.manifest import is_session_dir, read_session
 from expo_prof.runs.recordings import Recording, group
 
@@ -101,11 +102,13 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
     last_miss: NothingFound | None = None
     for rec in recordings:
         tls = [loaded.timelines[i] for i in rec.members]
+        savings, natural = savings_of(tls) if opts.op is None else ([], [])
         try:
             res, parts = analyze_parts(tls, op=opts.op, inputs=[rec.path], source=opts.source,
                                        analyses=[pre[i] for i in rec.members] if pre is not None else None)
         except NothingFound as exc:
-            results.append(RecordingResult(rec, None, [], "; ".join([str(exc), *exc.details]), tls))
+            results.append(RecordingResult(rec, None, [], "; ".join([str(exc), *exc.details]), tls,
+                                           savings, natural))
             last_miss = exc
             continue
         if several:
@@ -116,7 +119,7 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
         prefix = f"{rec.label}: " if several else ""
         warnings += [prefix + w for w in res.warnings if w not in loaded.warnings]
         info += [prefix + line for line in res.info]
-        results.append(RecordingResult(rec, res, parts, timelines=tls))
+        results.append(RecordingResult(rec, res, parts, timelines=tls, savings=savings, natural=natural))
 
     found = [r for r in results if r.analysis is not None]
     if not found:
@@ -151,7 +154,7 @@ def _entry(rr: RecordingResult) -> RunEntry:
     ranks = sorted({r.rank for r in a.ranks}) if a is not None else []
     return RunEntry(label=rec.label, path=rec.path, overlay=rec.overlay, ranks=ranks,
                     summary=a.summary if a is not None else None, error=rr.error,
-                    headline=headline(a.summary if a is not None else None))
+                    headline=rr.headline, saving_line=rr.saving_line, saving=rr.savings, natural=rr.natural)
 
 
 def _document(plist: list[Path], opts: Options, results: list[RecordingResult], warnings: list[str],

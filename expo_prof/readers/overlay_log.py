@@ -1,10 +1,13 @@
 """Reader for the overlay's own event log (``expo-prof-events-*.jsonl``, docs/event-log.md).
 
-Each ``step`` line becomes up to three events on the lanes ``overlay forward``,
-``overlay exponential`` and ``overlay wait`` (:attr:`LaneKind.OVERLAY`, events
-of :attr:`Kind.OVERLAY` named ``expo_prof::forward`` / ``expo_prof::exponential``
-/ ``expo_prof::wait``), at ``t0_ns + offset`` on the host monotonic clock, with
-the step id in :attr:`Timeline.step`. The per-step records and the header /
+Each ``step`` line becomes up to four events on the lanes ``overlay forward``,
+``overlay exponential``, ``overlay wait`` and ``overlay sampler``
+(:attr:`LaneKind.OVERLAY`, events of :attr:`Kind.OVERLAY` named
+``expo_prof::forward`` / ``expo_prof::exponential`` / ``expo_prof::wait`` /
+``expo_prof::sample``), at ``t0_ns + offset`` on the host monotonic clock, with
+the step id in :attr:`Timeline.step`; and one ``overlay model busy`` window per
+step on the lane ``overlay model`` (:func:`_model_busy`: what covers the draw).
+The per-step records and the header /
 summary lines go to ``meta["overlay"]``.
 """
 
@@ -18,11 +21,14 @@ import numpy as np
 
 from expo_prof.errors import BadInput
 from expo_prof.readers.builder import build_timeline
-from expo_prof.timeline import Interner, Kind, Lane, LaneKind, Timeline
-from overlay.contract import EVENT_LOG_SCHEMA, SPAN_EXPONENTIAL, SPAN_FORWARD, SPAN_WAIT
+from expo_prof.timeline import OVERLAY_MODEL_BUSY, Interner, Kind, Lane, LaneKind, Timeline
+from overlay.contract import EVENT_LOG_SCHEMA, PHASE_OFF, PHASE_ON, SPAN_EXPONENTIAL, SPAN_FORWARD, SPAN_SAMPLE, SPAN_WAIT
 
 _WINDOWS = (("fwd", SPAN_FORWARD, "overlay forward"), ("exp", SPAN_EXPONENTIAL, "overlay exponential"),
-            ("wait", SPAN_WAIT, "overlay wait"))
+            ("wait", SPAN_WAIT, "overlay wait"), ("sample", SPAN_SAMPLE, "overlay sampler"))
+#: Schemas this reader knows: 1 (no phase, tokens, sampler window or host end: every step is "on") and
+#: the overlay's current one.
+READABLE_SCHEMAS = (1, EVENT_LOG_SCHEMA)
 _DEC = msgspec.json.Decoder()
 
 
@@ -39,6 +45,24 @@ def _window(v: Any) -> tuple[int, int] | None:
     if isinstance(v, (list, tuple)) and len(v) == 2 and all(_int(x) is not None for x in v) and v[1] >= v[0]:
         return int(v[0]), int(v[1])
     return None
+
+
+def _model_busy(win: dict[str, tuple[int, int]]) -> tuple[int, int] | None:
+    """The model's busy window of a step: forward start until the sampler begins to wait for q.
+
+    In between the model computes the forward, the logits and the sampler's
+    own work (softmax, top-k/top-p): all of it covers the lane's draw, not
+    only the forward. Without a wait: until the forward, or the step's sampler,
+    ended. None without a forward window.
+    """
+    fwd = win.get("fwd")
+    if fwd is None:
+        return None
+    if "wait" in win:
+        end = max(fwd[1], win["wait"][0])
+    else:
+        end = max(fwd[1], win["sample"][1]) if "sample" in win else fwd[1]
+    return fwd[0], end
 
 
 def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
@@ -76,10 +100,11 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
                 warnings.append(f"{where}: second header line {i + 1} ignored")
                 continue
             schema = obj.get("schema")
-            if schema != EVENT_LOG_SCHEMA:
+            if schema not in READABLE_SCHEMAS or isinstance(schema, bool):
                 raise BadInput(
                     f"{where}: event log schema {schema!r} is not supported "
-                    f"(this expo-prof reads schema {EVENT_LOG_SCHEMA}; use a matching expo-prof version)"
+                    f"(this expo-prof reads schemas {', '.join(map(str, READABLE_SCHEMAS))}; "
+                    "use a matching expo-prof version)"
                 )
             header = obj
         elif header is None:
@@ -99,8 +124,10 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
     rank = _int(header.get("rank")) or 0
     backend = header.get("backend") if header.get("backend") in ("cpu", "cuda", "npu") else "cpu"
     lanes = [Lane(LaneKind.OVERLAY, backend, lane_name) for _k, _span, lane_name in _WINDOWS]
+    lanes.append(Lane(LaneKind.OVERLAY, backend, "overlay model"))
     names = Interner()
     name_ids = [names(span) for _k, span, _l in _WINDOWS]
+    busy_lane, busy_name = len(_WINDOWS), names(OVERLAY_MODEL_BUSY)
 
     n = len(steps)
     cols: dict[str, Any] = {
@@ -113,6 +140,15 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
         "dtype": np.empty(n, dtype=object),
         "timing": np.empty(n, dtype=object),
         "t0_ns": np.zeros(n, dtype=np.int64),
+        # "on" / "off" (switchback blocks); schema 1 logs ran every step on the overlay.
+        "phase": np.empty(n, dtype=object),
+        # Requests in the batch (the rows vLLM samples), launched or not; schema 1: rows of q (0 when not launched).
+        "reqs": np.zeros(n, dtype=np.int64),
+        "tokens": np.zeros(n, dtype=np.int64),
+        # Switchback block of the step (-1: not a switchback step).
+        "block": np.full(n, -1, dtype=np.int64),
+        # Host ns from t0 to the end of the step's last part (its sampler, else its forward); -1 unknown.
+        "host_end_ns": np.full(n, -1, dtype=np.int64),
     }
     for key, _span, _lane in _WINDOWS:
         cols[f"{key}_start_ns"] = np.full(n, -1, dtype=np.int64)
@@ -134,15 +170,25 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
         cols["fallback"][j] = fb if isinstance(fb, str) else None
         cols["dtype"][j] = s.get("dtype") if isinstance(s.get("dtype"), str) else None
         cols["timing"][j] = s.get("timing") if isinstance(s.get("timing"), str) else None
+        phase = s.get("phase", PHASE_ON if header.get("schema") == 1 else None)
+        cols["phase"][j] = phase if phase in (PHASE_ON, PHASE_OFF) else None
+        cols["tokens"][j] = _int(s.get("tokens")) or 0
+        cols["reqs"][j] = _int(s.get("reqs", s.get("rows"))) or 0
+        block = _int(s.get("block"))
+        cols["block"][j] = block if block is not None and block >= 0 else -1
+        host_end = _int(s.get("host_end"))
+        cols["host_end_ns"][j] = host_end if host_end is not None and host_end >= 0 else -1
         t0 = _int(s.get("t0_ns"))
         if t0 is None:
             missing_t0 += 1
             continue
         cols["t0_ns"][j] = t0
+        win = {}
         for lane_i, (key, _span, _lane) in enumerate(_WINDOWS):
             w = _window(s.get(key))
             if w is None:
                 continue
+            win[key] = w
             a, b = w
             cols[f"{key}_start_ns"][j] = t0 + a
             cols[f"{key}_ns"][j] = b - a
@@ -150,6 +196,13 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
             ev_dur.append(b - a)
             ev_lane.append(lane_i)
             ev_name.append(name_ids[lane_i])
+            ev_step.append(cols["step"][j])
+        busy = _model_busy(win)
+        if busy is not None:
+            ev_start.append(t0 + busy[0])
+            ev_dur.append(busy[1] - busy[0])
+            ev_lane.append(busy_lane)
+            ev_name.append(busy_name)
             ev_step.append(cols["step"][j])
     if missing_t0:
         warnings.append(f"{where}: {missing_t0} step line(s) without t0_ns skipped")

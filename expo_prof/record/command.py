@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from overlay.contract import ENV_OUT, ENV_RUN_ID, ENV_SWITCH, ENV_SWITCH_ALIAS
+from overlay.contract import ENV_OUT, ENV_RUN_ID, ENV_SWITCH, ENV_SWITCH_ALIAS, ENV_SWITCHBACK_BLOCK, MODE_SWITCHBACK
 
 from expo_prof.errors import BadInput
 
@@ -176,6 +176,7 @@ def inject(
     overlay: bool,
     profiler: str,
     vllm_version: str | None,
+    switchback_block: int | None = None,
     run_id: str,
     msprof: str = "msprof",
 ) -> Injection:
@@ -183,11 +184,13 @@ def inject(
     if profiler not in PROFILERS:
         raise BadInput(f"--profiler must be one of {', '.join(PROFILERS)}, not {profiler!r}")
     env = {
-        ENV_SWITCH: "1" if overlay else "0",
+        ENV_SWITCH: (MODE_SWITCHBACK if switchback_block else "1") if overlay else "0",
         ENV_SWITCH_ALIAS: "1" if overlay else "0",
         ENV_OUT: str(run_dir / "overlay"),
         ENV_RUN_ID: run_id,
     }
+    if overlay and switchback_block:
+        env[ENV_SWITCHBACK_BLOCK] = str(switchback_block)
     argv = list(target.argv)
     notes: list[str] = []
     pdir: Path | None = None

@@ -40,6 +40,9 @@ class RecordOptions:
     """How to record (the ``record`` command's options)."""
 
     overlay: bool = True
+    #: With ``overlay``: run in switchback mode, blocks of this many steps alternating between the overlay
+    #: and vLLM's own sampling in the one run (``record --overlay switchback``); None: the overlay on throughout.
+    switchback_block: int | None = None
     profiler: str = "torch"
     workload: WorkloadSpec | None = field(default_factory=WorkloadSpec)  # None: --no-load
     duration_s: float | None = None  # --no-load: stop after this long (else Ctrl-C)
@@ -113,6 +116,7 @@ class Recorder:
             self.target,
             run_dir=run_dir,
             overlay=opts.overlay,
+            switchback_block=opts.switchback_block,
             profiler=opts.profiler,
             vllm_version=self.versions.get("vllm"),
             run_id=run_dir.name,
@@ -131,7 +135,8 @@ class Recorder:
             "versions": self.versions,
             "host": host_info(),
             "device": self._device_kind(),
-            "overlay": "on" if opts.overlay else "off",
+            "overlay": ("switchback" if opts.switchback_block else "on") if opts.overlay else "off",
+            "switchback_block": opts.switchback_block if opts.overlay else None,
             "profiler": opts.profiler,
             "profiler_dir": str(self.inj.profiler_dir.relative_to(run_dir)) if self.inj.profiler_dir else None,
             "target": {"kind": self.target.kind, "url": self.target.base_url},

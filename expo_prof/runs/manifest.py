@@ -28,9 +28,9 @@ class Manifest:
 
     @property
     def overlay(self) -> str | None:
-        """``"on"`` / ``"off"`` (None when the manifest does not say)."""
+        """``"on"`` / ``"off"`` / ``"switchback"`` (None when the manifest does not say)."""
         v = self.raw.get("overlay")
-        return v if v in ("on", "off") else None
+        return v if v in ("on", "off", "switchback") else None
 
     @property
     def status(self) -> str | None:

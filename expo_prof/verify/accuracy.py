@@ -6,7 +6,7 @@ reference, normalised (case, spaces, a trailing period), equals the answer in
 its last ``\\boxed{…}``, or otherwise occurs in its text. Requests are greedy.
 
 The difference on-minus-off comes with ``abtest``'s statistics
-(expo_prof/abtest/stats.py): Welch's t on the per-question scores gives the
+(expo_prof/stats.py): Welch's t on the per-question scores gives the
 CI of one run per side (what a "84.90 → 85.36" comparison is), the paired t the
 CI on these same questions, and ``runs_needed_unpaired`` how many whole runs of
 the set per side would settle the observed difference (a run's score varies
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from expo_prof.abtest import stats
+from expo_prof import stats
 from expo_prof.errors import BadInput
 
 _BOXED = re.compile(r"\\boxed\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")

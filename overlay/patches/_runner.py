@@ -72,11 +72,29 @@ def _last_pp_rank() -> bool:
         return True
 
 
-def begin_for_runner(ov: Overlay, runner: Any) -> Step | None:
+def forward_tokens(args: tuple, kwargs: dict) -> int:
+    """Tokens the forward computes (padded), read from the forward seam's arguments; 0 when unknown.
+
+    vllm-ascend's ``_model_forward`` takes ``num_tokens_padded`` first; vLLM's
+    takes ``input_ids`` / ``positions`` (``[n]``, or ``[3, n]`` with M-RoPE) /
+    ``inputs_embeds`` (``[n, hidden]``).
+    """
+    if args and isinstance(args[0], int) and not isinstance(args[0], bool):
+        return args[0]
+    for name, pos in (("input_ids", 0), ("positions", 1), ("inputs_embeds", 3)):
+        shape = getattr(kwargs.get(name, args[pos] if len(args) > pos else None), "shape", None)
+        if shape:
+            return int(shape[-1] if name == "positions" else shape[0])
+    return 0
+
+
+def begin_for_runner(ov: Overlay, runner: Any, tokens: int = 0) -> Step | None:
     """Open a step for ``runner``'s next forward, sized from its input batch.
 
     Rows are ``input_batch.num_reqs``: vLLM's sampler draws noise for every
     request row of a non-greedy batch (greedy rows are overwritten after).
+    ``tokens``: what the forward computes (:func:`forward_tokens`), the
+    batch shape the switchback analysis compares steps by.
     """
     import torch
 
@@ -104,6 +122,7 @@ def begin_for_runner(ov: Overlay, runner: Any) -> Step | None:
         device=device,
         all_greedy=all_greedy,
         seeded_rows=seeded_rows,
+        tokens=tokens,
     )
 
 
@@ -119,7 +138,7 @@ def model_forward(original: Callable[..., Any]) -> Callable[..., Any]:
         step = None
         if outermost and ov.execute_depth > 0:
             try:
-                step = begin_for_runner(ov, self)
+                step = begin_for_runner(ov, self, forward_tokens(args, kwargs))
             except Exception as exc:  # noqa: BLE001
                 guard.failed(exc)
                 step = None

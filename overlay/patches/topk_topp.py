@@ -13,7 +13,10 @@ Why:
   takes vLLM's native path instead (apply_top_k_top_p → softmax →
   random_sample) — the path vLLM itself uses on POWER / RISC-V and for fp64
   gumbel. Seeded rows then use their generator the way ``random_sample`` does,
-  so a seeded request repeats exactly with the overlay on.
+  so a seeded request repeats exactly with the overlay on. In a switchback
+  ``off`` block it calls the original (the fused op), so the two phases
+  compare the overlay with exactly what vLLM does without it. Both wrappers
+  time the sampler call (the step's ``sample`` window).
 * ``__init__`` picks the sampling kernel per instance (FlashInfer on CUDA, a
   fused XPU kernel, ROCm aiter). The XPU and aiter kernels never call
   ``random_sample``: the overlay says so once, naming the flag that selects
@@ -39,7 +42,7 @@ from typing import Any
 
 from overlay import guard
 from overlay.patches._util import Patcher, observe_init
-from overlay.sampler import active, overlay_random_sample, sample_with_noise
+from overlay.sampler import active, overlay_random_sample, sample_with_noise, sampler_window
 
 TARGETS = ("vllm.v1.sample.ops.topk_topp_sampler",)
 
@@ -136,9 +139,14 @@ def apply(module: ModuleType) -> None:
 
         @functools.wraps(original_forward_cpu)
         def forward_cpu(self: Any, logits: Any, generators: dict, k: Any, p: Any) -> Any:
-            if active() is None:
+            ov = active()
+            if ov is None:
                 return original_forward_cpu(self, logits, generators, k, p)
-            return self.forward_native(logits, generators, k, p)
+            with sampler_window(ov):
+                if ov.native_sampling():
+                    return self.forward_native(logits, generators, k, p)
+                # A switchback "off" block: vLLM's own CPU path, timed the same way.
+                return original_forward_cpu(self, logits, generators, k, p)
 
         _patcher.set(cls, "forward_cpu", forward_cpu)
 

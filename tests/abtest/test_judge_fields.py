@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import scipy.stats as ss
 
-from expo_prof.abtest import stats
+from expo_prof import stats
 from expo_prof.abtest.judge import metric_result
 from expo_prof.abtest.metrics import METRICS
 from expo_prof.abtest.model import BETTER, MISSING, SAME, UNTESTABLE, WORSE

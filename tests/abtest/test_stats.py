@@ -16,7 +16,7 @@ import scipy.stats as ss
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from expo_prof.abtest import stats
+from expo_prof import stats
 
 
 def _mean_diff(x, y, axis=-1):

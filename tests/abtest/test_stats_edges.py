@@ -1,4 +1,4 @@
-"""Edges of abtest/stats.py: degenerate samples, domain limits, ties, Monte Carlo corrections, robust z.
+"""Edges of expo_prof/stats.py: degenerate samples, domain limits, ties, Monte Carlo corrections, robust z.
 
 GIVEN inputs at the edges each rule is written for (zero spread, infinite t,
 x at 0 or 1, ties with the observed statistic, the exact-enumeration limit,
@@ -18,7 +18,7 @@ import pytest
 import scipy.special as sp
 import scipy.stats as ss
 
-from expo_prof.abtest import stats
+from expo_prof import stats
 
 
 def test_zero_spread_t_tests_have_every_field_degenerate():

@@ -136,7 +136,8 @@ def test_overlay_event_log_through_the_real_reader(tmp_path):
     lines = [
         {"type": "header", "schema": 1, "pid": 1, "host": "h", "rank": 3, "backend": "cpu", "lane": "thread",
          "instrument": True, "run_id": None, "versions": {}, "clock": "monotonic", "mono_ns": 0, "wall_ns": 0},
-        # exp [100, 400) under fwd [0, 300): 200 hidden; wait [400, 450)
+        # exp [100, 400) under the model's busy window [0, 400): the forward [0, 300), then the logits and
+        # the sampler's own work until it starts to wait at 400: all 300 hidden; wait [400, 450)
         {"type": "step", "step": 0, "rank": 3, "rows": 4, "vocab": 32, "dtype": "float32", "launched": True, "used": True,
          "fallback": None, "t0_ns": 1_000, "fwd": [0, 300], "exp": [100, 400], "wait": [400, 450], "timing": "host"},
         # exp entirely under fwd: fully hidden, zero wait
@@ -155,11 +156,32 @@ def test_overlay_event_log_through_the_real_reader(tmp_path):
     r = analyze(load([p]).timelines)
     # THEN the draws, hidden part and waits are the log's windows
     assert r.ranks[0].rank == 3 and r.ranks[0].rule == "overlay-log"
-    assert [(s.step, s.total_ns, s.hidden_ns, s.wait_ns, s.forward_ns) for s in r.steps] == [
-        (0, 300, 200, 50, 300),
-        (1, 100, 100, 0, 500),
+    assert [(s.step, s.total_ns, s.hidden_ns, s.wait_ns, s.forward_ns, s.critical_ns) for s in r.steps] == [
+        (0, 300, 300, 50, 300, 50),
+        (1, 100, 100, 0, 500, 0),
     ]
-    assert (r.summary.hidden_ns, r.summary.exposed_ns, r.summary.wait_ns) == (300, 100, 50)
+    assert (r.summary.hidden_ns, r.summary.exposed_ns, r.summary.wait_ns, r.summary.critical_ns) == (400, 0, 50, 50)
+
+
+def test_a_draw_still_running_while_the_sampler_waits_is_paid_once(tmp_path):
+    # GIVEN a step whose draw [100, 500) outlasts the model's work: the sampler waits [400, 520) for it
+    lines = [
+        {"type": "header", "schema": 2, "pid": 1, "host": "h", "rank": 0, "backend": "cpu", "lane": "thread",
+         "instrument": True, "run_id": None, "versions": {}, "clock": "monotonic", "mono_ns": 0, "wall_ns": 0},
+        {"type": "step", "step": 0, "rank": 0, "rows": 4, "vocab": 32, "dtype": "float32", "launched": True,
+         "used": True, "fallback": None, "t0_ns": 1_000, "fwd": [0, 300], "exp": [100, 500], "wait": [400, 520],
+         "sample": [350, 560], "host_end": 560, "phase": "on", "block": None, "reqs": 4, "tokens": 4,
+         "timing": "host"},
+    ]
+    p = tmp_path / "expo-prof-events-h-1.jsonl"
+    p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    from expo_prof.readers import load
+
+    # WHEN read and analysed
+    (st,) = analyze(load([p]).timelines).steps
+    # THEN [400, 500) of the draw is exposed (the model waits, nothing covers it): 100 ns, and the wait is 120 ns;
+    # the critical path is their union [400, 520) = 120 ns, not the sum 220 ns
+    assert (st.hidden_ns, st.exposed_ns, st.wait_ns, st.critical_ns) == (300, 100, 120, 120)
 
 
 def test_same_rank_from_two_exports_is_counted_once(make_tl):

@@ -22,7 +22,7 @@ from expo_prof import readers
 from expo_prof.analysis.hidden import analyze_timeline
 from expo_prof.export.perfetto import MARK, begin_end, nest_levels
 from expo_prof.export.proto import perfetto_trace_subset_pb2 as pb
-from expo_prof.html.segments import instance_pieces
+from expo_prof.analysis.pieces import instance_pieces
 from expo_prof.pipeline import Options, run
 
 BEGIN, END = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END

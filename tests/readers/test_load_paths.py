@@ -33,7 +33,7 @@ def test_every_real_file_is_loaded_or_rejected_with_a_clear_message(rt):
     not_traces = {
         "PROVENANCE.md", "step_trace_time.csv", "op_statistic.csv", "api_statistic.csv", "operator_details.csv",
         "communication.json", "communication_matrix.json", "profiler_info_0.json", "profiler_info_1.json",
-        "profiler_metadata.json", "analysis.db", "frontend-async-llm.pt.trace.json.gz",
+        "profiler_metadata.json", "analysis.db", "frontend-async-llm.pt.trace.json.gz", "LICENSE",
     }
     assert {n for n, _ in rejected} <= not_traces
     assert set(loaded) == {p for p in _all_files(rt) if p.name not in not_traces}

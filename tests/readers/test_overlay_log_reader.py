@@ -41,11 +41,17 @@ def test_overlay_log_lanes_steps_and_meta(tmp_path):
     res = load([tmp_path])
     tl = res.timelines[0]
     assert tl.fmt == "overlay-log" and tl.rank == 3 and tl.backend == "cpu" and res.warnings == []
-    assert [ln.name for ln in tl.lanes] == ["overlay forward", "overlay exponential", "overlay wait"]
+    assert [ln.name for ln in tl.lanes] == ["overlay forward", "overlay exponential", "overlay wait",
+                                            "overlay sampler", "overlay model"]
     assert all(ln.kind == LaneKind.OVERLAY for ln in tl.lanes)
     assert (tl.kind == Kind.OVERLAY).all()
     names = [tl.names[i] for i in tl.name]
-    assert Counter(names) == {"expo_prof::forward": 3, "expo_prof::exponential": 2, "expo_prof::wait": 2}
+    # … and the model's busy window per step: forward start until the wait starts (or the forward ends)
+    assert Counter(names) == {"expo_prof::forward": 3, "expo_prof::exponential": 2, "expo_prof::wait": 2,
+                              "overlay model busy": 3}
+    busy = [i for i, n in enumerate(names) if n == "overlay model busy"]
+    assert sorted(zip(tl.start[busy].tolist(), tl.dur[busy].tolist())) == [
+        (10_100, 5000), (20_100, 5000), (30_100, 4900)]
     fwd = [i for i, n in enumerate(names) if n == "expo_prof::forward"]
     assert tl.start[fwd].tolist() == [10_100, 20_100, 30_100] and tl.dur[fwd].tolist() == [4900] * 3
     assert sorted(tl.step[fwd].tolist()) == [0, 1, 2]
@@ -101,7 +107,7 @@ def test_unknown_schema_is_refused_naming_the_version(tmp_path):
     head["schema"] = 99
     lines[0] = json.dumps(head)
     open(path, "w").write("\n".join(lines) + "\n")
-    with pytest.raises(BadInput, match=r"schema 99 is not supported .*schema 1"):
+    with pytest.raises(BadInput, match=r"schema 99 is not supported .*schemas 1, 2"):
         load([path])
 
 

@@ -247,6 +247,19 @@ def permutation_test(a: np.ndarray, b: np.ndarray) -> PermTest:
     return PermTest("permutation", obs, _two_sided(null, obs, 1), False, MC_RESAMPLES, 2.0 / (MC_RESAMPLES + 1))
 
 
+def significant(t: TTest, perm: PermTest, alpha: float) -> tuple[bool, bool]:
+    """Whether the difference is significant at ``alpha``, and whether the permutation test vetoed it.
+
+    Significant when the t-test's p < alpha and the permutation test does not
+    contradict it. The permutation test can only contradict when it could
+    itself reach p < alpha: with ``min_p == alpha`` (e.g. 5 pairs at alpha
+    0.0625) it never can, and the t-test decides.
+    """
+    if t.p < alpha and perm.min_p < alpha and perm.p >= alpha:
+        return False, True
+    return t.p < alpha, False
+
+
 # --------------------------------------------------------------------------- runs needed
 
 #: Above this many runs per side the answer is "more than MAX_RUNS".

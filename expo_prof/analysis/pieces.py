@@ -1,12 +1,13 @@
 """Where inside each instance the hidden and the exposed time lie (sub-intervals, for drawing).
 
 :func:`expo_prof.analysis.hidden.hidden_time` gives each instance's hidden
-*total*; the pages need the *pieces*: which stretches of the draw ran under
-other lanes' compute and which did not. They are computed here with the same
-busy-time definition (:func:`~expo_prof.analysis.hidden.busy_lanes`: compute
-on the other lanes of the same device) and the public interval helpers, so the
-pieces of every instance add up exactly to its hidden and exposed totals
-(tests check it against the analysis).
+*total*; the pages, the export and the critical path need the *pieces*: which
+stretches of the draw ran under other lanes' compute and which did not. They
+are computed here with the same busy-time definition
+(:class:`~expo_prof.analysis.cover.Cover`: compute on the other lanes of the
+same device) and the public interval helpers, so the pieces of every instance
+add up exactly to its hidden and exposed totals (tests check it against the
+analysis).
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from expo_prof.analysis import intervals as iv
-from expo_prof.analysis.hidden import TimelineAnalysis, busy_lanes
-from expo_prof.timeline import Timeline
+from expo_prof.analysis.cover import Cover
 
 
 @dataclass
@@ -44,11 +44,6 @@ class Pieces:
         np.add.at(h, self.inst[self.hidden], d[self.hidden])
         np.add.at(e, self.inst[~self.hidden], d[~self.hidden])
         return h, e
-
-
-def _lane_device(tl: Timeline) -> np.ndarray:
-    devs: dict[str, int] = {}
-    return np.array([devs.setdefault(ln.device, len(devs)) for ln in tl.lanes], dtype=np.int32)
 
 
 def split_members(ms: np.ndarray, me: np.ndarray, busy: iv.Union) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -97,23 +92,18 @@ def split_members(ms: np.ndarray, me: np.ndarray, busy: iv.Union) -> tuple[np.nd
     return m[o], s[o], e[o], h[o]
 
 
-def instance_pieces(a: TimelineAnalysis) -> Pieces:
-    """Hidden and exposed pieces of every instance of one analysed Timeline."""
+def instance_pieces(a) -> Pieces:
+    """Hidden and exposed pieces of every instance of one analysed Timeline (anything with ``tl`` and ``inst``)."""
     tl, inst = a.tl, a.inst
     z = np.empty(0, np.int64)
     if len(inst) == 0:
         return Pieces(z, z, z, np.empty(0, bool))
-    dev = _lane_device(tl)
+    cover = Cover(tl, inst)
     member_lane = inst.lane[inst.member_inst]
-    cache: dict[int, dict[int, iv.Union]] = {}
     parts = []
     for lane in np.unique(inst.lane):
-        lk = int(tl.lanes[int(lane)].kind)
-        if lk not in cache:
-            cache[lk] = busy_lanes(tl, inst, tl.lanes[int(lane)].kind)
-        busy = iv.union_of(*[u for ln, u in cache[lk].items() if ln != lane and dev[ln] == dev[lane]])
         sel = np.flatnonzero(member_lane == lane)
-        mi, s, e, h = split_members(inst.member_start[sel], inst.member_end[sel], busy)
+        mi, s, e, h = split_members(inst.member_start[sel], inst.member_end[sel], cover.of(int(lane)))
         parts.append((inst.member_inst[sel][mi], s, e, h))
     m = np.concatenate([p[0] for p in parts])
     s = np.concatenate([p[1] for p in parts])

@@ -1,0 +1,427 @@
+"""What the overlay saves per step: switchback blocks of one run compared, and the steps that launched nothing.
+
+A switchback run (``EXPO_PROF_ASYNC_EXPONENTIAL=switchback``) alternates
+blocks of K steps between the overlay (phase ``on``) and vLLM's own sampling
+path (``off``) in one server process, under the same load, KV cache and
+thermal state. Each step line of the overlay's event log carries its phase,
+block, batch shape (requests, forward tokens) and host timing. This module
+turns those columns into a verdict, knowing nothing of the file they came from.
+
+The method (docs/ab.md, "Switchback"):
+
+* **Per-step cost** = the step's cadence on the host: ``t0`` of the next step
+  minus ``t0`` of this one — forward, sampler, wait *and* everything vLLM does
+  between steps, which is what output tok/s pays. A cadence is only taken when
+  the next line is the very next step of the process, and it is left out as
+  an *idle gap* when the host time after the step's own work
+  (``cadence − host_end``) exceeds 10 × its run median + 1 ms: the engine
+  waited for requests.
+* **Washout**: the first step of every block is dropped (the switch itself:
+  the first launch, cold caches).
+* **Pairs**: blocks ``2p`` and ``2p + 1`` form pair ``p`` (one off, one on:
+  the overlay runs them off, on, on, off, off, on …). Within a pair, steps are
+  compared only within the same batch shape (requests, tokens), so a batch
+  that grows or shrinks does not pass for an effect; the pair's difference
+  is the weighted mean of its shapes' differences (weight
+  ``n_off·n_on / (n_off + n_on)``, the inverse variance of a difference of
+  two means).
+* **Statistics**: the pair differences go through the paired t-test and the
+  exact sign-flip permutation test (Monte Carlo past 16 pairs) of
+  :mod:`expo_prof.stats`, judged as ``compare`` judges runs; the verdict uses
+  its words (enable / keep off / no significant difference / inconclusive).
+* **What it implies**: output tok/s scales with 1 / step time for the same
+  batch, so the tok/s change is ``off / on − 1`` with the CI of the saving
+  carried through (the off mean taken as exact, as ``compare`` takes
+  mean(A)).
+* **Contention**: forward time in on blocks minus off blocks, paired the same way.
+
+The natural experiment (:func:`natural_experiment`) needs no switchback: in
+any overlay run, steps whose batch launched no ``q`` (all greedy, all seeded)
+ran their forward without the lane; compared with launched steps of the same
+batch shape they show the forward's slowdown beside the draw.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import msgspec
+import numpy as np
+
+from expo_prof import stats
+from expo_prof.words import ENABLE, INCONCLUSIVE, KEEP_OFF, NO_DIFFERENCE, plural
+
+CONFIDENCE = 0.95
+ALPHA = 0.05
+#: A step's host time after its own work above IDLE_FACTOR × the run's median + IDLE_FLOOR_NS is an idle gap.
+IDLE_FACTOR = 10
+IDLE_FLOOR_NS = 1_000_000
+#: The phase words of the event log (overlay.contract.PHASE_ON / PHASE_OFF).
+ON, OFF = "on", "off"
+
+
+class Interval(msgspec.Struct, kw_only=True):
+    """A mean per-step difference (ns) with its 95 % confidence interval and the tests' p-values."""
+
+    mean_ns: float
+    ci_ns: list[float] | None
+    #: Paired t-test and sign-flip permutation test of the pair differences; null with fewer than 2 pairs.
+    t_p: float | None
+    permutation_p: float | None
+    significant: bool | None
+
+
+class Shape(msgspec.Struct, kw_only=True):
+    """One batch shape (requests, forward tokens) of the compared steps."""
+
+    reqs: int
+    tokens: int
+    #: Pairs in which both blocks ran this shape, and the steps compared on each side.
+    pairs: int
+    off_steps: int
+    on_steps: int
+    off_step_ns: float
+    on_step_ns: float
+
+
+class Saving(msgspec.Struct, kw_only=True):
+    """What the overlay saves per step on one rank, measured by switchback in one run."""
+
+    method: str = "switchback"
+    rank: int
+    block_steps: int
+    #: Blocks seen, and pairs of blocks that could be compared (both with a shape in common).
+    blocks: int
+    pairs: int
+    #: Steps compared (after washout, idle gaps and unmatched shapes), per phase.
+    off_steps: int
+    on_steps: int
+    #: Step lines left out, by reason: washout, idle, no_cadence (last step / a gap in the step numbers),
+    #: unmatched_shape (its shape not in the other block of its pair), unpaired (its block has no partner).
+    dropped: dict[str, int]
+    #: Mean step time (cadence) of the compared steps, weighted like the differences.
+    off_step_ns: float | None
+    on_step_ns: float | None
+    #: off − on per step: positive = the overlay makes the step shorter.
+    saving: Interval | None
+    #: Output tok/s change the saving implies (%, off / on − 1), and its CI.
+    tokps_change_pct: float | None
+    tokps_ci_pct: list[float] | None
+    decision: str
+    #: Steps (both phases together) that would give 80 % power at alpha 0.05 for the saving seen;
+    #: null when settled, or when it would take more than 1000 pairs.
+    steps_needed: int | None
+    #: on − off per step of the forward (contention with the lane), and of the sampler call (incl. the wait).
+    forward_change: Interval | None
+    sampler_change: Interval | None
+    #: Mean sampler wait per on step (ns); null when not measured.
+    wait_on_ns: float | None
+    shapes: list[Shape]
+    statement: str
+    notes: list[str]
+
+
+class Natural(msgspec.Struct, kw_only=True):
+    """Forward time of steps that launched no ``q`` (the lane idle) against launched steps of the same shape."""
+
+    rank: int
+    #: Steps without a launch (all-greedy / all-seeded batches, or switchback off blocks) and with one.
+    without_steps: int
+    with_steps: int
+    forward_without_ns: float | None
+    forward_with_ns: float | None
+    #: with − without (ns per step, matched by batch shape): the forward's slowdown beside the draw.
+    slowdown: Interval | None
+    #: Which steps count as "without": "no q launched (all greedy / all seeded)" or "switchback off blocks".
+    basis: str
+    statement: str
+
+
+def _f(values: np.ndarray) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+
+def cadence(step: np.ndarray, t0: np.ndarray, host_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per step line: its cadence (ns; -1 where none), and whether it was left out as an idle gap.
+
+    A cadence needs the next line to be the very next step of the process.
+    An idle gap: the host time after the step's own work (cadence − host_end,
+    or the whole cadence when host_end is unknown) above IDLE_FACTOR × its
+    median + IDLE_FLOOR_NS.
+    """
+    step, t0, host_end = _f(step), _f(t0), _f(host_end)
+    n = len(step)
+    cad = np.full(n, -1, dtype=np.int64)
+    idle = np.zeros(n, dtype=bool)
+    if n < 2:
+        return cad, idle
+    nxt = (step[1:] == step[:-1] + 1) & (t0[1:] >= t0[:-1])
+    cad[:-1][nxt] = (t0[1:] - t0[:-1])[nxt]
+    has = cad >= 0
+    gap = np.where(host_end >= 0, cad - host_end, cad)
+    if has.any():
+        limit = IDLE_FACTOR * float(np.median(gap[has])) + IDLE_FLOOR_NS
+        idle = has & (gap > limit)
+    return cad, idle
+
+
+def _interval(off: np.ndarray, on: np.ndarray, sign: int) -> Interval | None:
+    """``sign`` · (on − off) over pairs, with its CI and tests (None without pairs)."""
+    if len(off) == 0:
+        return None
+    d = sign * (on - off)
+    if len(d) < 2:
+        return Interval(mean_ns=float(d.mean()), ci_ns=None, t_p=None, permutation_p=None, significant=None)
+    a, b = np.zeros(len(d)), d
+    t = stats.paired_t(a, b, CONFIDENCE)
+    perm = stats.sign_flip_test(a, b)
+    sig, _ = stats.significant(t, perm, ALPHA)
+    return Interval(mean_ns=float(d.mean()), ci_ns=[t.ci_low, t.ci_high], t_p=t.p, permutation_p=perm.p,
+                    significant=sig)
+
+
+def _pair_means(block: np.ndarray, phase: np.ndarray, shape: np.ndarray, value: np.ndarray,
+                keep: np.ndarray) -> tuple[list[tuple[int, float, float]], dict, np.ndarray]:
+    """Per usable pair ``(p, off mean, on mean)``, weighted over the shapes both blocks ran; the shape table;
+    and the mask of kept steps whose shape found a partner."""
+    pairs: list[tuple[int, float, float]] = []
+    shapes: dict[tuple[int, int], dict] = {}
+    matched = np.zeros(len(block), dtype=bool)
+    pair_of = np.where(block >= 0, block // 2, -1)
+    for p in np.unique(pair_of[keep]):
+        in_pair = keep & (pair_of == p)
+        w_sum = off_sum = on_sum = 0.0
+        for sh in np.unique(shape[in_pair]):
+            sel = in_pair & (shape == sh)
+            off_sel, on_sel = sel & (phase == OFF), sel & (phase == ON)
+            n_off, n_on = int(off_sel.sum()), int(on_sel.sum())
+            if not n_off or not n_on:
+                continue
+            matched |= off_sel | on_sel
+            w = n_off * n_on / (n_off + n_on)
+            m_off, m_on = float(value[off_sel].mean()), float(value[on_sel].mean())
+            w_sum += w
+            off_sum += w * m_off
+            on_sum += w * m_on
+            key = (int(sh >> 32), int(sh & 0xFFFFFFFF))
+            acc = shapes.setdefault(key, {"pairs": 0, "n_off": 0, "n_on": 0, "off": 0.0, "on": 0.0})
+            acc["pairs"] += 1
+            acc["n_off"] += n_off
+            acc["n_on"] += n_on
+            acc["off"] += float(value[off_sel].sum())
+            acc["on"] += float(value[on_sel].sum())
+        if w_sum > 0:
+            pairs.append((int(p), off_sum / w_sum, on_sum / w_sum))
+    return pairs, shapes, matched
+
+
+def _shape_key(reqs: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    return (_f(reqs) << 32) | (_f(tokens) & 0xFFFFFFFF)
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:,.1f} µs"
+
+
+def _ci_text(iv: Interval, sign: int = 1) -> str:
+    """`` (95% CI lo to hi)`` of ``sign`` · the interval (empty without one)."""
+    if iv.ci_ns is None:
+        return ""
+    lo, hi = sorted(sign * c for c in iv.ci_ns)
+    return f" (95% CI {_us(lo)} to {_us(hi)})"
+
+
+def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps: int) -> Saving | None:
+    """The saving of one rank's switchback run from its event-log step columns; None: no switchback step.
+
+    ``cols`` (one entry per step line, in file order): ``step``, ``phase``
+    ("on"/"off"/None), ``block`` (-1: none), ``reqs``, ``tokens``, ``t0_ns``,
+    ``host_end_ns`` (-1: unknown), ``fwd_ns``, ``sample_ns``, ``wait_ns``
+    (-1: not measured), ``launched``.
+    """
+    block = _f(cols["block"])
+    phase = np.asarray(cols["phase"], dtype=object)
+    sb = (block >= 0) & np.isin(phase, (ON, OFF))
+    if not sb.any():
+        return None
+    cad, idle = cadence(cols["step"], cols["t0_ns"], cols["host_end_ns"])
+    first_of_block = np.zeros(len(block), dtype=bool)
+    seen: set[int] = set()
+    for i in np.flatnonzero(sb):
+        if int(block[i]) not in seen:
+            seen.add(int(block[i]))
+            first_of_block[i] = True
+    reqs = _f(cols["reqs"])
+    dropped = {
+        "washout": int((sb & first_of_block).sum()),
+        "no_cadence": int((sb & ~first_of_block & (cad < 0)).sum()),
+        "idle": int((sb & ~first_of_block & idle).sum()),
+    }
+    keep = sb & ~first_of_block & (cad >= 0) & ~idle & (reqs > 0)
+    partners = {int(b) for b in block[keep]}
+    lonely = keep & np.array([(int(b) ^ 1) not in partners for b in block], dtype=bool)
+    dropped["unpaired"] = int(lonely.sum())
+    keep &= ~lonely
+    shape = _shape_key(reqs, cols["tokens"])
+    pairs, shapes, matched = _pair_means(block, phase, shape, cad.astype(float), keep)
+    dropped["unmatched_shape"] = int((keep & ~matched).sum())
+    used = keep & matched
+    off = np.array([m for _, m, _ in pairs])
+    on = np.array([m for _, _, m in pairs])
+    saving = _interval(off, on, -1)
+    notes: list[str] = []
+
+    def change(column: str) -> Interval | None:
+        v = _f(cols[column]).astype(float)
+        ok = used & (v >= 0)
+        pr, _, _ = _pair_means(block, phase, shape, v, ok)
+        return _interval(np.array([m for _, m, _ in pr]), np.array([m for _, _, m in pr]), +1)
+
+    forward_change = change("fwd_ns")
+    sampler_change = change("sample_ns")
+    wait = _f(cols["wait_ns"])
+    w_on = used & (phase == ON) & (wait >= 0)
+    wait_on = float(wait[w_on].mean()) if w_on.any() else None
+
+    off_mean = float(off.mean()) if len(off) else None
+    on_mean = float(on.mean()) if len(on) else None
+    tok = tok_ci = None
+    decision, needed = INCONCLUSIVE, None
+    if saving is not None and off_mean:
+        tok = 100.0 * (off_mean / (off_mean - saving.mean_ns) - 1.0)
+        if saving.ci_ns is not None:
+            tok_ci = [100.0 * (off_mean / (off_mean - c) - 1.0) if c < off_mean else math.inf for c in saving.ci_ns]
+    if saving is not None and saving.significant is not None:
+        if saving.significant:
+            decision = ENABLE if saving.mean_ns > 0 else KEEP_OFF
+        else:
+            decision = NO_DIFFERENCE
+            d = on - off
+            n_pairs = stats.runs_needed_paired(float(d.mean()), float(np.std(d, ddof=1)), ALPHA)
+            needed = None if n_pairs is None else 2 * block_steps * n_pairs
+    statement = _statement(decision, saving, tok, tok_ci, len(pairs), needed, forward_change, wait_on,
+                           int(used.sum()))
+    if len(pairs) < 2:
+        notes.append(f"{plural(len(pairs), 'block pair')} compared: at least 2 are needed for a confidence interval "
+                     "(run longer, or with a smaller EXPO_PROF_SWITCHBACK_BLOCK)")
+    left = {k: v for k, v in dropped.items() if v}
+    if left:
+        notes.append("left out: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in left.items()))
+    return Saving(
+        rank=rank, block_steps=block_steps, blocks=len(seen), pairs=len(pairs),
+        off_steps=int((used & (phase == OFF)).sum()), on_steps=int((used & (phase == ON)).sum()),
+        dropped=dropped, off_step_ns=off_mean, on_step_ns=on_mean, saving=saving,
+        tokps_change_pct=tok, tokps_ci_pct=tok_ci, decision=decision, steps_needed=needed,
+        forward_change=forward_change, sampler_change=sampler_change, wait_on_ns=wait_on,
+        shapes=[Shape(reqs=r, tokens=t, pairs=a["pairs"], off_steps=a["n_off"], on_steps=a["n_on"],
+                      off_step_ns=a["off"] / a["n_off"], on_step_ns=a["on"] / a["n_on"])
+                for (r, t), a in sorted(shapes.items())],
+        statement=statement, notes=notes,
+    )
+
+
+def _statement(decision: str, saving: Interval | None, tok: float | None, tok_ci: list[float] | None, pairs: int,
+               needed: int | None, fwd: Interval | None, wait_on: float | None, steps: int) -> str:
+    """The verdict in one sentence, in compare's words."""
+    if saving is None:
+        return "inconclusive: no pair of switchback blocks ran a batch shape in common"
+    sign = 1 if saving.mean_ns >= 0 else -1
+    what = f"{'saves' if sign > 0 else 'costs'} {_us(sign * saving.mean_ns)} per step{_ci_text(saving, sign)}"
+    if tok is not None:
+        what += f", output tok/s {tok:+.2f}%"
+        if tok_ci is not None:
+            what += f" (95% CI {tok_ci[0]:+.2f}% to {tok_ci[1]:+.2f}%)"
+    base = f"{decision}: the overlay {what}; {plural(pairs, 'block pair')}, {plural(steps, 'step')}"
+    if decision == INCONCLUSIVE:
+        base += " — too few pairs for a test"
+    elif decision == NO_DIFFERENCE:
+        base += (f"; about {needed} steps would settle a saving this size" if needed is not None
+                 else "; a saving this small would take more than 1000 block pairs to settle")
+    if fwd is not None:
+        base += f"; the forward is {_us(abs(fwd.mean_ns))} {'slower' if fwd.mean_ns >= 0 else 'faster'} beside the lane"
+    if wait_on is not None:
+        base += f", the sampler waits {_us(wait_on)} for q"
+    return base
+
+
+def natural_experiment(cols: Mapping[str, np.ndarray], *, rank: int) -> Natural | None:
+    """Forward without the lane vs with it, matched by batch shape (module docstring); None: nothing to compare.
+
+    "Without": steps that launched no ``q`` because their batch needed none
+    (all greedy / all seeded) — in a switchback run, its off-block steps.
+    """
+    fwd = _f(cols["fwd_ns"])
+    reqs = _f(cols["reqs"])
+    launched = np.asarray(cols["launched"], dtype=bool)
+    phase = np.asarray(cols["phase"], dtype=object)
+    block = _f(cols["block"])
+    fallback = np.asarray(cols["fallback"], dtype=object)
+    ok = (fwd >= 0) & (reqs > 0)
+    switchback = bool(((block >= 0) & (phase == OFF)).any())
+    if switchback:
+        without = ok & (phase == OFF) & ~launched
+        basis = "switchback off blocks"
+    else:
+        without = ok & ~launched & np.isin(fallback, ("all_greedy", "all_seeded"))
+        basis = "no q launched (all greedy / all seeded)"
+    with_ = ok & launched
+    if not without.any() or not with_.any():
+        return None
+    shape = _shape_key(reqs, cols["tokens"])
+    diffs, weights, var = [], [], []
+    n_wo = n_w = 0
+    sum_wo = sum_w = 0.0
+    for sh in np.unique(shape[without | with_]):
+        a, b = fwd[without & (shape == sh)].astype(float), fwd[with_ & (shape == sh)].astype(float)
+        if not len(a) or not len(b):
+            continue
+        w = len(a) * len(b) / (len(a) + len(b))
+        diffs.append(b.mean() - a.mean())
+        weights.append(w)
+        var.append((a.var(ddof=1) / len(a) if len(a) > 1 else math.nan)
+                   + (b.var(ddof=1) / len(b) if len(b) > 1 else math.nan))
+        n_wo, n_w = n_wo + len(a), n_w + len(b)
+        sum_wo, sum_w = sum_wo + w * a.mean(), sum_w + w * b.mean()
+    if not weights:
+        return None
+    wt = np.array(weights)
+    est = float(np.dot(wt, diffs) / wt.sum())
+    se2 = float(np.dot(wt**2, var) / wt.sum() ** 2)
+    ci = None
+    if math.isfinite(se2):
+        # Normal approximation over the matched shapes (docs/ab.md): many steps per shape, no pairing.
+        half = 1.959963984540054 * math.sqrt(se2)
+        ci = [est - half, est + half]
+    slow = Interval(mean_ns=est, ci_ns=ci, t_p=None, permutation_p=None,
+                    significant=None if ci is None else not (ci[0] <= 0.0 <= ci[1]))
+    f_wo, f_w = sum_wo / wt.sum(), sum_w / wt.sum()
+    statement = (f"forward without the lane {_us(f_wo)} per step ({plural(n_wo, 'step')}: {basis}), with it "
+                 f"{_us(f_w)} ({plural(n_w, 'step')}), matched by batch shape: "
+                 f"{_us(abs(est))} {'slower' if est >= 0 else 'faster'} beside the draw{_ci_text(slow)}")
+    return Natural(rank=rank, without_steps=n_wo, with_steps=n_w, forward_without_ns=f_wo, forward_with_ns=f_w,
+                   slowdown=slow, basis=basis, statement=statement)
+
+
+def savings_of(timelines) -> tuple[list[Saving], list[Natural]]:
+    """Switchback savings and natural experiments of every overlay event log among ``timelines``, by rank.
+
+    The overlay-log reader keeps each log's step columns and header in
+    ``meta["overlay"]`` (the columns this module reads); other Timelines have none.
+    """
+    savings: list[Saving] = []
+    natural: list[Natural] = []
+    for tl in sorted(timelines, key=lambda t: t.rank):
+        ov = tl.meta.get("overlay") if isinstance(tl.meta, dict) else None
+        cols = (ov or {}).get("steps")
+        if not cols:
+            continue
+        block = (ov.get("header") or {}).get("block_steps")
+        if isinstance(block, int) and not isinstance(block, bool) and block >= 2:
+            s = switchback_saving(cols, rank=tl.rank, block_steps=block)
+            if s is not None:
+                savings.append(s)
+        n = natural_experiment(cols, rank=tl.rank)
+        if n is not None:
+            natural.append(n)
+    return savings, natural
