@@ -12,6 +12,13 @@ Accepted for each side (several paths make a set):
 A single argument may hold both sides: a session directory of ``expo-prof
 ab`` / ``record --overlay both`` (its off and on runs, *paired* in run
 order), or a table with a ``side`` / ``overlay`` column.
+
+Which side is which comes from what the runs record, not from the argument
+order: run directories' manifests (``"overlay": "off"`` / ``"on"``) and a
+session's ``session.json``. Arguments given the other way round are swapped
+(with a note); a side mixing off and on runs, a run directory recording no
+usable state, a switchback run and the same run given twice are refused.
+Tables and result files record nothing: they keep the argument order.
 """
 
 from __future__ import annotations
@@ -26,11 +33,17 @@ from expo_prof.abtest.metrics import METRICS
 from expo_prof.abtest.runs import Loaded, Run, Side
 from expo_prof.errors import BadInput, ExpoProfError
 from expo_prof.runs.manifest import is_run_dir, is_session_dir, read_manifest, read_session
+
 #: Workload keys of a run directory's spec compared between runs.
 _SPEC_KEYS = (
     "num_prompts", "input_len", "output_len", "range_ratio", "max_concurrency", "request_rate", "burstiness",
     "temperature", "top_p", "top_k", "ignore_eos", "per_request_seed",
 )
+#: The overlay states that make a run one side of an A/B comparison (manifest "overlay").
+_STATES = ("off", "on")
+#: Manifest "overlay" of a run that alternates blocks of steps off and on inside one server: both states in one
+#: run, so neither side of an A/B comparison (``compare RUN`` alone is its analysis).
+SWITCHBACK = "switchback"
 
 
 def _read_json(path: Path) -> Any:
@@ -125,7 +138,7 @@ def load_run_dir(path: Path, warnings: list[str]) -> Run | None:
         warnings.append(f"{path}: no workload metrics and no analysis (recorded with --no-load?); left out")
         return None
     return Run(label=path.name, source=str(path), values=values, workload=workload,
-               started=manifest.get("started"), info=info)
+               started=manifest.get("started"), info=info, manifest=manifest)
 
 
 def _bench_run(data: dict, source: str, label: str) -> Run:
@@ -185,26 +198,37 @@ def _sort_key(run: Run) -> tuple:
     return (run.started or "", run.label)
 
 
+def _runs_of(path: Path, warnings: list[str]) -> list[Run]:
+    """The runs of one file or run directory, each with its :attr:`Run.identity`."""
+    if path.is_file():
+        runs = load_file(path, warnings)
+    else:
+        run = load_run_dir(path, warnings)
+        runs = [run] if run else []
+    # (device, inode) names the file or directory whatever the spelling (symlinks, `..`, bind mounts); the
+    # loaders name a file's runs PATH or PATH#ROW, so what follows the path is the row.
+    st = path.stat()
+    for r in runs:
+        r.identity = (st.st_dev, st.st_ino, r.source[len(str(path)):])
+    return runs
+
+
 def load_path(path: Path, warnings: list[str]) -> list[Run]:
     """Runs of one path of one side, in run order."""
     if not path.exists():
         raise BadInput(f"{path}: no such file or directory")
     if path.is_file():
-        return load_file(path, warnings)
+        return _runs_of(path, warnings)
     if is_session_dir(path):
         raise BadInput(f"{path}: a session directory holds both sides; pass it as the only input")
     if is_run_dir(path):
-        run = load_run_dir(path, warnings)
-        return [run] if run else []
+        return _runs_of(path, warnings)
     runs: list[Run] = []
     children = sorted(path.iterdir())
     for child in children:
-        if child.is_dir() and is_run_dir(child):
-            run = load_run_dir(child, warnings)
-            if run:
-                runs.append(run)
-        elif child.is_file() and child.suffix.lower() in (".json", ".jsonl", ".csv"):
-            runs.extend(load_file(child, warnings))
+        if (child.is_dir() and is_run_dir(child)) or (
+                child.is_file() and child.suffix.lower() in (".json", ".jsonl", ".csv")):
+            runs.extend(_runs_of(child, warnings))
     if not runs and not any(c.is_dir() and is_run_dir(c) for c in children):
         raise BadInput(f"{path}: no run directories or result files in it")
     return sorted(runs, key=_sort_key) if all(r.started for r in runs) else runs
@@ -217,19 +241,50 @@ def _side(name: str, paths: list[Path], warnings: list[str]) -> Side:
     return side
 
 
+def _not_one_side(source: str) -> BadInput:
+    """The refusal of a switchback run as one side of an A/B comparison."""
+    return BadInput(f"{source}: a switchback run (blocks of steps alternating overlay off and on in one server) is "
+                    f"neither side of an A/B comparison; `expo-prof compare {source}` alone analyses it")
+
+
+def _no_state(source: str, recorded: Any, where: str = "its manifest") -> BadInput:
+    """The refusal of a run whose overlay state is not recorded (or not one compare knows)."""
+    return BadInput(f"{source}: {where} records no usable overlay state (\"overlay\": {json.dumps(recorded)}; "
+                    'expected "off" or "on"), so its side is unknown')
+
+
+def _session_state(run_dir: Path, listed: Any) -> str:
+    """A session run's overlay state: its manifest's, which its session.json entry must not contradict (the
+    entry stands in for a manifest that records none)."""
+    recorded = read_manifest(run_dir).raw.get("overlay")
+    said = ("on" if listed else "off") if isinstance(listed, bool) else None
+    if recorded == SWITCHBACK:
+        raise _not_one_side(str(run_dir))
+    if recorded in _STATES:
+        if said is not None and said != recorded:
+            raise BadInput(f"{run_dir}: its manifest records overlay {recorded} but session.json lists it as "
+                           f"{said}; the session contradicts itself")
+        return recorded
+    if said is None:
+        raise _no_state(str(run_dir), recorded, "neither session.json nor its manifest")
+    return said
+
+
 def load_session(path: Path, warnings: list[str]) -> Loaded:
     """A session directory: off runs vs on runs, paired in the order they ran (off, on, off, on …)."""
     session = read_session(path)
-    a, b = Side("off", sources=[str(path)]), Side("on", sources=[str(path)])
+    a, b = Side("off", sources=[str(path)], overlay="off"), Side("on", sources=[str(path)], overlay="on")
     order: list[tuple[bool, int | None]] = []  # per entry: (overlay, index into its side or None)
     for e in session.runs:
-        overlay = bool(e.overlay)
-        side = b if overlay else a
         run = None
         if e.status == "ok":
             run = load_run_dir(path / e.dir, warnings)
+            overlay = _session_state(path / e.dir, e.overlay) == "on"
         else:
+            # Left out: its side only decides whether its neighbour still forms a pair (it does not).
+            overlay = bool(e.overlay)
             warnings.append(f"{path / e.dir}: run status {e.status!r}; left out")
+        side = b if overlay else a
         if run:
             side.runs.append(run)
         order.append((overlay, len(side.runs) - 1 if run else None))
@@ -268,6 +323,8 @@ def load(a_paths: list[Path], b_paths: list[Path], *, paired: bool | None = None
             raise BadInput("give both sides: `compare A B`, `-a A… -b B…`, or one session directory / table with a side column")
         loaded = Loaded(_side(labels[0], a_paths, warnings), _side(labels[1], b_paths, warnings), None,
                         "separate inputs: runs not known to be interleaved, analysed unpaired", warnings)
+        _refuse_repeats(loaded.a, loaded.b)
+        labels = orient(loaded, labels)
     loaded.a.name, loaded.b.name = labels
     for side in (loaded.a, loaded.b):
         _unique_labels(side)
@@ -285,6 +342,69 @@ def load(a_paths: list[Path], b_paths: list[Path], *, paired: bool | None = None
         loaded.pairs = None
         loaded.design_reason = "forced unpaired (--unpaired)"
     return loaded
+
+
+def _refuse_repeats(a: Side, b: Side) -> None:
+    """One run given twice, under any spelling: on both sides it would be compared with itself, on one side
+    counted twice."""
+    seen: dict[tuple, tuple[str, Run]] = {}
+    for name, side in (("A", a), ("B", b)):
+        for r in side.runs:
+            if r.identity in seen:
+                where, first = seen[r.identity]
+                same = (f"{r.source} is" if r.source == first.source
+                        else f"{first.source} and {r.source} are the same run,")
+                how = ("given on both sides: a run compared with itself says nothing" if where != name
+                       else f"given twice on side {name}: it would count twice")
+                raise BadInput(f"{same} {how}; give different runs")
+            seen[r.identity] = (name, r)
+
+
+def _side_state(side: Side, given_as: str) -> str | None:
+    """The overlay state ("off" / "on") the side's run directories record; None when none of its inputs is a
+    run directory (tables and result files record none). BadInput for a run of no usable state, a switchback
+    run, or a side of both states: any guess there could invert the verdict."""
+    found: dict[str, Run] = {}
+    for r in side.runs:
+        if r.manifest is None:
+            continue
+        recorded = r.manifest.get("overlay")
+        if recorded == SWITCHBACK:
+            raise _not_one_side(r.source)
+        if recorded not in _STATES:
+            raise _no_state(r.source, recorded)
+        found.setdefault(recorded, r)
+    if len(found) > 1:
+        raise BadInput(f"side {given_as} mixes overlay-off and overlay-on runs ({found['off'].source}: off, "
+                       f"{found['on'].source}: on, by their manifests): give the runs of one overlay state per side")
+    return next(iter(found), None)
+
+
+def orient(loaded: Loaded, labels: tuple[str, str]) -> tuple[str, str]:
+    """Side A the overlay-off runs, side B the overlay-on runs, as their manifests record — whatever the order
+    the arguments gave. Returns the side names: --labels name side A and side B in that order, except that the
+    words ``off`` / ``on`` always name the side of that state. The note on any swap goes to ``loaded.reordered``.
+    """
+    sa, sb = _side_state(loaded.a, "A"), _side_state(loaded.b, "B")
+    if sa is None and sb is None:
+        return labels  # no manifest on either side: the argument order is all there is
+    if sa == sb:
+        raise BadInput(f"both sides hold overlay-{sa} runs ({', '.join(loaded.a.sources + loaded.b.sources)}, by "
+                       "their manifests): compare needs overlay-off runs on one side and overlay-on runs on the other")
+    notes: list[str] = []
+    if sa == "on" or sb == "off":
+        # A side without a manifest (a table) takes the state the other side leaves it.
+        loaded.a, loaded.b = loaded.b, loaded.a
+        sa, sb = sb, sa
+        notes.append("sides swapped to follow the run manifests")
+    loaded.a.overlay, loaded.b.overlay = sa, sb
+    if labels[0].lower() == "on" or labels[1].lower() == "off":
+        notes.append(f"--labels {labels[0]},{labels[1]} swapped so that off / on name the side of that state")
+        labels = (labels[1], labels[0])
+    if notes:
+        loaded.reordered = (f"{'; '.join(notes)}: {labels[0]} (A) = {', '.join(loaded.a.sources)}, "
+                            f"{labels[1]} (B) = {', '.join(loaded.b.sources)}")
+    return labels
 
 
 def _unique_labels(side: Side) -> None:

@@ -244,13 +244,15 @@ def compare(loaded: Loaded, *, alpha: float = 0.05, primary: str | None = None, 
     pairs = len(view.pairs) if view.pairs is not None else 0
     return ComparisonResult(
         tool_version=__version__,
-        a=SideInfo(name=loaded.a.name, sources=loaded.a.sources, runs=[r.label for r in loaded.a.runs]),
-        b=SideInfo(name=loaded.b.name, sources=loaded.b.sources, runs=[r.label for r in loaded.b.runs]),
+        a=SideInfo(name=loaded.a.name, sources=loaded.a.sources, runs=[r.label for r in loaded.a.runs],
+                   overlay=loaded.a.overlay),
+        b=SideInfo(name=loaded.b.name, sources=loaded.b.sources, runs=[r.label for r in loaded.b.runs],
+                   overlay=loaded.b.overlay),
         design=Design(paired=loaded.pairs is not None, reason=loaded.design_reason, pairs=pairs, alpha=alpha,
                       confidence=CONFIDENCE, excluded=excluded),
         workload={k: (None if isinstance(v, float) and math.isinf(v) else v) for k, v in workload.items()},
         primary_metric=pname, verdict=verdict, metrics=results, flags=flag_list, sensitivity=sens,
-        mechanism=explain(by_name, loaded), warnings=loaded.warnings + wwarn,
+        mechanism=explain(by_name, loaded), warnings=loaded.warnings + wwarn, reordered=loaded.reordered,
     )
 
 

@@ -154,6 +154,8 @@ class SideInfo(msgspec.Struct, kw_only=True):
     name: str
     sources: list[str]
     runs: list[str]
+    #: "off" / "on" as the side's run manifests (or session.json) record it; null for tables and result files.
+    overlay: str | None = None
 
 
 class ComparisonResult(msgspec.Struct, kw_only=True):
@@ -173,3 +175,6 @@ class ComparisonResult(msgspec.Struct, kw_only=True):
     sensitivity: list[Sensitivity]
     mechanism: Mechanism
     warnings: list[str]
+    #: The note when the sides were swapped to follow the run manifests (and --labels with them); null when the
+    #: inputs were taken in the order given.
+    reordered: str | None = None

@@ -130,6 +130,8 @@ def section_html(result: ComparisonResult, *, include_plotlyjs: bool | str = Fal
         parts.append("<ul>" + "".join(f"<li>{html.escape(c)}</li>" for c in v.caveats) + "</ul>")
     d = result.design
     parts.append(f"<p>{'paired' if d.paired else 'unpaired'} analysis: {html.escape(d.reason)}</p>")
+    if result.reordered:
+        parts.append(f"<p class='note'>{html.escape(result.reordered)}</p>")
     parts.append(_table_html(result))
     parts.append(f"<p><b>why:</b> {html.escape(result.mechanism.statement)}</p>")
     for s in result.sensitivity:

@@ -119,6 +119,8 @@ def render(result: ComparisonResult, console: Console, *, all_metrics: bool = Fa
         f"[bold]A/B[/] {escape(result.a.name)} ({plural(len(result.a.runs), 'run')}) vs {escape(result.b.name)} "
         f"({plural(len(result.b.runs), 'run')}) — {'paired' if d.paired else 'unpaired'}: {escape(d.reason)}"
     )
+    if result.reordered:  # first thing after the header: the tables below are not in the order the user gave
+        console.print(f"[yellow]note:[/] {escape(result.reordered)}")
     console.print(f"[dim]workload: {escape(wl)}[/]")
     if d.excluded:
         console.print(f"[dim]left out of the main analysis: {escape(', '.join(d.excluded))}[/]")

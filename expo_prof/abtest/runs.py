@@ -24,6 +24,12 @@ class Run:
     started: str | None = None
     #: Facts about the run worth a footnote (forward_source, analysis rule …).
     info: dict[str, Any] = field(default_factory=dict)
+    #: A run directory's manifest; None for table rows and result files, which carry none. The overlay state
+    #: it records decides the run's side (inputs.orient).
+    manifest: dict[str, Any] | None = None
+    #: What was read, whatever the spelling: (device, inode) of the run directory or file, and the row within
+    #: it ("" for a whole file). Two runs with the same identity are one run given twice.
+    identity: tuple = ()
 
 
 @dataclass
@@ -33,6 +39,8 @@ class Side:
     name: str
     runs: list[Run] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    #: "off" / "on" as the runs' manifests (or session.json) record it; None when no input of the side says.
+    overlay: str | None = None
 
 
 @dataclass
@@ -46,3 +54,5 @@ class Loaded:
     #: Why the design is paired / unpaired (shown and saved).
     design_reason: str
     warnings: list[str] = field(default_factory=list)
+    #: The one-line note when the sides (and --labels) were swapped to follow the manifests; None when taken as given.
+    reordered: str | None = None

@@ -113,7 +113,8 @@ def run_comparison(loaded, kw: dict, settings, inputs: list[Path]) -> int:
               help="A run / result / table of side A (repeatable).")
 @click.option("-b", "b_paths", multiple=True, type=click.Path(path_type=Path),
               help="A run / result / table of side B (repeatable).")
-@click.option("--labels", default="off,on", show_default=True, help="Names of side A and side B.")
+@click.option("--labels", default="off,on", show_default=True,
+              help="Names of side A (overlay off) and side B (overlay on); the words off/on always name that side.")
 @comparison_options
 @click.pass_obj
 def command(settings, paths, a_paths, b_paths, labels, **kw) -> int:
@@ -122,8 +123,10 @@ def command(settings, paths, a_paths, b_paths, labels, **kw) -> int:
 
     A and B are run directories, folders of them, `vllm bench serve
     --save-result` files or CSV tables; one session directory holds both.
+    Run directories go to the side their manifest records (overlay off: A,
+    on: B), whatever the argument order; tables and result files keep it.
     Exit 0 whatever the verdict; 2 on unusable inputs (mismatched workloads,
-    no common metric).
+    no common metric, a side mixing off and on runs, the same run twice).
     """
     from expo_prof.abtest import inputs
 

@@ -28,6 +28,27 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subpro
     return subprocess.run(CLI + list(args), capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
 
 
+def ok_json(proc: subprocess.CompletedProcess) -> dict:
+    """The ``--json`` document of a compare that succeeded (its stderr shown when it did not)."""
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def metric(out: dict, name: str) -> dict:
+    """One metric's entry of a compare ``--json`` document."""
+    return {m["name"]: m for m in out["metrics"]}[name]
+
+
+def one_clear_line(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    """Exit 2 with one ``error:`` line on stderr (no traceback) that holds every needle."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-500:], proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), proc.stderr
+    for n in needles:
+        assert n in proc.stderr, proc.stderr
+
+
 def write_csv(path: Path, header: list[str], rows: list[list]) -> Path:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)

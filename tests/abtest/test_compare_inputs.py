@@ -14,25 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.stats as ss
-from ab_helpers import bench_result, run_dir, session_dir, write_csv  # type: ignore[import-not-found]
-
-
-def _json(proc) -> dict:
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
-def _metric(out: dict, name: str) -> dict:
-    return {m["name"]: m for m in out["metrics"]}[name]
-
-
-def _one_clear_line(proc, *needles: str) -> None:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout[-500:], proc.stderr[-2000:])
-    assert "Traceback" not in proc.stderr
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), proc.stderr
-    for n in needles:
-        assert n in proc.stderr, proc.stderr
+from ab_helpers import bench_result, metric, ok_json, one_clear_line  # type: ignore[import-not-found]
+from ab_helpers import run_dir, session_dir, write_csv  # type: ignore[import-not-found]
 
 
 def test_one_run_per_side_shows_the_change_but_no_ci(tmp_path, cli):
@@ -41,8 +24,8 @@ def test_one_run_per_side_shows_the_change_but_no_ci(tmp_path, cli):
     b = bench_result(tmp_path / "on.json", output_throughput=1023.0)
     # WHEN compared
     proc = cli("compare", str(a), str(b), "--json")
-    out = _json(proc)
-    tput = _metric(out, "output_throughput")
+    out = ok_json(proc)
+    tput = metric(out, "output_throughput")
     # THEN the change is shown, with no CI or test, and the verdict says why it cannot decide
     assert tput["change_pct"] == pytest.approx(2.3)
     assert tput["ci_pct"] is None and tput["t_test"] is None and tput["outcome"] == "not testable"
@@ -61,14 +44,15 @@ def test_zero_variance_is_reported_not_crashed(tmp_path, cli):
     # GIVEN a perfectly deterministic benchmark: identical runs on each side
     a = write_csv(tmp_path / "off.csv", ["run", "output_throughput"], [[1, 100.0], [2, 100.0], [3, 100.0]])
     b = write_csv(tmp_path / "on.csv", ["run", "output_throughput"], [[1, 102.0], [2, 102.0], [3, 102.0]])
-    out = _json(cli("compare", str(a), str(b), "--json"))
-    t = _metric(out, "output_throughput")
+    out = ok_json(cli("compare", str(a), str(b), "--json"))
+    t = metric(out, "output_throughput")
     # THEN the degenerate t-test (p = 0, CI collapsed onto +2%) is flagged as such
     assert t["t_test"]["p"] == 0.0 and t["ci_pct"] == [pytest.approx(2.0), pytest.approx(2.0)]
     assert any("zero variance" in n for n in t["notes"])
-    # AND identical sides give p = 1, no difference
-    same = _json(cli("compare", str(a), str(a), "--json"))
-    s = _metric(same, "output_throughput")
+    # AND identical measurements on both sides (another table, the same values) give p = 1, no difference
+    twin = write_csv(tmp_path / "twin.csv", ["run", "output_throughput"], [[1, 100.0], [2, 100.0], [3, 100.0]])
+    same = ok_json(cli("compare", str(a), str(twin), "--json"))
+    s = metric(same, "output_throughput")
     assert s["t_test"]["p"] == 1.0 and same["verdict"]["decision"] == "no significant difference"
 
 
@@ -78,9 +62,9 @@ def test_missing_and_partial_metrics(tmp_path, cli):
                   [[1, 100, 50, 10.0], [2, 101, 52, 10.1], [3, 99, 51, 9.9]])
     b = write_csv(tmp_path / "on.csv", ["run", "output_throughput", "mean_tpot_ms"],
                   [[1, 104, 9.6], [2, 105, ""], [3, 103, 9.7]])
-    out = _json(cli("compare", str(a), str(b), "--json"))
+    out = ok_json(cli("compare", str(a), str(b), "--json"))
     # THEN TTFT is missing on B, TPOT is compared on the runs that have it (noted)
-    ttft, tpot = _metric(out, "mean_ttft_ms"), _metric(out, "mean_tpot_ms")
+    ttft, tpot = metric(out, "mean_ttft_ms"), metric(out, "mean_tpot_ms")
     assert ttft["outcome"] == "missing" and ttft["b"]["n"] == 0 and ttft["change_pct"] is None
     assert tpot["b"]["values"] == [9.6, None, 9.7] and tpot["b"]["n"] == 2
     assert tpot["b"]["mean"] == pytest.approx(9.65)
@@ -96,9 +80,9 @@ def test_mismatched_workloads_are_refused_naming_the_difference(tmp_path, cli):
     b2 = bench_result(tmp_path / "on2.json", output_throughput=1031.0, input_len=1024)
     proc = cli("compare", "-a", str(a1), "-a", str(a2), "-b", str(b1), "-b", str(b2))
     # THEN one clear line names the key, both values and where they come from
-    _one_clear_line(proc, "mismatched workloads", "input_len 1536", "vs 1024", "--allow-mismatch")
+    one_clear_line(proc, "mismatched workloads", "input_len 1536", "vs 1024", "--allow-mismatch")
     # AND --allow-mismatch compares anyway, keeping the difference as a warning
-    out = _json(cli("compare", "-a", str(a1), "-a", str(a2), "-b", str(b1), "-b", str(b2), "--allow-mismatch",
+    out = ok_json(cli("compare", "-a", str(a1), "-a", str(a2), "-b", str(b1), "-b", str(b2), "--allow-mismatch",
                     "--json"))
     assert any("input_len 1536" in w for w in out["warnings"])
 
@@ -107,7 +91,7 @@ def test_mismatched_models_in_run_directories(tmp_path, cli):
     # GIVEN run directories of two different models
     a = run_dir(tmp_path / "a", overlay=False, metrics={"output_throughput": 10.0}, model="Qwen3-32B")
     b = run_dir(tmp_path / "b", overlay=True, metrics={"output_throughput": 11.0}, model="Qwen3-30B-A3B")
-    _one_clear_line(cli("compare", str(a), str(b)), "model Qwen3-32B", "Qwen3-30B-A3B")
+    one_clear_line(cli("compare", str(a), str(b)), "model Qwen3-32B", "Qwen3-30B-A3B")
 
 
 def test_csv_with_unknown_columns_and_a_summary_row(tmp_path, cli):
@@ -117,18 +101,18 @@ def test_csv_with_unknown_columns_and_a_summary_row(tmp_path, cli):
     b = write_csv(tmp_path / "on.csv", ["round", "Output token throughput (tok/s)", "gpu_temp_c", "TPOT"],
                   [["r1", 1030.0, 64, 38.9], ["r2", 1036.0, 65, 38.6], ["r3", 1024.0, 64, 39.1]])
     proc = cli("compare", str(a), str(b), "--json")
-    out = _json(proc)
-    t = _metric(out, "output_throughput")
+    out = ok_json(proc)
+    t = metric(out, "output_throughput")
     # THEN the known columns are read under their canonical names, the summary row is not a run
     assert t["a"]["values"] == [1000.0, 1010.0, 995.0] and t["a"]["runs"] == ["r1", "r2", "r3"]
     assert t["a"]["mean"] == pytest.approx(np.mean([1000.0, 1010.0, 995.0]))
-    assert _metric(out, "mean_tpot_ms")["outcome"] == "better"  # lower TPOT is better
+    assert metric(out, "mean_tpot_ms")["outcome"] == "better"  # lower TPOT is better
     # AND the warnings name the ignored column and the skipped summary row
     assert any("gpu_temp_c" in w for w in out["warnings"])
     assert any("summary row 'avg'" in w for w in out["warnings"])
     # AND a table with no known metric at all is refused clearly
     bad = write_csv(tmp_path / "bad.csv", ["run", "speed", "temp"], [[1, 5, 60], [2, 6, 61]])
-    _one_clear_line(cli("compare", str(bad), str(b)), "no known metric column", "speed, temp")
+    one_clear_line(cli("compare", str(bad), str(b)), "no known metric column", "speed, temp")
 
 
 def test_one_table_with_a_side_column(tmp_path, cli):
@@ -137,36 +121,36 @@ def test_one_table_with_a_side_column(tmp_path, cli):
     rows += [{"overlay": "on", "output_throughput": v} for v in (97.0, 96.5, 97.4)]
     p = tmp_path / "both.json"
     p.write_text(json.dumps(rows))
-    out = _json(cli("compare", str(p), "--json"))
+    out = ok_json(cli("compare", str(p), "--json"))
     # THEN it is split by that column, unpaired, and a throughput drop means keep off
     assert out["design"]["paired"] is False and "'overlay' column" in out["design"]["reason"]
     assert out["verdict"]["decision"] == "keep off"
     off, on = np.mean([100.0, 101.0, 99.5]), np.mean([97.0, 96.5, 97.4])
-    assert _metric(out, "output_throughput")["change_pct"] == pytest.approx(100 * (on - off) / off)
+    assert metric(out, "output_throughput")["change_pct"] == pytest.approx(100 * (on - off) / off)
 
 
 def test_session_directory_is_paired_unless_told_otherwise(tmp_path, cli):
     # GIVEN a session of interleaved runs off, on, off, on, off, on
     vals = [(False, 100.0), (True, 103.0), (False, 97.0), (True, 100.2), (False, 104.0), (True, 106.9)]
     s = session_dir(tmp_path / "s", [(ov, {"output_throughput": v}, None) for ov, v in vals])
-    out = _json(cli("compare", str(s), "--json"))
-    t = _metric(out, "output_throughput")
+    out = ok_json(cli("compare", str(s), "--json"))
+    t = metric(out, "output_throughput")
     # THEN runs are paired in run order and the paired t-test equals scipy's
     assert out["design"]["paired"] is True and out["design"]["pairs"] == 3
     assert t["a"]["runs"] == ["01-off", "03-off", "05-off"] and t["b"]["runs"] == ["02-on", "04-on", "06-on"]
     ref = ss.ttest_rel([103.0, 100.2, 106.9], [100.0, 97.0, 104.0])
     assert t["t_test"]["name"] == "paired t" and t["t_test"]["p"] == pytest.approx(ref.pvalue, rel=1e-9)
     # AND --unpaired switches to Welch
-    out2 = _json(cli("compare", str(s), "--unpaired", "--json"))
-    assert out2["design"]["paired"] is False and _metric(out2, "output_throughput")["t_test"]["name"] == "Welch t"
+    out2 = ok_json(cli("compare", str(s), "--unpaired", "--json"))
+    assert out2["design"]["paired"] is False and metric(out2, "output_throughput")["t_test"]["name"] == "Welch t"
 
 
 def test_declared_pairing_needs_equal_counts(tmp_path, cli):
     a = write_csv(tmp_path / "a.csv", ["output_throughput"], [[1.0], [2.0], [3.0]])
     b = write_csv(tmp_path / "b.csv", ["output_throughput"], [[1.0], [2.0]])
-    _one_clear_line(cli("compare", str(a), str(b), "--paired"), "--paired needs as many runs", "off: 3", "on: 2")
+    one_clear_line(cli("compare", str(a), str(b), "--paired"), "--paired needs as many runs", "off: 3", "on: 2")
     c = write_csv(tmp_path / "c.csv", ["output_throughput"], [[1.1], [2.2], [3.05]])
-    out = _json(cli("compare", str(a), str(c), "--paired", "--json"))
+    out = ok_json(cli("compare", str(a), str(c), "--paired", "--json"))
     assert out["design"]["paired"] is True and "--paired" in out["design"]["reason"]
 
 
@@ -179,8 +163,8 @@ def test_failed_runs_are_left_out_with_a_warning(tmp_path, cli):
     ons = tmp_path / "on"
     for i, v in enumerate((10.5, 10.6)):
         run_dir(ons / f"r{i}", overlay=True, metrics={"output_throughput": v})
-    out = _json(cli("compare", str(offs), str(ons), "--json"))
-    assert _metric(out, "output_throughput")["a"]["n"] == 2
+    out = ok_json(cli("compare", str(offs), str(ons), "--json"))
+    assert metric(out, "output_throughput")["a"]["n"] == 2
     assert any("'crashed'" in w for w in out["warnings"])
 
 
@@ -191,8 +175,8 @@ def test_failed_runs_are_left_out_with_a_warning(tmp_path, cli):
         (["{bad}", "{b}"], "not JSON"),
         (["{b}"], "one input must be a session directory"),
         (["{b}", "{b}", "{b}"], "3 arguments"),
-        (["{b}", "{b}", "--alpha", "0.7"], "--alpha 0.7"),
-        (["{b}", "{b}", "--primary", "gpu_temp"], "--primary gpu_temp"),
+        (["{b}", "{c}", "--alpha", "0.7"], "--alpha 0.7"),
+        (["{b}", "{c}", "--primary", "gpu_temp"], "--primary gpu_temp"),
         (["{b}", "{b}", "--labels", "x"], "--labels"),
         (["{b}", "{b}", "--json", "-o", "{b}"], "would overwrite an input"),
         (["{b}", "{b}", "--paired", "--unpaired"], "--paired and --unpaired contradict each other"),
@@ -204,8 +188,9 @@ def test_bad_input_is_one_clear_line(tmp_path, cli, args, needle):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     b = bench_result(tmp_path / "b.json", output_throughput=5.0)
-    argv = [a.format(bad=bad, b=b) for a in args]
-    _one_clear_line(cli("compare", *argv, cwd=tmp_path), needle)
+    c = bench_result(tmp_path / "c.json", output_throughput=5.5)  # another run: the same run twice is refused first
+    argv = [a.format(bad=bad, b=b, c=c) for a in args]
+    one_clear_line(cli("compare", *argv, cwd=tmp_path), needle)
 
 
 def test_direction_awareness_for_latency_primary(tmp_path, cli):
@@ -213,10 +198,10 @@ def test_direction_awareness_for_latency_primary(tmp_path, cli):
     cols = ["output_throughput", "mean_tpot_ms"]
     a = write_csv(tmp_path / "a.csv", cols, [[100, 40.1], [101, 40.3], [99, 39.9], [100, 40.0]])
     b = write_csv(tmp_path / "b.csv", cols, [[100, 38.0], [101, 38.2], [99, 37.9], [100.5, 38.1]])
-    out = _json(cli("compare", str(a), str(b), "--primary", "TPOT", "--json"))
+    out = ok_json(cli("compare", str(a), str(b), "--primary", "TPOT", "--json"))
     # THEN a negative change of a lower-is-better metric is an improvement: enable
     assert out["primary_metric"] == "mean_tpot_ms" and out["verdict"]["decision"] == "enable"
-    assert _metric(out, "mean_tpot_ms")["change_pct"] < 0
+    assert metric(out, "mean_tpot_ms")["change_pct"] < 0
 
 
 def test_json_and_html_files(tmp_path, cli):
