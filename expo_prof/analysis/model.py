@@ -197,3 +197,24 @@ class AnalysisResult(msgspec.Struct, kw_only=True):
     skipped: list[list[str]]
     #: The cluster view of each recording with several ranks (ClusterView); empty otherwise.
     cluster: list[ClusterView] = []
+
+
+#: Version of the document ``compare RUN --json`` writes for a switchback run (docs/ab.md, "Switchback").
+SWITCHBACK_SCHEMA = 1
+SWITCHBACK_SCHEMA_NAME = "expo-prof.switchback"
+
+
+class SwitchbackResult(msgspec.Struct, kw_only=True):
+    """Top level of ``compare RUN --json`` (and ``ab --switchback --json``) for a switchback run."""
+
+    schema: int = SWITCHBACK_SCHEMA
+    schema_name: str = SWITCHBACK_SCHEMA_NAME
+    tool_version: str
+    #: The run directory.
+    run: str
+    #: The one line every command prints for it (RunEntry.saving_line).
+    saving_line: str
+    #: Per rank: what the overlay saves (switchback), and the forward with / without the lane.
+    saving: list[Saving]
+    natural: list[Natural]
+    warnings: list[str]

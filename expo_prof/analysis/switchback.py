@@ -392,10 +392,10 @@ def natural_experiment(cols: Mapping[str, np.ndarray], *, rank: int) -> Natural 
     if math.isfinite(se2):
         # Normal approximation over the matched shapes (docs/ab.md): many steps per shape, no pairing.
         half = 1.959963984540054 * math.sqrt(se2)
-        ci = [est - half, est + half]
+        ci = [float(est - half), float(est + half)]
     slow = Interval(mean_ns=est, ci_ns=ci, t_p=None, permutation_p=None,
                     significant=None if ci is None else not (ci[0] <= 0.0 <= ci[1]))
-    f_wo, f_w = sum_wo / wt.sum(), sum_w / wt.sum()
+    f_wo, f_w = float(sum_wo / wt.sum()), float(sum_w / wt.sum())
     statement = (f"forward without the lane {_us(f_wo)} per step ({plural(n_wo, 'step')}: {basis}), with it "
                  f"{_us(f_w)} ({plural(n_w, 'step')}), matched by batch shape: "
                  f"{_us(abs(est))} {'slower' if est >= 0 else 'faster'} beside the draw{_ci_text(slow)}")

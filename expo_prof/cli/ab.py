@@ -9,9 +9,9 @@ import click
 
 from expo_prof.cli.base import command as cli_command
 from expo_prof.cli.common import resolve_format
-from expo_prof.cli.compare import check_out, comparison_options, pairing, run_comparison
+from expo_prof.cli.compare import check_out, comparison_options, pairing, run_comparison, switchback_comparison
 from expo_prof.cli.base import refuse_together
-from expo_prof.cli.record import LOAD_OPTIONS, build_spec, load_argv, workload_options
+from expo_prof.cli.record import LOAD_OPTIONS, build_spec, load_argv, switchback_block, workload_options
 from expo_prof.errors import BadInput
 
 
@@ -19,12 +19,18 @@ from expo_prof.errors import BadInput
     "ab",
     summary="Should the overlay be on here? Record off, on, off, on … runs, then compare them.",
     examples=[
+        "expo-prof ab --switchback -- vllm serve Qwen/Qwen3-32B --port 8000   # one launch: blocks off/on",
         "expo-prof ab --repeat 3 -- vllm serve Qwen/Qwen3-32B --port 8000",
         "expo-prof ab --repeat 2 --num-prompts 8 --input-len 64 --output-len 32 -- python -m vllm.entrypoints.openai.api_server --model ./tiny",
         "expo-prof ab --repeat 3 --json -o ab.json -- vllm serve MODEL",
     ],
     context_settings={"ignore_unknown_options": False},
 )
+@click.option("--switchback", is_flag=True,
+              help="One server run whose blocks of steps alternate off and on: the saving with its CI from one "
+                   "launch (docs/ab.md, 'Switchback').")
+@click.option("--block-steps", type=int, default=None, metavar="K",
+              help="With --switchback: steps per block (default 8; the first of each is washout).")
 @click.option("--repeat", type=int, default=3, show_default=True, help="Runs per side (off, on, off, on … = 2×N runs).")
 @click.option("--session-dir", "--out", "out", type=click.Path(path_type=Path), default=None, metavar="DIR",
               help="Session directory of the runs (default: traces/<UTC stamp>-<name>); -o is the comparison's file.")
@@ -38,7 +44,8 @@ from expo_prof.errors import BadInput
 @comparison_options
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
-def command(settings, repeat, out, traces_dir, profiler, profile_requests, ready_timeout, cmd, **kw) -> int:
+def command(settings, switchback, block_steps, repeat, out, traces_dir, profiler, profile_requests, ready_timeout, cmd,
+            **kw) -> int:
     """Should the overlay be on for this model on this machine? Measure it: off, on, off, on … then compare.
 
     Every run is recorded as by `record` (same built-in workload, a fresh
@@ -54,6 +61,11 @@ def command(settings, repeat, out, traces_dir, profiler, profile_requests, ready
 
     if repeat < 1:
         raise BadInput("--repeat must be at least 1")
+    ctx = click.get_current_context()
+    if switchback:
+        refuse_together(ctx, "switchback", ("repeat", "paired", "unpaired", "drop_warmup", "drop_outliers", "primary"),
+                        "one switchback run measures both sides")
+    block = switchback_block("switchback" if switchback else "on", block_steps, 1, "--switchback")
     wl = {k: kw.pop(k) for k in list(kw) if k not in _COMPARISON_KEYS}
     if wl["no_load"] or wl["duration"] is not None:
         raise BadInput("ab measures a load: --no-load / --duration do not apply (use --load-cmd for your own)")
@@ -65,7 +77,7 @@ def command(settings, repeat, out, traces_dir, profiler, profile_requests, ready
     check_out(kw["output"], [out] if out is not None else [], kw["fmt"])
     top = out if out is not None else new_dir(traces_dir, short_name(argv))
     opts = RecordOptions(profiler=profiler, workload=spec, load_cmd=load_argv(wl), ready_timeout_s=ready_timeout,
-                         profile_requests=profile_requests)
+                         profile_requests=profile_requests, switchback_block=block)
     to_stdout = kw["fmt"] == "json" and kw["output"] is None
     quiet = bool(getattr(settings, "quiet", False)) or to_stdout
     from expo_prof.console import console
@@ -74,10 +86,12 @@ def command(settings, repeat, out, traces_dir, profiler, profile_requests, ready
     if to_stdout:
         console.file = sys.stderr  # stdout carries only the JSON; the recording's lines go to stderr
     try:
-        record_session(argv, opts, modes=[False, True], repeat=repeat, out=top, traces_dir=traces_dir,
-                       quiet=quiet, analyze_after=True, after_run=after_run(quiet))
+        record_session(argv, opts, modes=[True] if switchback else [False, True], repeat=1 if switchback else repeat,
+                       out=top, traces_dir=traces_dir, quiet=quiet, analyze_after=True, after_run=after_run(quiet))
     finally:
         console.file = saved
+    if switchback:
+        return switchback_comparison(top, kw, settings)
     loaded = inputs.load([top], [], paired=pairing(kw))
     return run_comparison(loaded, kw, settings, [top])
 

@@ -149,5 +149,55 @@ def command(settings, paths, a_paths, b_paths, labels, **kw) -> int:
     every = a_list + b_list
     kw["fmt"] = resolve_format(kw["fmt"], kw.pop("as_json"), kw["output"])
     check_out(kw["output"], every, kw["fmt"])
+    if not b_list and len(a_list) == 1 and is_switchback_run(a_list[0]):
+        return switchback_comparison(a_list[0], kw, settings)
     loaded = inputs.load(a_list, b_list, paired=pairing(kw), labels=names)
     return run_comparison(loaded, kw, settings, every)
+
+
+def is_switchback_run(path: Path) -> bool:
+    """Whether ``path`` is a run directory recorded with ``--overlay switchback``."""
+    from expo_prof.runs.manifest import is_run_dir, read_manifest
+
+    return path.is_dir() and is_run_dir(path) and read_manifest(path).overlay == "switchback"
+
+
+def switchback_comparison(path: Path, kw: dict, settings) -> int:
+    """``compare RUN`` of a switchback run: what the overlay saves, measured in that one run (text or JSON)."""
+    import io
+
+    import msgspec
+    from rich.console import Console
+
+    from expo_prof import __version__
+    from expo_prof.analysis.model import SwitchbackResult
+    from expo_prof.console import console
+    from expo_prof.output import write
+    from expo_prof.pipeline import run
+    from expo_prof.report.saving import render_saving
+
+    if kw["fmt"] == "html":
+        raise BadInput(f"{path}: a switchback run's page is the report's: `expo-prof report {path} -o PAGE.html`")
+    result = run([path])
+    entry = result.document.runs[0]
+    if not entry.saving:
+        raise BadInput(f"{path}: no switchback steps in its overlay event logs (did the server run any steps "
+                       "with the overlay applied? see its server.log)")
+    doc = SwitchbackResult(tool_version=__version__, run=str(path), saving_line=entry.saving_line,
+                           saving=entry.saving, natural=entry.natural, warnings=result.warnings)
+    if kw["fmt"] == "json":
+        data = msgspec.json.format(msgspec.json.encode(doc)) + b"\n"
+        if kw["output"] is None:
+            sys.stdout.write(data.decode())
+        else:
+            write(kw["output"], data)
+        return 0
+    con, buf = console, None
+    if kw["output"] is not None:
+        buf = io.StringIO()
+        con = Console(file=buf, width=100, highlight=False)
+    render_saving(con, entry.saving, entry.natural)
+    con.print(entry.saving_line, markup=False)
+    if buf is not None:
+        write(kw["output"], buf.getvalue())
+    return 0

@@ -54,4 +54,6 @@ def command(settings, paths, output, fmt, op, source, max_bytes, jobs, ray) -> i
         f"+ {s['instances']} instances, {s['hidden']} hidden / {s['exposed']} exposed slices, {s['steps']} steps)"
     )
     console.print(escape(doc.headline))
+    if doc.saving_line:
+        console.print(escape(doc.saving_line))
     return 0

@@ -79,16 +79,20 @@ def build_spec(kw: dict):
     )
 
 
-def switchback_block(overlay_mode: str, block_steps: int | None, repeat: int) -> int | None:
-    """Steps per block of a switchback run (None for the other modes); BadInput for flags that do not fit."""
+def switchback_block(overlay_mode: str, block_steps: int | None, repeat: int,
+                     flag: str = "--overlay switchback") -> int | None:
+    """Steps per block of a switchback run (None for the other modes); BadInput for flags that do not fit.
+
+    ``flag``: how the command asks for switchback (named in the messages).
+    """
     from overlay.contract import DEFAULT_SWITCHBACK_BLOCK
 
     if overlay_mode != "switchback":
         if block_steps is not None:
-            raise BadInput("--block-steps only applies with --overlay switchback")
+            raise BadInput(f"--block-steps only applies with {flag}")
         return None
     if repeat != 1:
-        raise BadInput("--overlay switchback measures both sides in one run: drop --repeat (run the command again "
+        raise BadInput(f"{flag} measures both sides in one run: drop --repeat (run the command again "
                        "for another run)")
     if block_steps is not None and block_steps < 2:
         raise BadInput("--block-steps must be at least 2 (the first step of each block is dropped as washout)")

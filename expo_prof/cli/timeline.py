@@ -57,5 +57,6 @@ def command(settings, paths, output, op, source, max_bytes, jobs, ray, title, de
         f"timeline: {escape(str(output))} ({n / 1e6:.1f} MB; {len(p['inst']['start'])} instances, "
         f"{len(p['lanes'])} lanes; {escape(p['lod']['text'])})"
     )
-    console.print(escape(doc.headlines[0]))
+    for line in doc.headlines:
+        console.print(escape(line))
     return 0

@@ -30,6 +30,8 @@ class Export:
     warnings: list[str] = field(default_factory=list)
     info: list[str] = field(default_factory=list)
     headline: str = ""
+    #: The line under it: what the overlay saves, or that nothing measured it (RecordingResult.saving_line).
+    saving_line: str = ""
 
 
 def export_document(paths: Sequence[Path], *, fmt: str = "json", options: Options | None = None) -> Export:
@@ -49,4 +51,4 @@ def export_document(paths: Sequence[Path], *, fmt: str = "json", options: Option
 
         chunks, stats, warns = export_chrome(rr, opts.op, max_bytes)
     warns[:0] = result.warnings  # the same list: warnings met while writing are shown too
-    return Export(chunks, stats, warns, list(result.info), rr.headline)
+    return Export(chunks, stats, warns, list(result.info), rr.headline, rr.saving_line)

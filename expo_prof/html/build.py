@@ -64,12 +64,12 @@ def timeline_document(
     rr = one_recording(result, "timeline")
     rec = rr.recording
     meta = {"label": rec.label, "path": rec.path, "overlay": rec.overlay, "headline": rr.headline,
-            "target": result.options.op}
+            "saving_line": rr.saving_line, "target": result.options.op}
     name = title or f"expo-prof timeline — {Path(rec.label).name or rec.label}"
     payload = timeline_data.build_payload(
         rr.parts, title=name, detail_budget=detail_budget, busy_budget=busy_budget, warnings=result.warnings, run=meta
     )
-    return Document(timeline_page.render(payload), payload, list(result.warnings), [], [rr.headline], result.info)
+    return Document(timeline_page.render(payload), payload, list(result.warnings), [], rr.lines, result.info)
 
 
 def report_document(
@@ -94,10 +94,11 @@ def report_document(
         rec = rr.recording
         manifest = rec.manifest.raw if rec.manifest is not None else None
         entries.append(report_data.run_entry(rec.label, rec.path, rec.overlay, manifest, rr.analysis, rr.error,
-                                             op=result.options.op))
+                                             op=result.options.op, saving_line=rr.saving_line, saving=rr.savings,
+                                             natural=rr.natural))
     label = Path(entries[0]["label"]).name if len(entries) == 1 else f"{len(entries)} recordings"
     payload = report_data.build_payload(entries, title=title or f"expo-prof report — {label}",
                                         warnings=result.warnings, compare=compare, op=result.options.op)
     return Document(report_page.render(payload), payload, list(result.warnings), [],
-                    [f"{rr.label}: {rr.headline}" if len(result.recordings) > 1 else rr.headline
-                     for rr in result.recordings], result.info)
+                    [f"{rr.label}: {line}" if len(result.recordings) > 1 else line
+                     for rr in result.recordings for line in rr.lines], result.info)

@@ -7,7 +7,10 @@ and the manifest's workload metrics; docs/html.md explains each):
 * **exposed per step** — mean (p50, p99) of the steps' exposed time;
 * **sampler wait per step** — the sampler's wait for ``q`` (overlay on): time the
   overlay itself puts on the critical path; "–" when not measured;
-* **on the critical path per step** — exposed + wait: what the draw still costs a step;
+* **on the critical path per step** — the exposed draw and the sampler's wait, time in both counted once
+  (``per_step.critical_ns``): what the draw still costs a step;
+* **saved per step** — what the overlay saves, measured by switchback in the run itself (verdict, CI,
+  the output tok/s it implies), or "not measured" with the command that measures it: overlap is not saving;
 * **forward per step** — mean forward-pass time of the steps;
 * **step time** — mean length of the step windows;
 * **tok/s upper bound** — ``(exposed + wait) / step time``: the most decode
@@ -39,7 +42,7 @@ FIGURES = (
     ("hidden_fraction", "hidden fraction", "%"),
     ("exposed_per_step_ns", "exposed per step (mean)", "ns"),
     ("wait_per_step_ns", "sampler wait per step (mean)", "ns"),
-    ("critical_per_step_ns", "on the critical path per step (exposed + wait)", "ns"),
+    ("critical_per_step_ns", "on the critical path per step (exposed ∪ wait)", "ns"),
     ("forward_per_step_ns", "forward per step (mean)", "ns"),
     ("step_ns", "step time (mean)", "ns"),
     ("instances", "instances", ""),
@@ -87,7 +90,8 @@ def headline(result: AnalysisResult | None, metrics: dict, op: str | None = None
         h["tok_s"] = None
     exp = h["exposed_per_step_ns"]
     if exp is not None:
-        h["critical_per_step_ns"] = exp + (h["wait_per_step_ns"] or 0.0)
+        crit = ps.critical_ns.mean if ps.critical_ns is not None and op is None else None
+        h["critical_per_step_ns"] = crit if crit is not None else exp + (h["wait_per_step_ns"] or 0.0)
     if steps:
         step_ns = sum(st.end_ns - st.start_ns for st in steps) / len(steps)
         h["step_ns"] = step_ns
@@ -142,8 +146,10 @@ def rank_step_grid(result: AnalysisResult | None) -> dict | None:
 
 
 def run_entry(label: str, path: str, overlay: str | None, manifest: dict | None, result: AnalysisResult | None,
-              error: str | None, op: str | None = None) -> dict:
-    """One recording of the report."""
+              error: str | None, op: str | None = None, saving_line: str = "", saving: Any = (),
+              natural: Any = ()) -> dict:
+    """One recording of the report (``saving_line``, ``saving``, ``natural``: what the overlay saves, the
+    pipeline's RecordingResult figures)."""
     metrics = (manifest or {}).get("metrics") or {}
     if not isinstance(metrics, dict):
         metrics = {}
@@ -156,6 +162,9 @@ def run_entry(label: str, path: str, overlay: str | None, manifest: dict | None,
         "analysis": to_builtins(result),
         "error": error,
         "headline": headline(result, metrics, op),
+        "saving_line": saving_line,
+        "saving": [to_builtins(x) for x in saving],
+        "natural": [to_builtins(x) for x in natural],
         "steps": step_columns(result),
         "grid": rank_step_grid(result),
     }

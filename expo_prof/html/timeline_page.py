@@ -10,6 +10,7 @@ from expo_prof.html.timeline_data import encode_for_page
 BODY = """<header>
 <h1 id="title">expo-prof timeline</h1>
 <div class="sub" id="summary"></div>
+<div class="sub" id="headline"></div>
 <div class="controls">
   <label for="step">jump to step</label><input type="number" id="step" step="1">
   <select id="stepsrc" title="whose step numbers"></select>

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from expo_prof.analysis.model import AnalysisResult, Dist
 from expo_prof.report.base import fmt_frac, fmt_ns
+from expo_prof.report.saving import render_saving
 from expo_prof.words import plural
 
 
@@ -84,11 +85,7 @@ class TableReporter:
             view = next((v for v in result.cluster if v.run == run), None)
             if view is not None:
                 self._cluster(con, view)
-            for sv in entry.saving:
-                self._saving(con, sv, len(entry.saving) > 1)
-            for nat in entry.natural:
-                con.print(f"[bold]forward beside the draw[/]{f' (rank {nat.rank})' if len(entry.natural) > 1 else ''}: "
-                          f"{escape(nat.statement)}")
+            render_saving(con, entry.saving, entry.natural)
             con.print(f"[bold]{escape(entry.headline)}[/]")
             if entry.saving_line:
                 con.print(escape(entry.saving_line))
@@ -165,30 +162,6 @@ class TableReporter:
                 )
             con.print(w)
             con.print()
-
-    def _saving(self, con: Console, sv, several: bool) -> None:
-        """What the overlay saves (switchback, expo_prof/analysis/switchback.py): the verdict and its parts."""
-        who = f", rank {sv.rank}" if several else ""
-        t = _table(f"What the overlay saves — switchback, blocks of {sv.block_steps} steps{who}",
-                   ("", "left"), ("", "right"), ("", "left"))
-        t.show_header = False
-        t.add_row("verdict", sv.decision, "")
-        t.add_row("step, vLLM's own path", fmt_ns(sv.off_step_ns), f"{plural(sv.off_steps, 'step')} (off blocks)")
-        t.add_row("step, overlay", fmt_ns(sv.on_step_ns), f"{plural(sv.on_steps, 'step')} (on blocks)")
-        for label, iv, sign in (("saved / step", sv.saving, 1), ("forward change", sv.forward_change, 1),
-                                ("sampler change", sv.sampler_change, 1)):
-            if iv is not None:
-                ci = "" if iv.ci_ns is None else f"95% CI {fmt_ns(iv.ci_ns[0])} to {fmt_ns(iv.ci_ns[1])}"
-                t.add_row(label, fmt_ns(sign * iv.mean_ns), ci)
-        if sv.tokps_change_pct is not None:
-            ci = "" if sv.tokps_ci_pct is None else f"95% CI {sv.tokps_ci_pct[0]:+.2f}% to {sv.tokps_ci_pct[1]:+.2f}%"
-            t.add_row("output tok/s", f"{sv.tokps_change_pct:+.2f}%", ci)
-        if sv.wait_on_ns is not None:
-            t.add_row("sampler wait", fmt_ns(sv.wait_on_ns), "per on step")
-        t.add_row("block pairs", str(sv.pairs), "; ".join(sv.notes))
-        t.columns[-1].no_wrap = False
-        con.print(t)
-        con.print()
 
     def _cluster(self, con: Console, v) -> None:
         """The cluster view (expo_prof/analysis/cluster.py): what bounds a synchronous step, skew, stragglers."""

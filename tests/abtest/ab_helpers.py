@@ -75,8 +75,11 @@ def bench_result(path: Path, *, output_throughput: float, input_len: int = 1536,
     return path
 
 
-def analysis_json(*, exposed_us: float, hidden_us: float, forward_us: float | None, steps: int = 100) -> dict:
-    """An ``analyze --json`` result (built from the real result model) with the given per-step means."""
+def analysis_json(*, exposed_us: float, hidden_us: float, forward_us: float | None, steps: int = 100,
+                  wait_us: float = 0.0) -> dict:
+    """An ``analyze --json`` result (built from the real result model) with the given per-step means.
+
+    The critical path per step is exposed + wait (a wait after the draw ended: nothing to count once)."""
     from expo_prof.analysis import model as m
 
     def dist(mean_us: float) -> m.Dist:
@@ -86,13 +89,15 @@ def analysis_json(*, exposed_us: float, hidden_us: float, forward_us: float | No
     zero = m.Dist(n=0, mean=0.0, p50=0, p99=0, max=0)
     exp_total = exposed_us + hidden_us
     per_step = m.StepDists(total_ns=dist(exp_total), hidden_ns=dist(hidden_us), exposed_ns=dist(exposed_us),
-                           forward_ns=dist(forward_us) if forward_us is not None else zero, wait_ns=zero)
+                           forward_ns=dist(forward_us) if forward_us is not None else zero,
+                           wait_ns=dist(wait_us) if wait_us else zero, critical_ns=dist(exposed_us + wait_us))
     per_inst = m.InstanceDists(total_ns=dist(exp_total), hidden_ns=dist(hidden_us), exposed_ns=dist(exposed_us))
     tot = int(exp_total * 1e3) * steps
     hid = int(hidden_us * 1e3) * steps
     summary = m.Summary(
         instances=steps, total_ns=tot, hidden_ns=hid, exposed_ns=tot - hid, hidden_fraction=hid / tot if tot else None,
-        forward_ns=int((forward_us or 0) * 1e3) * steps, wait_ns=0, wall_ns=tot, wall_hidden_ns=hid,
+        forward_ns=int((forward_us or 0) * 1e3) * steps, wait_ns=int(wait_us * 1e3) * steps,
+        critical_ns=tot - hid + int(wait_us * 1e3) * steps, wall_ns=tot, wall_hidden_ns=hid,
         wall_hidden_fraction=hid / tot if tot else None, ranks=1, steps=steps, per_instance=per_inst, per_step=per_step,
     )
     result = m.AnalysisResult(tool_version="test", op=None, inputs=["."], summary=summary, ranks=[], steps=[],

@@ -16,6 +16,12 @@ import pytest
         (["--repeat", "0", "--", "python", "-m", "vllm.entrypoints.openai.api_server"], "--repeat must be at least 1"),
         (["--no-load", "--", "python", "-m", "vllm.entrypoints.openai.api_server"], "--no-load"),
         (["--num-prompts", "0", "--", "python", "-m", "vllm.entrypoints.openai.api_server"], "--num-prompts must be at least 1"),
+        (["--switchback", "--repeat", "3", "--", "python", "-m", "vllm.entrypoints.openai.api_server"],
+         "--switchback cannot be combined with --repeat"),
+        (["--switchback", "--block-steps", "1", "--", "python", "-m", "vllm.entrypoints.openai.api_server"],
+         "--block-steps must be at least 2"),
+        (["--block-steps", "4", "--", "python", "-m", "vllm.entrypoints.openai.api_server"],
+         "--block-steps only applies with --switchback"),
     ],
 )
 def test_bad_ab_invocations(tmp_path, cli, args, needle):

@@ -31,7 +31,8 @@ def test_contention_outweighing_the_hidden_time_is_named(tmp_path, cli):
     s = _session(tmp_path, [10000.0, 10010.0, 9995.0], [10800.0, 10812.0, 10790.0])
     out = json.loads(cli("compare", str(s), "--json").stdout)
     m = out["mechanism"]
-    # THEN removed = exposed off − on (measured), slowdown = forward on − off, net = removed − slowdown
+    # THEN removed = critical path off − on (measured: exposed, no wait here), slowdown = forward on − off,
+    # net = removed − slowdown
     assert m["available"] and m["removed_basis"].startswith("measured")
     assert m["exp_removed_us"] == pytest.approx(280.0)
     assert m["forward_slowdown_us"] == pytest.approx((10800 + 10812 + 10790 - 10000 - 10010 - 9995) / 3)
@@ -75,3 +76,37 @@ def test_no_traces_no_mechanism(tmp_path, cli):
     m = json.loads(cli("compare", str(s), "--json").stdout)["mechanism"]
     # THEN the mechanism says it is unknown and why
     assert m["available"] is False and "mechanism unknown" in m["statement"]
+
+
+def test_the_sampler_wait_is_taken_off_what_the_overlay_removes(tmp_path, cli):
+    # GIVEN on runs that hide the whole draw (exposed 20 µs) but whose sampler waits 250 µs per step for q
+    runs = []
+    for i in range(3):
+        runs += [
+            (False, {"output_throughput": 1000.0 - i}, analysis_json(exposed_us=300.0, hidden_us=0.0, forward_us=1e4)),
+            (True, {"output_throughput": 999.0 - i},
+             analysis_json(exposed_us=20.0, hidden_us=280.0, forward_us=1e4, wait_us=250.0)),
+        ]
+    s = session_dir(tmp_path / "s", runs)
+    m = json.loads(cli("compare", str(s), "--json").stdout)["mechanism"]
+    # THEN what leaves the critical path is 300 − (20 + 250) = 30 µs, not the 280 µs of exposed time
+    assert m["exp_removed_us"] == pytest.approx(30.0)
+    assert "critical-path" in m["removed_basis"]
+
+
+def test_the_committed_sample_removes_the_wait_not_the_overlap(cli):
+    """GIVEN the committed real off/on session (tiny Llama, vLLM CPU): the off run's inline draw is exposed
+    ~57 µs per step; the on run hides every draw but its sampler waits ~52 µs per step for q
+    WHEN compared THEN the mechanism's removed time is the critical path off − on (exposed off − (exposed on ∪
+    wait on)), a few µs — not the 57 µs of exposed time the overlap alone would suggest."""
+    from shared_paths import REPO  # type: ignore[import-not-found]
+
+    from expo_prof.pipeline import run
+
+    session = REPO / "traces" / "samples" / "tiny-cpu-off-on"
+    off, on = (run([session / d]).document.runs[0].summary for d in ("01-off", "02-on"))
+    assert on.wait_ns and on.per_step.wait_ns.mean > 40_000 and on.exposed_ns == 0
+    expected_us = (off.per_step.critical_ns.mean - on.per_step.critical_ns.mean) / 1e3
+    m = json.loads(cli("compare", str(session), "--json").stdout)["mechanism"]
+    assert m["exp_removed_us"] == pytest.approx(expected_us)
+    assert 0 < m["exp_removed_us"] < 10.0 < off.per_step.exposed_ns.mean / 1e3 - 40.0

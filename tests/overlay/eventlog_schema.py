@@ -18,12 +18,14 @@ WINDOW = (list, NoneType)
 HEADER = {
     "type": str, "schema": int, "pid": int, "host": str, "rank": int, "backend": str,
     "lane": str, "instrument": bool, "run_id": (str, NoneType), "versions": dict,
-    "clock": str, "mono_ns": int, "wall_ns": int,
+    "clock": str, "mono_ns": int, "wall_ns": int, "mode": str, "block_steps": (int, NoneType),
 }
 STEP = {
     "type": str, "step": int, "rank": int, "rows": int, "vocab": int, "dtype": str,
     "launched": bool, "used": bool, "fallback": (str, NoneType), "t0_ns": int,
     "fwd": WINDOW, "exp": WINDOW, "wait": WINDOW, "timing": str,
+    "sample": WINDOW, "host_end": (int, NoneType), "phase": str, "block": (int, NoneType), "reqs": int,
+    "tokens": int,
 }
 NOTICE = {"type": str, "level": str, "code": str, "message": str, "t_ns": int}
 SUMMARY = {"type": str, "steps": int, "launched": int, "used": int, "fallbacks": dict, "t_ns": int,
@@ -56,6 +58,8 @@ def check_lines(lines: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     assert header["backend"] in ("cpu", "cuda", "npu", "xpu")
     assert header["lane"] in ("thread", "stream")
     assert header["clock"] == "monotonic"
+    assert header["mode"] in ("on", "switchback")
+    assert (header["block_steps"] is not None) == (header["mode"] == "switchback")
     assert set(header["versions"]) >= {"expo_prof", "vllm", "torch", "torch_npu"}
     by_type: dict[str, list[dict[str, Any]]] = {"header": [header], "step": [], "notice": [], "summary": []}
     for obj in lines[1:]:
@@ -72,8 +76,15 @@ def check_lines(lines: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
                 assert obj["launched"] and obj["fallback"] is None
             if not obj["launched"]:
                 assert obj["rows"] == 0 and obj["vocab"] == 0 and not obj["used"]
-            for name in ("fwd", "exp", "wait"):
+            for name in ("fwd", "exp", "wait", "sample"):
                 _check_window(name, obj[name])
+            assert obj["phase"] in ("on", "off")
+            assert (obj["block"] is not None) == (header["mode"] == "switchback")
+            if obj["phase"] == "off":  # vLLM's own path: nothing launched, nothing to fall back from but the batch
+                assert header["mode"] == "switchback" and not obj["launched"]
+                assert obj["fallback"] in (None, "all_greedy", "all_seeded")
+            if obj["launched"]:
+                assert obj["rows"] == obj["reqs"]
         elif kind == "notice":
             _check_fields(obj, NOTICE)
             assert obj["level"] in ("info", "warning", "error")

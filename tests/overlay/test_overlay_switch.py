@@ -8,8 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from overlay.contract import ENV_INSTRUMENT, ENV_SWITCH, ENV_SWITCH_ALIAS, FALSE_WORDS, TRUE_WORDS
-from overlay.switch import SwitchError, instrument_enabled, overlay_enabled
+from overlay.contract import (
+    DEFAULT_SWITCHBACK_BLOCK,
+    ENV_INSTRUMENT,
+    ENV_SWITCH,
+    ENV_SWITCH_ALIAS,
+    ENV_SWITCHBACK_BLOCK,
+    FALSE_WORDS,
+    MODE_SWITCHBACK,
+    TRUE_WORDS,
+)
+from overlay.switch import SwitchError, instrument_enabled, overlay_enabled, overlay_mode, switchback_block
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -128,3 +137,63 @@ def test_lane_cpus_bad_value_is_a_clear_error(raw):
     with pytest.raises(SwitchError) as info:
         lane_cpus({ENV_LANE_CPUS: raw})
     assert f"{ENV_LANE_CPUS}={raw!r}" in str(info.value) and "auto" in str(info.value)
+
+
+# ------------------------------------------------------------------------------------------------ switchback
+
+
+@pytest.mark.parametrize("raw", ["switchback", "SwitchBack", "  switchback\n"])
+def test_switchback_is_a_mode_of_the_main_switch(raw):
+    # GIVEN the main switch set to "switchback" (any case, blanks around) WHEN read
+    # THEN the overlay runs (enabled) in switchback mode
+    assert overlay_mode({ENV_SWITCH: raw}) == MODE_SWITCHBACK
+    assert overlay_enabled({ENV_SWITCH: raw}) is True
+
+
+@pytest.mark.parametrize(("env", "mode"), [
+    ({ENV_SWITCH: "1"}, "on"), ({ENV_SWITCH: "0"}, None), ({}, None), ({ENV_SWITCH_ALIAS: "yes"}, "on"),
+    ({ENV_SWITCH: "switchback", ENV_SWITCH_ALIAS: "1"}, MODE_SWITCHBACK),
+])
+def test_modes_of_the_switch_and_its_alias(env, mode):
+    # GIVEN the two variables as record and users set them WHEN read THEN the mode: on, switchback or off (None)
+    assert overlay_mode(env) == mode
+
+
+def test_switchback_and_an_off_alias_disagree():
+    # GIVEN the main switch asking for switchback but the alias saying off
+    # WHEN read THEN one line names both (they cannot both be right)
+    with pytest.raises(SwitchError) as info:
+        overlay_mode({ENV_SWITCH: "switchback", ENV_SWITCH_ALIAS: "0"})
+    assert "disagree" in str(info.value) and ENV_SWITCH_ALIAS in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_alias_takes_no_switchback():
+    # GIVEN vllm-ascend's alias set to "switchback" (it only knows on/off) WHEN read THEN refused, naming it
+    with pytest.raises(SwitchError) as info:
+        overlay_mode({ENV_SWITCH_ALIAS: "switchback"})
+    assert f"{ENV_SWITCH_ALIAS}='switchback'" in str(info.value)
+
+
+def test_a_bad_main_value_names_switchback_among_the_allowed_words():
+    with pytest.raises(SwitchError) as info:
+        overlay_mode({ENV_SWITCH: "switch"})
+    message = str(info.value)
+    assert "\n" not in message and f"{ENV_SWITCH}='switch'" in message and MODE_SWITCHBACK in message
+
+
+@pytest.mark.parametrize(("raw", "steps"), [(None, DEFAULT_SWITCHBACK_BLOCK), ("", DEFAULT_SWITCHBACK_BLOCK),
+                                             ("2", 2), (" 16 ", 16)])
+def test_block_length(raw, steps):
+    # GIVEN EXPO_PROF_SWITCHBACK_BLOCK unset, blank or a whole number WHEN read THEN that many steps per block
+    env = {} if raw is None else {ENV_SWITCHBACK_BLOCK: raw}
+    assert switchback_block(env) == steps
+
+
+@pytest.mark.parametrize("raw", ["1", "0", "-4", "8.0", "eight", "1e3"])
+def test_a_bad_block_length_is_one_line(raw):
+    # GIVEN a block length below 2 (washout drops a block's first step) or not a whole number
+    # WHEN read THEN one line names the variable, the value and the rule
+    with pytest.raises(SwitchError) as info:
+        switchback_block({ENV_SWITCHBACK_BLOCK: raw})
+    message = str(info.value)
+    assert "\n" not in message and f"{ENV_SWITCHBACK_BLOCK}={raw!r}" in message and "at least 2" in message

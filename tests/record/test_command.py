@@ -54,6 +54,22 @@ def test_profiler_config_fits_the_installed_vllm(tmp_path):
     assert none.argv == API and none.profiler_dir is None
 
 
+def test_switchback_sets_the_mode_and_the_block_length(tmp_path):
+    # GIVEN a recorded run asked to switch back in blocks of 6 steps
+    inj = inject(parse_target(API), run_dir=tmp_path, overlay=True, profiler="none", vllm_version="0.32.0", run_id="r",
+                 switchback_block=6)
+    # THEN the overlay runs in switchback mode with that block length; the alias just says "on" (it takes no mode)
+    assert (inj.env["EXPO_PROF_ASYNC_EXPONENTIAL"], inj.env["EXPO_PROF_SWITCHBACK_BLOCK"]) == ("switchback", "6")
+    assert inj.env["VLLM_ASCEND_ENABLE_ASYNC_EXPONENTIAL"] == "1"
+    from overlay.switch import overlay_mode, switchback_block
+
+    assert overlay_mode(inj.env) == "switchback" and switchback_block(inj.env) == 6
+    # AND without it the run is a plain on run: no block length in its environment
+    plain = inject(parse_target(API), run_dir=tmp_path, overlay=True, profiler="none", vllm_version="0.32.0",
+                   run_id="r")
+    assert plain.env["EXPO_PROF_ASYNC_EXPONENTIAL"] == "1" and "EXPO_PROF_SWITCHBACK_BLOCK" not in plain.env
+
+
 def test_wrapper_scripts_get_no_injected_flags(tmp_path):
     # GIVEN a wrapper script whose argument handling is unknown
     script = tmp_path / "serve.sh"

@@ -122,6 +122,21 @@ def test_command_not_found_is_one_clear_line(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize("args,needle", [
+    (["--overlay", "switchback", "--repeat", "2"], "--overlay switchback measures both sides in one run"),
+    (["--overlay", "switchback", "--block-steps", "1"], "--block-steps must be at least 2"),
+    (["--overlay", "on", "--block-steps", "8"], "--block-steps only applies with --overlay switchback"),
+])
+def test_switchback_options_that_do_not_fit_are_one_line(tmp_path, args, needle):
+    # GIVEN switchback options that contradict each other WHEN recorded
+    proc = record(["--out", str(tmp_path / "r"), *args, "--", sys.executable, "-m",
+                   "vllm.entrypoints.openai.api_server", "--model", "m"], tmp_path, timeout=60)
+    # THEN one clear line, exit 2, nothing created or launched
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr
+    assert not (tmp_path / "r").exists()
+
+
 def test_port_already_in_use(tiny_model, tmp_path):
     # GIVEN something already listening on the command's port
     with socket.socket() as s:

@@ -40,6 +40,17 @@
           (H.tok_s !== null ? " · measured " + H.tok_s.toFixed(1) + " tok/s" : "")),
       );
     }
+    if (draw) {
+      // What the overlay saves: measured by switchback in this run, or said not to be measured (overlap is not saving).
+      const sv = (P.saving || [])[0];
+      if (sv && sv.saving) {
+        const ci = sv.saving.ci_ns ? "95% CI " + Expo.fmtNs(sv.saving.ci_ns[0]) + " to " + Expo.fmtNs(sv.saving.ci_ns[1]) : "no CI (too few block pairs)";
+        const tok = sv.tokps_change_pct === null ? "" : " · output tok/s " + (sv.tokps_change_pct > 0 ? "+" : "") + sv.tokps_change_pct.toFixed(2) + "%";
+        cards.append(card("c-saving", "saved per step (switchback): " + sv.decision, Expo.fmtNs(sv.saving.mean_ns), ci + tok));
+      } else {
+        cards.append(card("c-saving", "saved per step", "not measured", P.saving_line || ""));
+      }
+    }
     const mech = D.ab && D.ab.mechanism;
     if (mech && mech.available && mech.forward_slowdown_us !== null) {
       cards.append(card("c-fwdcost", "forward-pass cost of overlap", (mech.forward_slowdown_us > 0 ? "+" : "") + mech.forward_slowdown_us.toFixed(1) + " µs/step",

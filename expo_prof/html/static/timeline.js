@@ -504,6 +504,8 @@
       ", exposed " + Expo.fmtNs(g.exposed_ns) + " of " + Expo.fmtNs(g.total_ns);
   });
   Expo.setText("summary", summary.join(" · "));
+  // The pipeline's headline (overlap beside what the step pays) and what the overlay saves, as every command says.
+  if (D.run) Expo.setText("headline", [D.run.headline, D.run.saving_line].filter((x) => x).join(" — "));
   const nSteps = Array.from(stepWins.values()).reduce((m, w) => Math.max(m, w.size), 0);
   const target = D.run && D.run.target ? "matched-op" : "exponential";
   const notes = [D.lod.text + ".", nInst + " " + target + " instances drawn individually.", nSteps + " steps."];

@@ -1,0 +1,57 @@
+"""What the overlay saves, as rich tables: switchback's verdict and its parts, and the forward beside the draw.
+
+Shared by ``analyze`` (under each recording) and ``compare RUN`` of a
+switchback run. The figures come from :mod:`expo_prof.analysis.switchback`.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from expo_prof.analysis.switchback import Natural, Saving
+from expo_prof.report.base import fmt_ns
+from expo_prof.words import plural
+
+
+def _ci(ci: list[float] | None) -> str:
+    return "" if ci is None else f"95% CI {fmt_ns(ci[0])} to {fmt_ns(ci[1])}"
+
+
+def saving_table(sv: Saving, several: bool = False) -> Table:
+    """One rank's switchback result: verdict, step time per phase, saving, tok/s, contention, wait."""
+    who = f", rank {sv.rank}" if several else ""
+    t = Table(title=f"What the overlay saves — switchback, blocks of {sv.block_steps} steps{who}",
+              title_justify="left", title_style="bold", pad_edge=False, box=None, show_header=False)
+    for just in ("left", "right", "left"):
+        t.add_column(justify=just)  # type: ignore[arg-type]
+    t.add_row("verdict", sv.decision, "")
+    t.add_row("step, vLLM's own path", fmt_ns(sv.off_step_ns), f"{plural(sv.off_steps, 'step')} (off blocks)")
+    t.add_row("step, overlay", fmt_ns(sv.on_step_ns), f"{plural(sv.on_steps, 'step')} (on blocks)")
+    if sv.saving is not None:
+        t.add_row("saved / step", fmt_ns(sv.saving.mean_ns), _ci(sv.saving.ci_ns))
+    if sv.tokps_change_pct is not None:
+        ci = "" if sv.tokps_ci_pct is None else f"95% CI {sv.tokps_ci_pct[0]:+.2f}% to {sv.tokps_ci_pct[1]:+.2f}%"
+        t.add_row("output tok/s", f"{sv.tokps_change_pct:+.2f}%", ci)
+    if sv.forward_change is not None:
+        t.add_row("forward, on − off", fmt_ns(sv.forward_change.mean_ns), _ci(sv.forward_change.ci_ns)
+                  + " (contention with the lane)")
+    if sv.sampler_change is not None:
+        t.add_row("sampler, on − off", fmt_ns(sv.sampler_change.mean_ns), _ci(sv.sampler_change.ci_ns))
+    if sv.wait_on_ns is not None:
+        t.add_row("sampler wait", fmt_ns(sv.wait_on_ns), "per on step")
+    t.add_row("block pairs", str(sv.pairs), "; ".join(sv.notes))
+    if sv.steps_needed is not None:
+        t.add_row("to settle", f"~{sv.steps_needed}", "steps (80% power at alpha 0.05)")
+    return t
+
+
+def render_saving(con: Console, savings: list[Saving], natural: list[Natural]) -> None:
+    """Every rank's saving table, then the forward-beside-the-draw line of each rank."""
+    for sv in savings:
+        con.print(saving_table(sv, len(savings) > 1))
+        con.print()
+    for nat in natural:
+        who = f" (rank {nat.rank})" if len(natural) > 1 else ""
+        con.print(f"[bold]forward beside the draw{who}[/]: {escape(nat.statement)}")

@@ -1,0 +1,109 @@
+"""Switchback measures what `ab` measures: both, on the real vLLM CPU server, for two opposite true effects.
+
+GIVEN the two configurations of ``bench/switchback_proof.py`` — the fp64-Gumbel
+path with the lane on the free core (the overlay should win) and vLLM CPU's
+default fused path with the lane forced onto the model's core (it should
+lose) — each measured by ``expo-prof ab --repeat 3`` (six server launches) and
+by ``expo-prof ab --switchback`` (one launch) with the same built-in workload,
+THEN switchback's estimate of the output tok/s change has the sign of ab's and
+lies inside ab's 95 % confidence interval; and both sessions are what their
+commands promise (this also is the end-to-end test of `ab`: runs in
+alternating order, the tables, a verdict with its uncertainty, numbers that are
+the runs' own, the mechanism).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from switchback_proof import CONFIGS, inside, measure, model_dir  # noqa: E402
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture(scope="module")
+def measured(vllm_available, vllm_lock, tmp_path_factory):
+    """Both configurations measured both ways (one server at a time)."""
+    model = model_dir()
+    work = tmp_path_factory.mktemp("switchback-vs-ab")
+    with vllm_lock(timeout_s=1800):
+        return {name: measure(name, work, model=model) for name in CONFIGS}
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_switchback_lies_inside_abs_confidence_interval(measured, config):
+    m = measured[config]
+    t, s = m.ab_tput, m.saving
+    report = (f"{config}: ab {t['change_pct']:+.1f}% CI {t['ci_pct']}; switchback {s['tokps_change_pct']:+.1f}% "
+              f"CI {s['tokps_ci_pct']} ({s['statement']})")
+    # THEN ab sees the effect the configuration was built for (else the check below would prove nothing)
+    assert np.sign(t["change_pct"]) == CONFIGS[config]["expect"], report
+    # AND switchback's estimate has that sign, with its own verdict, and lies inside ab's 95 % CI
+    assert np.sign(s["tokps_change_pct"]) == np.sign(t["change_pct"]), report
+    assert t["ci_pct"] is not None and inside(s["tokps_change_pct"], t["ci_pct"]), report
+    assert s["decision"] == ("enable" if CONFIGS[config]["expect"] > 0 else "keep off"), report
+
+
+def test_the_ab_session_is_what_ab_promises(measured):
+    m = measured["lane-free-fp64"]
+    session, result = m.ab_dir, m.ab
+    # THEN the session holds off, on, off, on, off, on, all ok
+    s = json.loads((session / "session.json").read_text())
+    assert [(r["dir"], r["overlay"], r["status"]) for r in s["runs"]] == [
+        (f"{i:02d}-{'on' if i % 2 == 0 else 'off'}", i % 2 == 0, "ok") for i in range(1, 7)]
+    # AND the verdict states its uncertainty, paired over the 3 pairs
+    v = result["verdict"]
+    assert v["decision"] in ("enable", "keep off", "no significant difference")
+    assert "95% CI" in v["statement"] and "paired t p=" in v["statement"] and "3 pairs" in v["statement"]
+    assert result["design"]["paired"] is True and result["design"]["pairs"] == 3
+    # AND each run's value is the one the run recorded; the means and change are computed from them
+    tput = m.ab_tput
+    rec = {d: json.loads((session / d / "workload.json").read_text())["metrics"]["output_throughput"]
+           for d in ("01-off", "02-on", "03-off", "04-on", "05-off", "06-on")}
+    assert tput["a"]["values"] == [rec["01-off"], rec["03-off"], rec["05-off"]]
+    assert tput["b"]["values"] == [rec["02-on"], rec["04-on"], rec["06-on"]]
+    mean_a = np.mean(tput["a"]["values"])
+    assert tput["change_pct"] == pytest.approx(100 * (np.mean(tput["b"]["values"]) - mean_a) / mean_a, rel=1e-12)
+    # AND the workload is the one asked for, the same for all runs
+    assert result["workload"]["num_prompts"] == 8 and result["workload"]["input_len"] == 32
+    # AND the on runs' overlay logs gave the mechanism its per-step numbers, the wait counted
+    by = {x["name"]: x for x in result["metrics"]}
+    assert by["forward_us_per_step"]["b"]["n"] == 3 and by["critical_us_per_step"]["b"]["n"] == 3
+    assert result["mechanism"]["available"] is True
+    assert all((session / d / "analysis.json").is_file() for d in ("02-on", "04-on", "06-on"))
+    assert not os.environ.get("EXPO_PROF_ASYNC_EXPONENTIAL")  # the switch never leaked into the test process
+
+
+def test_the_switchback_run_is_what_the_overlay_promises(measured, cli):
+    m = measured["lane-free-fp64"]
+    run = m.switchback_dir
+    # THEN one run, recorded as switchback with its block length
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert (manifest["overlay"], manifest["switchback_block"], manifest["status"]) == ("switchback", 8, "ok")
+    # AND its event log alternates blocks in the documented order, off steps on vLLM's own path
+    (log,) = (run / "overlay").glob("expo-prof-events-*.jsonl")
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert lines[0]["mode"] == "switchback" and lines[0]["block_steps"] == 8
+    steps = [x for x in lines if x["type"] == "step" and x["reqs"] > 0]
+    from overlay.sampler import switchback_phase
+
+    assert [x["phase"] for x in steps] == [switchback_phase(k, 8) for k in range(len(steps))]
+    assert all(not x["launched"] for x in steps if x["phase"] == "off")
+    assert sum(x["used"] for x in steps if x["phase"] == "on") >= 0.9 * sum(x["phase"] == "on" for x in steps)
+    # AND the saving figures come from enough of the run: most steps compared, pairs many
+    s = m.saving
+    assert s["pairs"] >= 10 and s["off_steps"] + s["on_steps"] >= 0.6 * len(steps)
+    # AND every command says the same saving line: compare (JSON), analyze (JSON and text)
+    doc = json.loads(cli("analyze", str(run), "--json").stdout)
+    assert doc["runs"][0]["saving_line"] == m.switchback["saving_line"]
+    assert doc["runs"][0]["saving"] == m.switchback["saving"]
+    text = cli("analyze", str(run)).stdout
+    assert "What the overlay saves" in text and "forward beside the draw" in text
+    assert " ".join(m.switchback["saving_line"].split()) in " ".join(text.split())
