@@ -1,4 +1,5 @@
-"""``expo-prof export RUN -o annotated.json``: the source trace, whole, with hidden/exposed/instance/step tracks."""
+"""``expo-prof export RUN -o annotated.json``: the source trace (JSON: whole; Perfetto: its timed events) with
+hidden/exposed/instance/step tracks."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from expo_prof.cli.common import options, show_notes, target_options
 
 @cli_command(
     "export",
-    summary="The recording's traces, whole, as one Chrome-trace JSON or Perfetto trace with the analysis as tracks.",
+    summary="The recording's traces as one Chrome-trace JSON (whole) or Perfetto trace (their timed events), with the "
+            "analysis as tracks.",
     examples=[
         "expo-prof export traces/RUN -o annotated.json.gz    # open in Perfetto UI or chrome://tracing",
         "expo-prof export trace.json.gz --op nccl -o nccl.json",
@@ -25,13 +27,16 @@ from expo_prof.cli.common import options, show_notes, target_options
                    "(default annotated.pftrace).")
 @click.option("--format", "fmt", type=click.Choice(["json", "perfetto"]), default="json", show_default=True,
               help="json: Chrome Trace Event JSON with every source event, flow, metadata entry and arg kept. "
-                   "perfetto: Perfetto's native protobuf (TrackDescriptor/TrackEvent packets; no JSON-importer limits).")
+                   "perfetto: Perfetto's native protobuf (TrackDescriptor/TrackEvent packets; no JSON-importer limits) "
+                   "with every complete and instant event of the sources (Python stacks too) but no args, metadata or "
+                   "counters; the summary counts per category what is in the file and what is left out.")
 @target_options
 @click.pass_obj
 def command(settings, paths, output, fmt, op, source, max_bytes, jobs, ray) -> int:
     """Write the run's traces as one file for Perfetto UI (or chrome://tracing, MindStudio
-    Insight for JSON): the source trace as it was recorded, plus added tracks for each
-    exponential instance, its hidden and exposed parts, and the steps.
+    Insight for JSON): the source trace as it was recorded (JSON), or its timed events
+    (Perfetto), plus added tracks for each exponential instance, its hidden and exposed
+    parts, and the steps.
     """
     from expo_prof.console import console
     from expo_prof import output as out_mod
@@ -48,12 +53,30 @@ def command(settings, paths, output, fmt, op, source, max_bytes, jobs, ray) -> i
     show_notes(settings, doc.warnings, doc.info)
     s = doc.stats
     ranks = s.get("ranks") or []
+    where = f"from {s['sources']} source(s), rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks))}"
+    if fmt == "perfetto":
+        what = f"{where}: {_by_category(s)}"
+    else:
+        what = f"{s['source_events']} source events incl. {s['flows']} flow events {where}"
     console.print(
-        f"export: {escape(str(output))} ({n / 1e6:.1f} MB; {s['source_events']} source events incl. {s['flows']} flow "
-        f"events from {s['sources']} source(s), rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks))} "
+        f"export: {escape(str(output))} ({n / 1e6:.1f} MB; {escape(what)} "
         f"+ {s['instances']} instances, {s['hidden']} hidden / {s['exposed']} exposed slices, {s['steps']} steps)"
     )
     console.print(escape(doc.headline))
     if doc.saving_line:
         console.print(escape(doc.saving_line))
     return 0
+
+
+def _by_category(s: dict) -> str:
+    """What a Perfetto export holds of its sources and what it leaves out, counted per category."""
+
+    def listed(c: dict) -> str:
+        return ", ".join(f"{k} {v}" for k, v in sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    written, left = s["written"], s["left"]
+    text = f"{sum(written.values())} source events in the file ({listed(written) or 'none'})"
+    if not left:
+        return text + ", none left out;"
+    return (f"{text}, {sum(left.values())} left out ({listed(left)}; --format json passes Chrome-trace sources "
+            "through whole);")

@@ -1,11 +1,13 @@
-"""``expo-prof export``: one recording's traces, whole, with the analysis added as tracks.
+"""``expo-prof export``: one recording's traces with the analysis added as tracks.
 
 Two formats: the Chrome Trace Event JSON (:mod:`.chrome`; the source's own
 events, flows, metadata and args passed through) and Perfetto's native
-protobuf (:mod:`.perfetto`; TrackDescriptor / TrackEvent packets). Both add
-the same tracks (:mod:`.tracks`). Like every command, the figures come from
-:func:`expo_prof.pipeline.run`; only the pass-through reads a source's bytes
-again, for what the Timeline does not keep.
+protobuf (:mod:`.perfetto`; TrackDescriptor / TrackEvent packets: the
+sources' timed events, without args, metadata or counters, and a count of
+what it leaves out). Both add the same tracks (:mod:`.tracks`). Like every
+command, the figures come from :func:`expo_prof.pipeline.run`; only the
+writers read a source's bytes again, for what the Timeline does not keep
+(:mod:`.chrome_source`, :mod:`.perfetto_source`).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def export_document(paths: Sequence[Path], *, fmt: str = "json", options: Option
     if fmt == "perfetto":
         from expo_prof.export.perfetto import export_perfetto
 
-        chunks, stats, warns = export_perfetto(rr, opts.op)
+        chunks, stats, warns = export_perfetto(rr, opts.op, max_bytes)
     else:
         from expo_prof.export.chrome import export_chrome
 

@@ -106,10 +106,8 @@ class _Plan:
         # file's bytes are in memory; the first is read now (its top-level keys open the document).
         self.files: list[list[Path] | None] = []
         for t in self.tls:
-            files = [Path(f) for f in (t.meta.get("merged_from") or [t.source])]
-            # One rank of a multi-rank export read back: its file holds the other ranks too; from the timeline.
-            whole = "split_from" not in t.meta
-            self.files.append(files if whole and t.fmt in cs.JSON_FMTS and all(f.is_file() for f in files) else None)
+            # (One rank of a multi-rank export read back: its file holds the other ranks too; from the timeline.)
+            self.files.append(cs.source_files(t))
         # Passed-through files first (the source's events open the array), then what is written from Timelines.
         order = sorted(range(len(self.tls)), key=lambda i: self.files[i] is None)
         self.tls = [self.tls[i] for i in order]

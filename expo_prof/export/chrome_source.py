@@ -80,6 +80,18 @@ def load_raw(path: Path, max_bytes: int) -> RawSource:
     return RawSource(path, top, [ev] if ev is not None else [], data)
 
 
+def source_files(t: Any, *, split_ok: bool = False) -> list[Path] | None:
+    """The files a Timeline was read from when they are a Chrome trace that can be read again (None if not).
+
+    One rank of a multi-rank export (``split_from``) shares its file with the other ranks: only with
+    ``split_ok``, for a caller that picks the rank's events itself.
+    """
+    files = [Path(f) for f in (t.meta.get("merged_from") or [t.source])]
+    if ("split_from" in t.meta and not split_ok) or t.fmt not in JSON_FMTS:
+        return None
+    return files if all(f.is_file() for f in files) else None
+
+
 def us_to_ns(ts: float | int) -> int:
     """A JSON µs number → ns, from its decimal digits (``ts * 1000`` in binary is off by one ns past ~1e12 µs)."""
     if isinstance(ts, int):

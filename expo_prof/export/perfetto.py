@@ -19,21 +19,27 @@ unchanged). What it holds, following Perfetto's track-event rules
 * Slices are ``TYPE_SLICE_BEGIN`` / ``TYPE_SLICE_END`` pairs. Perfetto wants
   them strictly nested per track; events of one lane that overlap without
   nesting (possible in any trace) go to the lane's next overflow track
-  (``lane #2`` …), so every track stays balanced and nested.
+  (``lane #2`` …), so every track stays balanced and nested. Instants are
+  ``TYPE_INSTANT`` on the lane's first track.
 * Timestamps (ns, absolute, on the recording's clock) never decrease along
   the sequence.
 * Kineto flow events (launch → kernel) become ``flow_ids`` on the slice that
   starts the flow and ``terminating_flow_ids`` on the one that ends it;
   correlation ids and overlay-log step numbers become debug annotations.
 
-This is the Timeline's view of a source (names, times, lanes, kinds, flows,
-correlation, step): the source's other args and metadata are kept only by
-the JSON export.
+A source holds more than its Timeline: a Chrome-trace source's other
+complete events (Python frames, the whole-trace span, Ascend's derived lanes)
+and its instants are read again from its bytes (:mod:`.perfetto_source`) and
+written on the tracks of their threads; what is still left out (metadata,
+counters, args, flows with one end) is counted per category in the stats
+(``written`` / ``left``) that the command prints. Args are kept only by the
+JSON export.
 """
 
 from __future__ import annotations
 
 import struct
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,14 +47,18 @@ import numpy as np
 
 from expo_prof import __version__
 from expo_prof.clocks import clock_offsets
+from expo_prof.errors import BadInput
+from expo_prof.export import chrome_source as cs
 from expo_prof.export.chrome import _cat
+from expo_prof.export.perfetto_source import Carried, carry
 from expo_prof.export.tracks import ADDED_CAT, analysis_tracks
 from expo_prof.pipeline.result import RecordingResult
+from expo_prof.readers.source import DEFAULT_MAX_DECOMPRESSED
 from expo_prof.timeline import LaneKind, Timeline
 
 #: The one packet sequence of the file.
 SEQ = 1
-BEGIN, END = 1, 2  # TrackEvent.Type
+BEGIN, END, INSTANT = 1, 2, 3  # TrackEvent.Type
 SEQ_CLEARED, SEQ_NEEDS = 1, 2  # TracePacket.SequenceFlags
 #: The first packet's track name starts with this (expo_prof.output.PERFETTO recognises its own files by it).
 MARK = "expo-prof export"
@@ -108,19 +118,33 @@ def nest_levels(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 def begin_end(order: np.ndarray, start: np.ndarray, end: np.ndarray) -> list[tuple[int, int, int]]:
     """(ts, BEGIN/END, slice) for slices that nest on one track, in a valid order (non-decreasing ts)."""
-    out: list[tuple[int, int, int]] = []
+    return list(zip(*begin_end_columns(order, start, end)))
+
+
+def begin_end_columns(order: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[list[int], list[int], list[int]]:
+    """:func:`begin_end` as three columns: ts, BEGIN/END, slice (no tuple per event: a stack trace has millions)."""
+    ts: list[int] = []
+    typ: list[int] = []
+    idx: list[int] = []
     stack: list[int] = []
     st, en = start.tolist(), end.tolist()
     for i in order.tolist():
-        while stack and en[stack[-1]] <= st[i]:
+        s = st[i]
+        while stack and en[stack[-1]] <= s:
             j = stack.pop()
-            out.append((en[j], END, j))
-        out.append((st[i], BEGIN, i))
+            ts.append(en[j])
+            typ.append(END)
+            idx.append(j)
+        ts.append(s)
+        typ.append(BEGIN)
+        idx.append(i)
         stack.append(i)
     while stack:
         j = stack.pop()
-        out.append((en[j], END, j))
-    return out
+        ts.append(en[j])
+        typ.append(END)
+        idx.append(j)
+    return ts, typ, idx
 
 
 class _Writer:
@@ -133,8 +157,10 @@ class _Writer:
         self.descriptors: list[Any] = []
         self.next_uuid = 1
         self.iids: dict[tuple[str, str], int] = {}
-        # Events: (ts, emission order, type, track uuid, name, cat, args, flow ids, terminating flow ids)
-        self.events: list[tuple] = []
+        # Events, in the order written, a chunk per track and call: (ts, type, track uuid, index into the
+        # payload, payload); a payload is one call's (names, categories, args, {i: flow ids}, {i: terminating}).
+        self.chunks: list[tuple[np.ndarray, np.ndarray, int, np.ndarray, int]] = []
+        self.payloads: list[tuple] = []
 
     def track(self, name: str, parent: int | None = None, pid: int | None = None, rank: int | None = None) -> int:
         pb = self.pb
@@ -154,20 +180,31 @@ class _Writer:
 
     def slices(self, track_name: str, parent: int, start: np.ndarray, end: np.ndarray, names: list[str],
                cats: list[str], args: list[dict | None], flows_out: dict[int, list[int]] | None = None,
-               flows_in: dict[int, list[int]] | None = None, rank: int = 0) -> None:
-        """Slices of one lane: onto as many tracks as nesting needs (``name``, ``name #2`` …)."""
-        if len(start) == 0:
+               flows_in: dict[int, list[int]] | None = None, rank: int = 0,
+               instants: tuple[np.ndarray, list[str], list[str]] | None = None) -> None:
+        """Slices of one lane: onto as many tracks as nesting needs (``name``, ``name #2`` …); its instants
+        (ts, names, cats) on the first (an instant is a slice of no duration: it nests anywhere)."""
+        if len(start) == 0 and (instants is None or not len(instants[0])):
             return
         order, level = nest_levels(start, end)
-        for k in range(int(level.max()) + 1):
+        pay = len(self.payloads)
+        self.payloads.append((names, cats, args, flows_out or {}, flows_in or {}))
+        for k in range(int(level.max(initial=0)) + 1):
             uuid = self.track(track_name if k == 0 else f"{track_name} #{k + 1}", parent=parent, rank=rank)
-            sub = order[level[order] == k]
-            for ts, typ, i in begin_end(sub, start, end):
-                if typ == BEGIN:
-                    self.events.append((ts, len(self.events), BEGIN, uuid, names[i], cats[i], args[i],
-                                        (flows_out or {}).get(i), (flows_in or {}).get(i)))
-                else:
-                    self.events.append((ts, len(self.events), END, uuid, None, None, None, None, None))
+            if k == 0 and instants is not None and len(instants[0]):
+                n = len(instants[0])
+                self.payloads.append((instants[1], instants[2], [None] * n, {}, {}))
+                self._chunk(instants[0], [INSTANT] * n, uuid, range(n), len(self.payloads) - 1)
+            ts, typ, idx = begin_end_columns(order[level[order] == k], start, end)
+            self._chunk(ts, typ, uuid, idx, pay)
+
+    def _chunk(self, ts: Any, typ: Any, uuid: int, idx: Any, pay: int) -> None:
+        self.chunks.append((np.asarray(ts, dtype=np.int64), np.asarray(typ, dtype=np.int8), uuid,
+                            np.asarray(idx, dtype=np.int64), pay))
+
+    def count(self) -> int:
+        """Slices and instants written."""
+        return sum(int((c[1] != END).sum()) for c in self.chunks)
 
     def _iid(self, kind: str, s: str, new: dict[str, list]) -> int:
         key = (kind, s)
@@ -187,32 +224,54 @@ class _Writer:
             p = pb.TracePacket(trusted_packet_sequence_id=SEQ, sequence_flags=SEQ_NEEDS)
             p.track_descriptor.CopyFrom(d)
             yield frame(p.SerializeToString())
-        self.events.sort(key=lambda e: (e[0], e[1]))
+        ch = self.chunks
+        # In time order; at equal times in the order written (a track's BEGIN/END list is valid in that order).
+        ts_all = np.concatenate([c[0] for c in ch]) if ch else np.zeros(0, dtype=np.int64)
+        order = np.argsort(ts_all, kind="stable")
+        ts_bytes = _varints(ts_all[order])
+        typ_all, idx_all = (np.concatenate([c[k] for c in ch])[order].tolist() if ch else [] for k in (1, 3))
+        uuid_all, pay_all = (np.repeat([c[k] for c in ch], [len(c[0]) for c in ch])[order].tolist() if ch else []
+                             for k in (2, 4))
         # Track-event packets are encoded by hand (field numbers of the proto subset; tests decode every
-        # packet with the generated classes): building a message object per event costs 4x more.
+        # packet with the generated classes): building a message object per event costs 4x more. The bytes
+        # after the timestamp of an event without args or flows depend only on (type, track, name, category)
+        # once those are interned: made once (a stack's frames recur on every call).
         iid = self._iid
+        tails: dict[tuple, bytes] = {}
         buf: list[bytes] = []
-        for ts, _, typ, uuid, name, cat, args, fo, fi in self.events:
-            te = (_TYPE_BEGIN if typ == BEGIN else _TYPE_END) + b"\x58" + _varint(uuid)
-            idata = b""
-            if typ == BEGIN:
-                new: dict[str, list] = {"name": [], "cat": [], "arg": []}
-                te += b"\x50" + _varint(iid("name", name, new)) + b"\x18" + _varint(iid("cat", cat, new))
-                if args:
-                    for k, v in args.items():
-                        da = b"\x08" + _varint(iid("arg", k, new)) + _value(v)
-                        te += b"\x22" + _varint(len(da)) + da
-                for f in fo or ():
-                    te += _FLOW + _U64.pack(f)
-                for f in fi or ():
-                    te += _TERM_FLOW + _U64.pack(f)
-                if new["name"] or new["cat"] or new["arg"]:
-                    idata = b"".join(_len_field(tag, _interned(i, s_)) for tag, key in ((b"\x0a", "cat"), (b"\x12", "name"),
-                                                                                     (b"\x1a", "arg"))
-                                     for i, s_ in new[key])
-                    idata = b"\x62" + _varint(len(idata)) + idata
-            pkt = b"\x40" + _varint(ts) + _SEQ_NEEDS + b"\x5a" + _varint(len(te)) + te + idata
-            buf.append(b"\x0a" + _varint(len(pkt)) + pkt)
+        payloads = self.payloads
+        for tv, typ, uuid, i, p in zip(ts_bytes, typ_all, uuid_all, idx_all, pay_all):
+            if typ == END:
+                name = cat = args = fo = fi = None
+            else:
+                names, cats, argl, fos, fis = payloads[p]
+                name, cat, args, fo, fi = names[i], cats[i], argl[i], fos.get(i), fis.get(i)
+            plain = not (args or fo or fi)
+            tail = tails.get((typ, uuid, name, cat)) if plain else None
+            if tail is None:
+                te = _TYPE[typ] + b"\x58" + _varint(uuid)
+                idata = b""
+                if typ != END:
+                    new: dict[str, list] = {"name": [], "cat": [], "arg": []}
+                    te += b"\x50" + _varint(iid("name", name, new)) + b"\x18" + _varint(iid("cat", cat, new))
+                    if args:
+                        for k, v in args.items():
+                            da = b"\x08" + _varint(iid("arg", k, new)) + _value(v)
+                            te += b"\x22" + _varint(len(da)) + da
+                    for f in fo or ():
+                        te += _FLOW + _U64.pack(f)
+                    for f in fi or ():
+                        te += _TERM_FLOW + _U64.pack(f)
+                    if new["name"] or new["cat"] or new["arg"]:
+                        idata = b"".join(_len_field(tag, _interned(j, s_))
+                                         for tag, key in ((b"\x0a", "cat"), (b"\x12", "name"), (b"\x1a", "arg"))
+                                         for j, s_ in new[key])
+                        idata = b"\x62" + _varint(len(idata)) + idata
+                tail = _SEQ_NEEDS + b"\x5a" + _varint(len(te)) + te
+                if plain:
+                    tails[(typ, uuid, name, cat)] = tail  # (interned now: later uses need no InternedData)
+                tail += idata
+            buf.append(b"\x0a" + _varint(1 + len(tv) + len(tail)) + b"\x40" + tv + tail)
             if len(buf) >= 8192:
                 yield b"".join(buf)
                 buf = []
@@ -220,11 +279,26 @@ class _Writer:
             yield b"".join(buf)
 
 
+def _varints(a: np.ndarray) -> list[bytes]:
+    """Protobuf varints of a non-negative int64 array, computed column-wise (one Python slice per value)."""
+    u = a.astype(np.uint64)
+    n = np.ones(len(u), dtype=np.int64)
+    for k in range(1, 10):
+        n += u >= np.uint64(1 << (7 * k))
+    mat = np.zeros((len(u), 10), dtype=np.uint8)
+    for k in range(10):
+        more = (n > k + 1).astype(np.uint8) << np.uint8(7)
+        mat[:, k] = ((u >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8) | more
+    raw = mat.tobytes()
+    return [raw[10 * i : 10 * i + m] for i, m in enumerate(n.tolist())]
+
+
 #: Pieces of hand-encoded packets: (field << 3 | wire type) tags of the proto subset.
 _SEQ_NEEDS = b"\x50\x01\x68\x02"  # trusted_packet_sequence_id (10) = 1, sequence_flags (13) = NEEDS_INCREMENTAL_STATE
-_TYPE_BEGIN, _TYPE_END = b"\x48\x01", b"\x48\x02"  # TrackEvent.type (9)
+_TYPE = {BEGIN: b"\x48\x01", END: b"\x48\x02", INSTANT: b"\x48\x03"}  # TrackEvent.type (9)
 _FLOW, _TERM_FLOW = _varint((47 << 3) | 1), _varint((48 << 3) | 1)  # flow_ids / terminating_flow_ids: fixed64
 _U64 = struct.Struct("<Q")
+_NONE = np.zeros(0, dtype=np.int64)  # no events
 _F64 = struct.Struct("<d")
 
 
@@ -250,19 +324,24 @@ def _value(v: Any) -> bytes:
     return _len_field(b"\x32", str(v).encode("utf-8", "replace"))  # string_value (6)
 
 
-def _flow_ends(t: Timeline, lane_sel: dict[int, np.ndarray], prefix: int) -> tuple[dict[int, list[int]], dict[int, list[int]], int]:
+def _flow_ends(t: Timeline, lane_sel: dict[int, np.ndarray],
+               prefix: int) -> tuple[dict[int, list[int]], dict[int, list[int]], int, Counter]:
     """Kineto flow events placed on the Timeline events they start and end at: {event: [flow id]} for the
-    starts and for the ends, and how many endpoints found no event (a flow id is ``prefix`` + the file's id)."""
+    starts and for the ends, how many flows with both ends in the source found no event for one, and the
+    flows placed per category (a flow id is ``prefix`` + the file's id)."""
     fl = t.meta.get("flows") or {}
     ids = np.asarray(fl.get("id", ()), dtype=np.int64)
     out: dict[int, list[int]] = {}
     inn: dict[int, list[int]] = {}
+    placed: Counter = Counter()
     if not len(ids):
-        return out, inn, 0
+        return out, inn, 0, placed
     phase = np.asarray(fl["phase"])
     # One flow is one (category, id): Kineto numbers ac2g and fwdbwd flows independently.
     fcat = np.asarray(fl.get("cat", np.zeros(len(ids))), dtype=np.int64)
-    ids = ids * (int(fcat.max(initial=0)) + 1) + fcat
+    ncat = int(fcat.max(initial=0)) + 1
+    cat_names = list(fl.get("cats") or [])
+    ids = ids * ncat + fcat
     lane = np.asarray(fl["lane"])
     ts = np.asarray(fl["ts"], dtype=np.int64)
     # A flow is drawn when both ends are found; ids with one end only are left out.
@@ -287,29 +366,39 @@ def _flow_ends(t: Timeline, lane_sel: dict[int, np.ndarray], prefix: int) -> tup
         if starts and fins:
             out.setdefault(starts[0], []).append(prefix + fid)
             inn.setdefault(fins[0], []).append(prefix + fid)
+            c = fid % ncat
+            placed[str(cat_names[c]) if c < len(cat_names) else "?"] += 1
     whole = set(ids[phase == 0].tolist()) & set(ids[phase == 1].tolist())  # flows with both ends in the source
     missed = len(whole) - sum(1 for f in whole if f in ends and {0, 1} <= {ph for ph, _ in ends[f]})
-    return out, inn, missed
+    return out, inn, missed, placed
 
 
-def export_perfetto(rr: RecordingResult, op: str | None) -> tuple[Iterator[bytes], dict, list[str]]:
-    """The recording as a Perfetto protobuf trace: byte chunks, counts, warnings."""
+def export_perfetto(rr: RecordingResult, op: str | None,
+                    max_bytes: int = DEFAULT_MAX_DECOMPRESSED) -> tuple[Iterator[bytes], dict, list[str]]:
+    """The recording as a Perfetto protobuf trace: byte chunks, counts, warnings.
+
+    ``stats["written"]`` / ``stats["left"]`` count the sources' events by category: what the file holds and
+    what it leaves out (:mod:`.perfetto_source`).
+    """
     w = _Writer()
     warnings: list[str] = []
     tls: list[Timeline] = list(rr.timelines) or [a.tl for a in rr.parts]
     offs, _ = clock_offsets(tls)
+    carried = [_carried(t, max_bytes, warnings) for t in tls]
     # Perfetto's timestamps are unsigned: a source placed before 0 (another clock) moves up with the rest.
-    low = min((int(t.start.min()) + o for t, o in zip(tls, offs) if len(t)), default=0)
+    low = min((int(x.min()) + o for t, c, o in zip(tls, carried, offs)
+               for x in (t.start, c.start if c else (), c.inst_ts if c else ()) if len(x)), default=0)
     if low < 0:
         offs = [o - low for o in offs]
     ranks = sorted({t.rank for t in tls})
     stats: dict[str, Any] = {"events": 0, "source_events": 0, "flows": 0, "instances": 0, "hidden": 0, "exposed": 0,
-                             "steps": 0, "sources": len(tls), "ranks": ranks, "tracks": 0}
+                             "steps": 0, "sources": len(tls), "ranks": ranks, "tracks": 0, "written": Counter(),
+                             "left": Counter(), "reread": sum(c is not None for c in carried)}
     w.track(f"{MARK} · expo-prof {__version__}")
     proc = {r: w.track(f"rank {r}", pid=1000 + r, rank=r) for r in ranks}
     several = {r: sum(t.rank == r for t in tls) > 1 for r in ranks}
     missed = 0
-    for si, (t, off) in enumerate(zip(tls, offs)):
+    for si, (t, c, off) in enumerate(zip(tls, carried, offs)):
         start = t.start + off
         end = start + t.dur
         names = [t.names[i] for i in t.name.tolist()]
@@ -328,18 +417,27 @@ def export_perfetto(rr: RecordingResult, op: str | None) -> tuple[Iterator[bytes
                 a["step"] = step[j]
             args.append(a or None)
         lane_sel = {li: np.flatnonzero(t.lane == li) for li in range(len(t.lanes))}
-        fo, fi, miss = _flow_ends(t, lane_sel, (si + 1) << 40)
+        fo, fi, miss, placed = _flow_ends(t, lane_sel, (si + 1) << 40)
         missed += miss
         stats["flows"] += sum(len(v) for v in fo.values())
-        for li, sel in lane_sel.items():
-            if not len(sel):
-                continue
-            ln = t.lanes[li]
-            name = f"{t.fmt} · {ln.name}" if several[t.rank] else ln.name
-            w.slices(name, proc[t.rank], start[sel], end[sel], [names[i] for i in sel.tolist()],
-                     [cats[i] for i in sel.tolist()], [args[i] for i in sel.tolist()],
-                     _local(fo, sel), _local(fi, sel), rank=10 * si + li)
-        stats["source_events"] += len(t)
+        # The source's own threads: the Timeline's lanes, then the threads only its other events are on. On
+        # each, the Timeline's events first (the flows' positions are theirs), then the source's others.
+        x = c or Carried()
+        threads = [(li, ln.name) for li, ln in enumerate(t.lanes)] + [(-1, n) for lane, n in x.tracks if lane < 0]
+        extra_of = _by_track(x, len(t.lanes))
+        for k, (li, lname) in enumerate(threads):
+            sel = lane_sel[li] if li >= 0 else _NONE
+            xs, xi = extra_of.get(k, (_NONE, _NONE))
+            mine, more, inst = sel.tolist(), xs.tolist(), xi.tolist()
+            w.slices(f"{t.fmt} · {lname}" if several[t.rank] else lname, proc[t.rank],
+                     np.concatenate([start[sel], x.start[xs] + off]), np.concatenate([end[sel], x.end[xs] + off]),
+                     [names[i] for i in mine] + [x.names[i] for i in more],
+                     [cats[i] for i in mine] + [x.cats[i] for i in more], [args[i] for i in mine] + [None] * len(more),
+                     _local(fo, sel), _local(fi, sel), rank=10 * si + k,
+                     instants=(x.inst_ts[xi] + off, [x.inst_names[i] for i in inst], [x.inst_cats[i] for i in inst]))
+        written, left = _tally(t, c, placed, cats)
+        stats["written"].update(written)
+        stats["left"].update(left)
     if missed:
         warnings.append(f"export: {missed} flow(s) of the source have an end on no exported event; left out")
     for k, a in enumerate(rr.parts):
@@ -353,13 +451,70 @@ def export_perfetto(rr: RecordingResult, op: str | None) -> tuple[Iterator[bytes
             w.slices(tr.name, pt, tr.start + off, tr.end + off, tr.names, [ADDED_CAT] * len(tr.names),
                      list(tr.args), rank=tr.sort)
     stats["tracks"] = len(w.descriptors)
-    stats["events"] = sum(1 for e in w.events if e[2] == BEGIN)
+    stats["events"] = w.count()
+    stats["source_events"] = sum(stats["written"].values())
     return w.packets(), stats, warnings
+
+
+def _carried(t: Timeline, max_bytes: int, warnings: list[str]) -> Carried | None:
+    """What the source of ``t`` holds beyond it (None when it is no Chrome trace, or cannot be read again)."""
+    files = cs.source_files(t, split_ok=True)
+    if files is None:
+        return None
+    try:
+        src = cs.load_raws(files, max_bytes)
+    except BadInput as exc:
+        warnings.append(f"export: {exc}; only the events the timeline holds are in the file")
+        return None
+    try:
+        c = carry(t, src)
+    finally:
+        src.free()
+    if c.kept != len(t):  # (the reader's choice of events, made again here, came out otherwise)
+        warnings.append(f"export: {t.source}: {c.kept} of its complete events taken for the {len(t)} the timeline "
+                        "holds; the counts of what the file holds may be off by the difference")
+    return c
+
+
+def _by_track(c: Carried, n_lanes: int) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """{thread (a Timeline lane, or n_lanes + k for the k-th thread of its own): (its slices, its instants)}."""
+    # Carried numbers its tracks in the order it met them; the export numbers the lanes first.
+    own = [n_lanes + sum(1 for lane, _ in c.tracks[:k] if lane < 0) if lane < 0 else lane
+           for k, (lane, _) in enumerate(c.tracks)]
+    to = np.array(own, dtype=np.int64)
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    sl, it = to[c.track] if len(c.track) else c.track, to[c.inst_track] if len(c.inst_track) else c.inst_track
+    for k in set(own):
+        out[k] = (np.flatnonzero(sl == k) if len(sl) else _NONE, np.flatnonzero(it == k) if len(it) else _NONE)
+    return out
+
+
+def _tally(t: Timeline, c: Carried | None, placed: Counter, cats: list[str]) -> tuple[Counter, Counter]:
+    """The source's events by label: in the file, left out (flow events: two per flow placed, the rest out)."""
+    if c is not None:
+        written, left, flow_events = Counter(c.written), Counter(c.left), c.flow_events
+    else:
+        # Not read again: the Timeline's events by the category written for them, and the reader's own count
+        # of what it dropped.
+        written = Counter(cats)
+        left = Counter(t.meta.get("dropped_events") or {})
+        fl = t.meta.get("flows") or {}
+        fnames = list(fl.get("cats") or [])
+        flow_events = Counter(str(fnames[k]) if k < len(fnames) else "?" for k in np.asarray(fl.get("cat", ())).tolist())
+        n = t.meta.get("events_in_file")
+        rest = n - len(t) - sum(left.values()) - sum(flow_events.values()) if isinstance(n, int) else 0
+        if rest > 0 and "split_from" not in t.meta:
+            left["metadata or no usable time"] += rest
+    for cat, n in flow_events.items():
+        k = 2 * placed.get(cat, 0)
+        written[f"flow {cat}"] += k
+        left[f"flow {cat}"] += n - k
+    return +written, +left
 
 
 def _local(d: dict[int, list[int]], sel: np.ndarray) -> dict[int, list[int]]:
     """{Timeline event: flows} → {position in ``sel`` (sorted event indices): flows}."""
-    if not d:
+    if not d or not len(sel):
         return {}
     keys = np.fromiter(d.keys(), dtype=np.int64, count=len(d))
     pos = np.searchsorted(sel, keys)

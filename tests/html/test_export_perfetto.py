@@ -4,8 +4,8 @@ The rules (docs.perfetto.dev → "Converting arbitrary timestamped data to Perfe
 reference): packets carry a non-zero trusted_packet_sequence_id; a sequence that interns data starts by
 clearing its incremental state, and later packets say they need it; interned ids are defined before use;
 track uuids are unique and a track's parent is described before it; every event's track is described before
-the event; TYPE_SLICE_BEGIN / TYPE_SLICE_END are balanced and properly nested per track; timestamps do not
-decrease along the sequence; a flow id starts once and terminates once.
+the event; TYPE_SLICE_BEGIN / TYPE_SLICE_END are balanced and properly nested per track (a TYPE_INSTANT is a
+slice of no duration); timestamps do not decrease along the sequence; a flow id starts once and terminates once.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections import Counter, defaultdict
 
+import chrome_tally  # type: ignore[import-not-found]
 import numpy as np
 from export_helpers import RUN_WITH_LOG, export, two_ranks  # type: ignore[import-not-found]
 
@@ -25,7 +26,7 @@ from expo_prof.export.proto import perfetto_trace_subset_pb2 as pb
 from expo_prof.analysis.pieces import instance_pieces
 from expo_prof.pipeline import Options, run
 
-BEGIN, END = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END
+BEGIN, END, INSTANT = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END, pb.TrackEvent.TYPE_INSTANT
 
 
 def decode(path) -> pb.Trace:
@@ -35,7 +36,8 @@ def decode(path) -> pb.Trace:
 
 
 def check_rules(trace: pb.Trace) -> dict:
-    """Assert Perfetto's track-event rules; return the slices per track name: [(start, end, name, args)]."""
+    """Assert Perfetto's track-event rules; return the slices per track name: [(start, end, name, args)], the
+    slices per category: [(start, end, name, track name)], and the instants: [(ts, name, category, track name)]."""
     pk = list(trace.packet)
     assert pk, "empty trace"
     first = pk[0]
@@ -45,6 +47,8 @@ def check_rules(trace: pb.Trace) -> dict:
     interned: dict[str, dict[int, str]] = {"name": {}, "cat": {}, "arg": {}}
     stacks: dict[int, list] = defaultdict(list)
     slices: dict[str, list] = defaultdict(list)
+    by_cat: dict[str, list] = defaultdict(list)
+    instants: list[tuple] = []
     flows_start: Counter = Counter()
     flows_end: Counter = Counter()
     last_ts = -1
@@ -69,27 +73,34 @@ def check_rules(trace: pb.Trace) -> dict:
         assert te.track_uuid in uuids, "events go on described tracks"
         assert p.timestamp >= last_ts, "timestamps never decrease along the sequence"
         last_ts = p.timestamp
-        if te.type == BEGIN:
+        if te.type in (BEGIN, INSTANT):
             assert te.name_iid in interned["name"] and all(c in interned["cat"] for c in te.category_iids)
+            (cat,) = [interned["cat"][c] for c in te.category_iids]
+            if te.type == INSTANT:
+                assert not te.debug_annotations and not te.flow_ids and not te.terminating_flow_ids
+                instants.append((p.timestamp, interned["name"][te.name_iid], cat, uuids[te.track_uuid]))
+                continue
             args = {}
             for da in te.debug_annotations:
                 assert da.name_iid in interned["arg"]
                 args[interned["arg"][da.name_iid]] = getattr(da, da.WhichOneof("value"))
-            stacks[te.track_uuid].append((p.timestamp, interned["name"][te.name_iid], args))
+            stacks[te.track_uuid].append((p.timestamp, interned["name"][te.name_iid], args, cat))
             flows_start.update(te.flow_ids)
             flows_end.update(te.terminating_flow_ids)
         else:
             assert te.type == END
             assert stacks[te.track_uuid], "an END closes an open slice of its own track"
-            s, name, args = stacks[te.track_uuid].pop()
+            s, name, args, cat = stacks[te.track_uuid].pop()
             assert p.timestamp >= s
             parent = stacks[te.track_uuid][-1] if stacks[te.track_uuid] else None
             assert parent is None or parent[0] <= s, "properly nested"
             slices[uuids[te.track_uuid]].append((s, p.timestamp, name, args))
+            by_cat[cat].append((s, p.timestamp, name, uuids[te.track_uuid]))
     assert not any(stacks.values()), "every slice is closed"
     assert set(flows_start) == set(flows_end) and max(flows_start.values(), default=1) == 1
     assert max(flows_end.values(), default=1) == 1
-    return {"slices": slices, "tracks": uuids, "flows": len(flows_start), "names": interned["name"]}
+    return {"slices": slices, "tracks": uuids, "flows": len(flows_start), "names": interned["name"], "by_cat": by_cat,
+            "instants": instants}
 
 
 def test_nesting_puts_overlapping_slices_on_extra_tracks():
@@ -112,9 +123,10 @@ def test_nesting_puts_overlapping_slices_on_extra_tracks():
 
 def test_perfetto_export_of_a_real_gpu_trace(tmp_path, nccl_trace):
     """GIVEN the real A100 trace WHEN exported with --format perfetto (--op nccl)
-    THEN the file decodes with the proto it was written with and follows the track-event rules; every event
-    of the timeline is a slice, all 4,317 launch→kernel / fwdbwd flows that have both ends in the source are
-    flows, and the analysis tracks hold one slice per instance / hidden / exposed piece with the analysis's ns."""
+    THEN the file decodes with the proto it was written with and follows the track-event rules; every complete
+    event of the source (the timeline's and the whole-trace span the reader drops) is a slice, all 4,317
+    launch→kernel / fwdbwd flows that have both ends in the source are flows, and the analysis tracks hold one
+    slice per instance / hidden / exposed piece with the analysis's ns."""
     out, msg = export(tmp_path, str(nccl_trace), "--op", "nccl", "--format", "perfetto", name="t.pftrace")
     r = check_rules(decode(out))
     assert r["tracks"][1].startswith(MARK)
@@ -124,8 +136,9 @@ def test_perfetto_export_of_a_real_gpu_trace(tmp_path, nccl_trace):
     added = [n for n in r["tracks"].values() if n.startswith("op nccl ")]
     got = Counter((s, e, n) for k, v in r["slices"].items() if k not in added and k != "steps" for s, e, n, _ in v)
     # every event comes back with its own start, end and name: the BEGIN/END pairs nest as written
-    assert got == Counter(zip(tl.start.tolist(), tl.end.tolist(), (tl.names[i] for i in tl.name.tolist())))
-    assert sum(got.values()) == len(tl)
+    events, base, _ = chrome_tally.load(nccl_trace)
+    assert got == chrome_tally.complete(events, base)
+    assert sum(got.values()) == len(tl) + 1  # + "PyTorch Profiler (0)", category Trace
     assert r["flows"] == 4317
     inst = [s for k, v in r["slices"].items() if "instances" in k for s in v]
     hid = [s for k, v in r["slices"].items() if " hidden " in k for s in v]
@@ -141,7 +154,7 @@ def test_perfetto_export_of_run_with_log_and_of_two_ranks(tmp_path, nccl_trace):
     """GIVEN a recorded run with its overlay log, and two ranks of a real trace
     WHEN each is exported with --format perfetto
     THEN both follow the rules; the log's slices carry their step numbers; each rank has its own process track
-    and the same slices as the other."""
+    and the same slices as the other: every complete event of the source."""
     out, _ = export(tmp_path, str(RUN_WITH_LOG), "--format", "perfetto", name="run.pftrace")
     r = check_rules(decode(out))
     log = next(t for t in readers.load([RUN_WITH_LOG]).timelines if t.fmt == "overlay-log")
@@ -162,8 +175,8 @@ def test_perfetto_export_of_run_with_log_and_of_two_ranks(tmp_path, nccl_trace):
     for p in t.packet:
         if p.HasField("track_event") and p.track_event.type == BEGIN:
             per_rank[procs.get(parent.get(p.track_event.track_uuid))] += 1
-    tl = readers.load([nccl_trace]).timelines[0]
-    assert per_rank["rank 0"] == per_rank["rank 1"] == len(tl)
+    events, _, _ = chrome_tally.load(nccl_trace)
+    assert per_rank["rank 0"] == per_rank["rank 1"] == sum(1 for e in events if e["ph"] == "X")
     assert r["flows"] == 2 * 4317
     res = run([d], Options.make(op="nccl"))
     assert sum(1 for k, v in r["slices"].items() if "instances" in k for _ in v) == res.document.summary.instances
