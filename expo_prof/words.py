@@ -1,6 +1,10 @@
-"""Words for people: counts with the right plural, and the verdict's words. Shared by every layer (like errors.py)."""
+"""Words for people: counts with the right plural, what a forward figure measures, and the verdict's words.
+Shared by every layer (like errors.py)."""
 
 from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -14,3 +18,63 @@ KEEP_OFF = "keep off"
 NO_DIFFERENCE = "no significant difference"
 #: Too little data for any test (one run per side, fewer than two block pairs): nothing can be said either way.
 INCONCLUSIVE = "inconclusive"
+
+
+#: ``forward_source`` (docs/json-output.md, "Steps") of a forward figure that is the length of a span → that span.
+FORWARD_SPANS = {
+    "expo_prof::forward": "expo_prof::forward span",
+    "gpu_model_runner: forward": "vLLM gpu_model_runner: forward span",
+    "execute_context": "vLLM execute_context step span",
+}
+#: ``forward_source`` of a figure that is the busy time of the compute lanes: no forward span in the trace.
+COMPUTE_BUSY = "compute-busy"
+#: ``summary.forward_source`` when the ranks' sources differ (each rank's is in ``ranks[].forward_source``).
+MIXED = "mixed"
+
+
+def forward_label(source: str | None) -> str:
+    """What a forward figure is, named by where it comes from — the label wherever forward is printed:
+    ``forward (expo_prof::forward span)``, ``compute busy (no forward span)``, ``forward (mixed sources)``;
+    plain ``forward`` when the source is unknown (a table given by the user)."""
+    if source is None:
+        return "forward"
+    if source == COMPUTE_BUSY:
+        # Not a forward pass at all: the time the compute lanes were busy in the step (kernels, host ops).
+        return "compute busy (no forward span)"
+    if source == MIXED:
+        return "forward (mixed sources)"
+    return f"forward ({FORWARD_SPANS.get(source, source + ' span')})"
+
+
+def forward_source_words(source: str | None) -> str:
+    """What a forward figure is the time of, beside a short ``forward`` / ``compute busy`` label:
+    ``the expo_prof::forward span``, ``no forward span: the compute lanes' busy time``."""
+    if source is None:
+        return "source not stated"
+    if source == COMPUTE_BUSY:
+        return "no forward span: the compute lanes' busy time"
+    if source == MIXED:
+        return "sources differ across ranks"
+    return "the " + FORWARD_SPANS.get(source, source + " span")
+
+
+def common_forward_source(sources: Iterable[str | None]) -> str | None:
+    """The one source of several forward figures (ranks, runs): :data:`MIXED` when they differ, None when none
+    is known. A mix is said, never hidden behind the first one's source."""
+    known = {s for s in sources if s is not None}
+    if not known:
+        return None
+    return known.pop() if len(known) == 1 else MIXED
+
+
+def forward_sources_by_rank(by_rank: Iterable[tuple[int, str]]) -> str:
+    """Each source with its ranks, for the line that explains a mix:
+    ``rank 0: forward (expo_prof::forward span); ranks 1, 2: compute busy (no forward span)``."""
+    ranks: dict[str, list[int]] = defaultdict(list)
+    for rank, source in by_rank:
+        ranks[source].append(rank)
+    parts = []
+    for source, rs in sorted(ranks.items(), key=lambda kv: min(kv[1])):
+        rs = sorted(set(rs))
+        parts.append(f"{'rank' if len(rs) == 1 else 'ranks'} {', '.join(map(str, rs))}: {forward_label(source)}")
+    return "; ".join(parts)

@@ -66,6 +66,33 @@ def tiny_model(tmp_path_factory) -> Path:
     return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
 
 
+def _record_ranks(out: Path, *extra: str) -> Path:
+    """A synchronous 2-rank job recorded with tests/html/make_run.py ``--world 2`` (two processes in a gloo group,
+    each profiled by the real torch profiler, an all-reduce ending each step); the draw runs inline after the
+    forward (overlay off), so every step of every rank has exposed time."""
+    import subprocess
+    import sys
+
+    require(importlib.util.find_spec("torch") is not None, "torch (to record a profiled run)")
+    r = subprocess.run([sys.executable, str(REPO / "tests" / "html" / "make_run.py"), str(out), "--overlay", "off",
+                        "--world", "2", *extra], capture_output=True, text=True, timeout=600, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out
+
+
+@pytest.fixture(scope="session")
+def ranks_run(tmp_path_factory) -> Path:
+    """A recorded 2-rank run whose ranks both time their forward with the ``expo_prof::forward`` span."""
+    return _record_ranks(tmp_path_factory.mktemp("runs") / "ranks")
+
+
+@pytest.fixture(scope="session")
+def mixed_ranks_run(tmp_path_factory) -> Path:
+    """A recorded 2-rank run where only rank 0 has the ``expo_prof::forward`` span: rank 1's forward figure is
+    its compute-busy time (a worker without the overlay's instrumentation)."""
+    return _record_ranks(tmp_path_factory.mktemp("runs") / "mixed", "--bare-ranks", "1")
+
+
 @contextlib.contextmanager
 def server_lock(timeout_s: float = 600.0) -> Iterator[None]:
     """Hold ``/tmp/vllm-server.lock`` (flock), so servers of parallel sessions never overlap."""

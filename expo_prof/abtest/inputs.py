@@ -33,7 +33,7 @@ from expo_prof.abtest.metrics import METRICS
 from expo_prof.abtest.runs import Loaded, Run, Side
 from expo_prof.errors import BadInput, ExpoProfError
 from expo_prof.runs.manifest import is_run_dir, is_session_dir, read_manifest, read_session
-
+from expo_prof.words import common_forward_source, forward_sources_by_rank
 #: Workload keys of a run directory's spec compared between runs.
 _SPEC_KEYS = (
     "num_prompts", "input_len", "output_len", "range_ratio", "max_concurrency", "request_rate", "burstiness",
@@ -83,10 +83,14 @@ def mechanism_values(analysis: dict) -> tuple[dict[str, float], dict[str, Any]]:
         if d.get("n"):
             values[name] = float(d["mean"]) / 1e3
     ranks = analysis.get("ranks") or []
+    by_rank = [(r.get("rank"), r.get("forward_source")) for r in ranks if r.get("forward_source")]
     info = {
         "steps": summary.get("steps"),
         "rule": ranks[0].get("rule") if ranks else None,
-        "forward_source": ranks[0].get("forward_source") if ranks else None,
+        # The run's source ("mixed" when its ranks' differ; an analysis.json from before the summary-level key
+        # has it per rank only): never the first rank's alone, a mix is said.
+        "forward_source": summary.get("forward_source") or common_forward_source(s for _, s in by_rank),
+        "forward_by_rank": forward_sources_by_rank(by_rank) if len({s for _, s in by_rank}) > 1 else None,
         "backend": ranks[0].get("backend") if ranks else None,
     }
     return values, info

@@ -16,6 +16,7 @@ already ≥ alpha (3 pairs: 0.25) cannot judge, and is then only reported.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -23,7 +24,7 @@ import numpy as np
 from expo_prof import __version__
 from expo_prof.abtest import flags as flagmod
 from expo_prof import stats
-from expo_prof.abtest.mechanism import explain
+from expo_prof.abtest.mechanism import explain, forward_metric_label
 from expo_prof.abtest.metrics import HIGHER, METRICS, Metric, primary_of
 from expo_prof.abtest.model import (
     BETTER,
@@ -222,7 +223,11 @@ def compare(loaded: Loaded, *, alpha: float = 0.05, primary: str | None = None, 
     pname = primary_of(set(names), primary)
     if primary and (pname is None or pname not in present):
         raise BadInput(f"--primary {primary}: not a metric of these runs (have: {', '.join(names)})")
-    pmetric = METRICS[pname] if pname else None
+    # The forward metric is named by its source (a forward span, or compute-busy time where a trace has none).
+    fwd_label = forward_metric_label(loaded)
+    metrics = {n: dataclasses.replace(METRICS[n], label=fwd_label) if n == "forward_us_per_step" and fwd_label
+               else METRICS[n] for n in names}
+    pmetric = metrics[pname] if pname else None
     flag_list, wa, wb, oa, ob = _flags(loaded, pmetric, names)
     drop_a = (wa if drop_warmup else set()) | (oa if drop_outliers else set())
     drop_b = (wb if drop_warmup else set()) | (ob if drop_outliers else set())
@@ -235,7 +240,7 @@ def compare(loaded: Loaded, *, alpha: float = 0.05, primary: str | None = None, 
         for n in names if f.kind == "warm-up" else [f.metric]:
             marks.setdefault((n, side, idx), f.kind)
     view = _View(loaded, drop_a, drop_b)
-    results = [view.result(METRICS[n], alpha, marks) for n in names]
+    results = [view.result(metrics[n], alpha, marks) for n in names]
     by_name = {r.name: r for r in results}
     verdict = verdict_of(by_name.get(pname), results, alpha)
     sens = _sensitivity(loaded, pmetric, alpha, verdict.decision, wa, wb, oa, ob, drop_a, drop_b, marks)

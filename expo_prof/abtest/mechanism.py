@@ -20,6 +20,20 @@ from __future__ import annotations
 
 from expo_prof.abtest.model import Mechanism, MetricResult
 from expo_prof.abtest.runs import Loaded
+from expo_prof.words import MIXED, common_forward_source, forward_label
+
+
+def forward_source(loaded: Loaded) -> str | None:
+    """Where the runs' forward time comes from: one source, ``mixed`` when the runs (or the ranks of a run)
+    differ, None when no run says (a table given by the user)."""
+    return common_forward_source(r.info.get("forward_source") for r in loaded.a.runs + loaded.b.runs)
+
+
+def forward_metric_label(loaded: Loaded) -> str | None:
+    """The ``forward / step`` metric's label named by its source (``forward (expo_prof::forward span) / step``,
+    ``compute busy (no forward span) / step``); None when no run says where it comes from."""
+    src = forward_source(loaded)
+    return None if src is None else f"{forward_label(src)} / step"
 
 
 def _us(x: float) -> str:
@@ -68,7 +82,10 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
     if slow is not None:
         pct = f" ({slow_pct:+.1f}%)" if slow_pct is not None else ""
         qual = "" if sig is None else (", significant" if sig else ", not significant")
-        parts.append(f"the forward pass takes {_us(abs(slow))} {'more' if slow >= 0 else 'less'} per step under "
+        src = forward_source(loaded)
+        # Named by its source: compute-busy time (no forward span in the trace) is not a forward pass.
+        what = "the forward pass" if src is None else forward_label(src)
+        parts.append(f"{what} takes {_us(abs(slow))} {'more' if slow >= 0 else 'less'} per step under "
                      f"overlap{pct}{qual}")
     statement = "; ".join(parts)
     if net is not None:
@@ -87,9 +104,12 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
     if steps:
         notes.append(f"per-step means over {min(steps)}–{max(steps)} steps per run")
     sources = {r.info.get("forward_source") for r in loaded.a.runs + loaded.b.runs if r.info.get("forward_source")}
-    if len(sources) > 1:
-        notes.append("forward time comes from different sources on the two sides ("
-                     + ", ".join(sorted(sources)) + "): compare with care")
+    if len(sources - {MIXED}) > 1:
+        notes.append("forward time comes from different sources in these runs ("
+                     + ", ".join(forward_label(x) for x in sorted(sources - {MIXED})) + "): compare with care")
+    for r in loaded.a.runs + loaded.b.runs:
+        if r.info.get("forward_by_rank"):
+            notes.append(f"forward sources differ across the ranks of {r.label}: {r.info['forward_by_rank']}")
     return Mechanism(available=True, exp_removed_us=removed, removed_basis=basis, forward_off_us=f_off,
                      forward_on_us=f_on, forward_slowdown_us=slow, forward_slowdown_pct=slow_pct,
                      forward_slowdown_significant=sig, net_us=net, tpot_change_us=tpot_us,

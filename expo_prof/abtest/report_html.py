@@ -55,8 +55,11 @@ def mechanism_figure(result: ComparisonResult):
     fig = go.Figure()
     # Critical path (forward + exposed exponential) stacked; hidden exponential beside it (it overlaps the forward).
     if fwd:
-        fig.add_bar(x=sides, y=[fwd.a.mean, fwd.b.mean], name="forward pass", marker_color="#2ca02c",
-                    offsetgroup="path", hovertemplate="%{y:.1f} µs<extra>forward</extra>")
+        # The metric's label names the forward time's source (a span, or compute-busy time); plotly renders
+        # markup in names, so it is escaped.
+        name = html.escape(fwd.label)
+        fig.add_bar(x=sides, y=[fwd.a.mean, fwd.b.mean], name=name, marker_color="#2ca02c",
+                    offsetgroup="path", hovertemplate="%{y:.1f} µs<extra>" + name + "</extra>")
     if exp:
         fig.add_bar(x=sides, y=[exp.a.mean, exp.b.mean], name="exposed exponential", marker_color="#d62728",
                     offsetgroup="path", base=[fwd.a.mean or 0, fwd.b.mean or 0] if fwd else None,
@@ -69,7 +72,7 @@ def mechanism_figure(result: ComparisonResult):
         if r is not None and (r.a.mean is None or r.b.mean is None):
             missing = result.a.name if r.a.mean is None else result.b.name
             fig.add_annotation(x=missing, y=0, yanchor="bottom", showarrow=False,
-                               text=f"no {r.label} timing<br>for the {missing} runs")
+                               text=f"no {html.escape(r.label)} timing<br>for the {html.escape(missing)} runs")
             break
     fig.update_layout(barmode="group", height=360, margin=dict(l=40, r=20, t=50, b=30),
                       title="why: time per step (µs): critical path, and exponential hidden beside it",

@@ -24,7 +24,7 @@ from expo_prof.analysis.model import (
 from expo_prof.analysis.targets import LOOKED_FOR, similar_names
 from expo_prof.errors import NothingFound
 from expo_prof.timeline import Timeline, event_count
-from expo_prof.words import plural
+from expo_prof.words import common_forward_source, plural
 
 #: When one rank was read from several exports of the same run (torch_npu writes
 #: trace_view.json, kernel_details.csv and a .db side by side), the first format
@@ -320,6 +320,7 @@ def analyze_parts(
         wall_hidden_fraction=fraction(sum(r.wall_hidden_ns for r in ranks), sum(r.wall_ns for r in ranks)),
         per_instance=_instance_dists(used),
         per_step=_step_dists(all_steps),
+        forward_source=common_forward_source(r.forward_source for r in ranks),
     )
     result = AnalysisResult(
         tool_version=__version__,

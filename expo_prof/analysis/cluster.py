@@ -7,6 +7,10 @@ takes as long as its *slowest* rank. Per step (the ranks' shared step id):
 * the slowest rank's exposed draw time (``max_exposed_ns``) and forward time
   (``max_forward_ns``): what bounds the step, as opposed to the mean that a
   per-rank table suggests;
+* the mean over the ranks (``mean_exposed_ns``, ``mean_hidden_ns``,
+  ``mean_forward_ns``, ``mean_wait_ns``): the typical rank. Ranks run a step in
+  parallel, so a per-step figure across them is their mean or their maximum,
+  never their sum (two ranks' 100 ms steps are one 100 ms step, not 200 ms);
 * the skew across ranks (``skew_exposed_ns`` = max − min exposed);
 * the stragglers: ranks whose exposed time lies above
   ``median + K · max(MAD, FLOOR_SHARE · median, FLOOR_NS)`` of the step's ranks
@@ -16,7 +20,8 @@ takes as long as its *slowest* rank. Per step (the ranks' shared step id):
 
 Over the recording: the sum of the per-step maxima against the sum of the
 per-step means (``exposed_bound_ns`` vs ``exposed_mean_ns``), and per rank how
-many steps flagged it.
+many steps flagged it. :func:`per_step_means` averages the per-step figures
+over the steps: what the report's cards and ``analyze``'s tables print per step.
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ def cluster_view(steps: Sequence[StepResult], run: str | None = None) -> Cluster
         i_max = int(np.argmax(exp))
         fwds = [(rows[r].forward_ns, r) for r in rk if rows[r].forward_ns is not None]
         fmax = max(fwds) if fwds else None
+        waits = [rows[r].wait_ns for r in rk if rows[r].wait_ns is not None]
         flags = [rk[i] for i in stragglers(exp)]
         for r in flags:
             flagged[r] += 1
@@ -87,6 +93,10 @@ def cluster_view(steps: Sequence[StepResult], run: str | None = None) -> Cluster
             max_forward_ns=None if fmax is None else int(fmax[0]),
             slowest_forward_rank=None if fmax is None else int(fmax[1]),
             stragglers=flags,
+            mean_hidden_ns=float(np.mean([rows[r].hidden_ns for r in rk])),
+            mean_exposed_ns=float(np.mean(exp)),
+            mean_forward_ns=float(np.mean([f for f, _ in fwds])) if fwds else None,
+            mean_wait_ns=float(np.mean(waits)) if waits else None,
         ))
     skews = [s.skew_exposed_ns for s in out]
     return ClusterView(
@@ -98,6 +108,30 @@ def cluster_view(steps: Sequence[StepResult], run: str | None = None) -> Cluster
     )
 
 
+def per_step_means(view: ClusterView) -> dict[str, float | None]:
+    """The view's per-step figures averaged over its steps: ``{hidden,exposed,forward,wait}_mean`` (the mean of
+    ranks) and ``{exposed,forward}_max`` (the slowest rank), in ns per step; None where no step measured it."""
+
+    def avg(values: list[float | int | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return float(np.mean(known)) if known else None
+
+    st = view.steps
+    return {
+        "hidden_mean": avg([s.mean_hidden_ns for s in st]),
+        "exposed_mean": avg([s.mean_exposed_ns for s in st]),
+        "exposed_max": avg([s.max_exposed_ns for s in st]),
+        "forward_mean": avg([s.mean_forward_ns for s in st]),
+        "forward_max": avg([s.max_forward_ns for s in st]),
+        "wait_mean": avg([s.mean_wait_ns for s in st]),
+    }
+
+
 def _add(a: StepResult, b: StepResult) -> StepResult:
-    fw = None if a.forward_ns is None and b.forward_ns is None else (a.forward_ns or 0) + (b.forward_ns or 0)
-    return msgspec.structs.replace(a, exposed_ns=a.exposed_ns + b.exposed_ns, forward_ns=fw)
+    """One rank's two rows of a step (two sources of the same rank): their instances add up."""
+
+    def opt(x: int | None, y: int | None) -> int | None:
+        return None if x is None and y is None else (x or 0) + (y or 0)
+
+    return msgspec.structs.replace(a, hidden_ns=a.hidden_ns + b.hidden_ns, exposed_ns=a.exposed_ns + b.exposed_ns,
+                                   forward_ns=opt(a.forward_ns, b.forward_ns), wait_ns=opt(a.wait_ns, b.wait_ns))

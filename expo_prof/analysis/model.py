@@ -108,6 +108,9 @@ class Summary(WallTotals, kw_only=True):
     steps: int
     per_instance: InstanceDists
     per_step: StepDists
+    #: Where forward_ns comes from: the ranks' forward_source when they agree, "mixed" when they differ (each
+    #: rank's is in ranks[].forward_source). Null only in documents written before this key was added.
+    forward_source: str | None = None
 
 
 class RunEntry(msgspec.Struct, kw_only=True):
@@ -152,6 +155,13 @@ class ClusterStep(msgspec.Struct, kw_only=True):
     slowest_forward_rank: int | None
     #: Ranks flagged by the straggler rule (ClusterView.rule) in this step.
     stragglers: list[int]
+    #: Means over the step's ranks (ns): a per-step figure across ranks that run in parallel is their mean or
+    #: their maximum, never their sum. Forward and wait over the ranks that measured them (null: none did).
+    #: Null only in documents written before these keys were added.
+    mean_hidden_ns: float | None = None
+    mean_exposed_ns: float | None = None
+    mean_forward_ns: float | None = None
+    mean_wait_ns: float | None = None
 
 
 class ClusterView(msgspec.Struct, kw_only=True):

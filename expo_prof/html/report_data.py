@@ -4,14 +4,18 @@ Headline figures (all from :class:`~expo_prof.analysis.model.AnalysisResult`
 and the manifest's workload metrics; docs/html.md explains each):
 
 * **hidden fraction** — hidden / total time of the target (``summary.hidden_fraction``);
-* **exposed per step** — mean (p50, p99) of the steps' exposed time;
+* **exposed per step** — mean (p50, p99) of the steps' exposed time; with several ranks the mean
+  of ranks per step and the slowest rank's (the cluster view, analysis/cluster.py): ranks run a
+  step in parallel, so their per-step times are never summed — the cards and the per-step chart
+  show the same two series;
 * **sampler wait per step** — the sampler's wait for ``q`` (overlay on): time the
   overlay itself puts on the critical path; "–" when not measured;
 * **on the critical path per step** — the exposed draw and the sampler's wait, time in both counted once
   (``per_step.critical_ns``): what the draw still costs a step;
 * **saved per step** — what the overlay saves, measured by switchback in the run itself (verdict, CI,
   the output tok/s it implies), or "not measured" with the command that measures it: overlap is not saving;
-* **forward per step** — mean forward-pass time of the steps;
+* **forward per step** — mean forward-pass time of the steps, labelled by its source
+  (``forward_source``: a forward span, or the compute lanes' busy time where the trace has none);
 * **step time** — mean length of the step windows;
 * **tok/s upper bound** — ``(exposed + wait) / step time``: the most decode
   throughput could gain if that time left the step entirely (first order,
@@ -28,12 +32,15 @@ With ``--op`` the page speaks of the op: no exponential, sampler or tok/s figure
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import msgspec
 
 from expo_prof import __version__
-from expo_prof.analysis.model import AnalysisResult
+from expo_prof.analysis.cluster import cluster_view, per_step_means
+from expo_prof.analysis.model import AnalysisResult, ClusterView
+from expo_prof.words import forward_label, forward_sources_by_rank
 
 SCHEMA = 2
 
@@ -59,11 +66,15 @@ def to_builtins(obj: Any) -> Any:
     return msgspec.to_builtins(obj)
 
 
-def headline(result: AnalysisResult | None, metrics: dict, op: str | None = None) -> dict:
-    """The headline figures of one recording (None where the data does not say; see the module docstring)."""
+def headline(result: AnalysisResult | None, metrics: dict, op: str | None = None,
+             view: ClusterView | None = None) -> dict:
+    """The headline figures of one recording (None where the data does not say; see the module docstring).
+
+    ``view``: the recording's cluster view (several ranks): the per-step figures are then the mean of ranks
+    (and the slowest rank's) averaged over the steps — the per-step chart's series, so cards and chart agree."""
     h: dict[str, Any] = {k: None for k, *_ in FIGURES}
     h.update(exposed_p50_ns=None, exposed_p99_ns=None, tok_s=None, tok_s_if_hidden=None, steps=0, ranks=0,
-             line=None)
+             line=None, exposed_slowest_per_step_ns=None, forward_slowest_per_step_ns=None, across_ranks=False)
     tok = metrics.get("output_throughput")
     h["tok_s"] = float(tok) if isinstance(tok, (int, float)) and not isinstance(tok, bool) else None
     if result is None or result.summary is None:
@@ -85,6 +96,20 @@ def headline(result: AnalysisResult | None, metrics: dict, op: str | None = None
         forward_per_step_ns=ps.forward_ns.mean if ps.forward_ns is not None and ps.forward_ns.n else None,
         wait_per_step_ns=ps.wait_ns.mean if ps.wait_ns is not None and ps.wait_ns.n else None,
     )
+    if view is not None:
+        # Several ranks: mean of ranks per step (and the slowest rank), never the (rank, step) rows pooled.
+        m = per_step_means(view)
+        mean_exp = sorted(st.mean_exposed_ns for st in view.steps if st.mean_exposed_ns is not None)
+        h.update(
+            across_ranks=True,
+            exposed_per_step_ns=m["exposed_mean"],
+            exposed_p50_ns=_nearest_rank(mean_exp, 50),
+            exposed_p99_ns=_nearest_rank(mean_exp, 99),
+            exposed_slowest_per_step_ns=m["exposed_max"],
+            forward_per_step_ns=m["forward_mean"],
+            forward_slowest_per_step_ns=m["forward_max"],
+            wait_per_step_ns=m["wait_mean"],
+        )
     if op is not None:
         h["wait_per_step_ns"] = None  # the sampler's wait belongs to the exponential draw, not to another op
         h["tok_s"] = None
@@ -101,6 +126,43 @@ def headline(result: AnalysisResult | None, metrics: dict, op: str | None = None
             if h["tok_s"] is not None and step_ns > crit:
                 h["tok_s_if_hidden"] = h["tok_s"] * step_ns / (step_ns - crit)
     return h
+
+
+def _nearest_rank(sorted_values: list[float], p: float) -> float | None:
+    """The nearest-rank percentile of sorted values (the rule of ``Dist``'s p50/p99); None for none."""
+    if not sorted_values:
+        return None
+    return sorted_values[max(0, math.ceil(p / 100.0 * len(sorted_values)) - 1)]
+
+
+def forward_info(result: AnalysisResult | None) -> dict:
+    """How the page names forward: the recording's label (its source, docs/json-output.md), each rank's, and the
+    per-rank sources in words when they differ (a mix is said, not hidden)."""
+    if result is None or result.summary is None:
+        return {"label": forward_label(None), "by_rank": {}, "mixed": None}
+    by_rank = {str(r.rank): forward_label(r.forward_source) for r in result.ranks}
+    mixed = len({r.forward_source for r in result.ranks}) > 1
+    return {"label": forward_label(result.summary.forward_source), "by_rank": by_rank,
+            "mixed": forward_sources_by_rank((r.rank, r.forward_source) for r in result.ranks) if mixed else None}
+
+
+def across_ranks(view: ClusterView | None) -> dict | None:
+    """Per step across the ranks, column-wise (the cluster view's): the mean of ranks and the slowest rank —
+    what the per-step chart draws for "all ranks"; None with fewer than two ranks."""
+    if view is None:
+        return None
+    st = view.steps
+    return {
+        "step": [s.step for s in st],
+        "ranks": [s.ranks for s in st],
+        "hidden_mean": [s.mean_hidden_ns for s in st],
+        "exposed_mean": [s.mean_exposed_ns for s in st],
+        "exposed_max": [s.max_exposed_ns for s in st],
+        "exposed_slowest": [s.slowest_rank for s in st],
+        "forward_mean": [s.mean_forward_ns for s in st],  # null: no rank measured it
+        "forward_max": [s.max_forward_ns for s in st],
+        "forward_slowest": [s.slowest_forward_rank for s in st],
+    }
 
 
 def step_columns(result: AnalysisResult | None) -> dict:
@@ -123,12 +185,9 @@ def step_columns(result: AnalysisResult | None) -> dict:
     return cols
 
 
-def rank_step_grid(result: AnalysisResult | None) -> dict | None:
+def rank_step_grid(result: AnalysisResult | None, view: ClusterView | None) -> dict | None:
     """The ranks × steps heat map of one recording: exposed ns per (rank, step) (null where a rank lacks the
     step), with the cluster view's stragglers; None for fewer than two ranks (analysis/cluster.py)."""
-    from expo_prof.analysis.cluster import cluster_view
-
-    view = cluster_view(result.steps) if result is not None else None
     if result is None or view is None:
         return None
     steps = [s.step for s in view.steps]
@@ -153,6 +212,7 @@ def run_entry(label: str, path: str, overlay: str | None, manifest: dict | None,
     metrics = (manifest or {}).get("metrics") or {}
     if not isinstance(metrics, dict):
         metrics = {}
+    view = cluster_view(result.steps) if result is not None else None
     return {
         "label": label,
         "path": path,
@@ -161,12 +221,14 @@ def run_entry(label: str, path: str, overlay: str | None, manifest: dict | None,
         "metrics": metrics,
         "analysis": to_builtins(result),
         "error": error,
-        "headline": headline(result, metrics, op),
+        "headline": headline(result, metrics, op, view),
+        "forward": forward_info(result),
         "saving_line": saving_line,
         "saving": [to_builtins(x) for x in saving],
         "natural": [to_builtins(x) for x in natural],
         "steps": step_columns(result),
-        "grid": rank_step_grid(result),
+        "across": across_ranks(view),
+        "grid": rank_step_grid(result, view),
     }
 
 

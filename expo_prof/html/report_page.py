@@ -16,7 +16,7 @@ BODY = """<header>
 <section id="ab"><h2>A/B: overlay off vs on</h2><div class="note" id="ab-sides"></div><div id="ab-table"></div><div id="ab-compare"></div></section>
 <section id="per-step"><h2>Per step</h2>
 <div class="controls"><label for="rank">rank</label><select id="rank"></select></div>
-<h3 class="note">time per step, split into hidden and exposed; forward-pass time on the right axis</h3>
+<h3 class="note" id="steps-note">time per step, split into hidden and exposed</h3>
 <div id="steps-chart"></div>
 <h3 class="note">distribution over steps (cumulative)</h3>
 <div id="dist-chart"></div></section>

@@ -43,6 +43,7 @@ from expo_prof.clocks import clock_offsets
 from expo_prof.html import lod
 from expo_prof.analysis.pieces import instance_pieces
 from expo_prof.timeline import Interner, Kind, LaneKind, Timeline
+from expo_prof.words import forward_label
 
 #: Payload layout version (the page's JavaScript reads it).
 SCHEMA = 2
@@ -196,7 +197,8 @@ def build_payload(
         hid, tot = int(a.hidden.sum()), int(a.total.sum())
         groups.append({
             "rank": tl.rank, "fmt": tl.fmt, "backend": tl.backend, "source": tl.source, "lane0": lane0,
-            "lane1": len(lanes), "rule": a.inst.rule, "forward_source": a.forward_source, "step_source": st.source,
+            "lane1": len(lanes), "rule": a.inst.rule, "forward_source": a.forward_source,
+            "forward_label": forward_label(a.forward_source), "step_source": st.source,
             "instances": n, "total_ns": tot, "hidden_ns": hid, "exposed_ns": tot - hid, "events": len(tl),
         })
 

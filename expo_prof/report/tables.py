@@ -12,10 +12,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from expo_prof.analysis.cluster import per_step_means
 from expo_prof.analysis.model import AnalysisResult, Dist
 from expo_prof.report.base import fmt_frac, fmt_ns
 from expo_prof.report.saving import render_saving
-from expo_prof.words import plural
+from expo_prof.words import (
+    COMPUTE_BUSY,
+    forward_source_words,
+    forward_sources_by_rank,
+    plural,
+)
 
 
 def _table(title: str, *cols: tuple[str, str]) -> Table:
@@ -80,35 +86,51 @@ class TableReporter:
                 con.print(f"{escape(entry.label)}: {escape(entry.error or 'no instance found')}")
                 continue
             run = entry.label if several else None
-            self._block(con, result, entry.summary,
-                        [r for r in result.ranks if r.run == run], [s for s in result.steps if s.run == run])
+            ranks = [r for r in result.ranks if r.run == run]
+            # Forward is named by its source wherever it is printed: a forward span, or compute-busy time.
+            fwd = _Forward(entry.summary.forward_source, ranks)
+            self._block(con, result, entry.summary, ranks, [s for s in result.steps if s.run == run], fwd)
             view = next((v for v in result.cluster if v.run == run), None)
             if view is not None:
-                self._cluster(con, view)
+                self._cluster(con, view, fwd)
             render_saving(con, entry.saving, entry.natural)
             con.print(f"[bold]{escape(entry.headline)}[/]")
             if entry.saving_line:
                 con.print(escape(entry.saving_line))
 
-    def _block(self, con: Console, result: AnalysisResult, s, ranks, steps) -> None:
+    def _block(self, con: Console, result: AnalysisResult, s, ranks, steps, fwd: _Forward) -> None:
         draw = result.op is None
         what = "exponential draw" if draw else f"--op {escape(result.op or '')}"
+        several = s.ranks > 1
         t = _table(f"Hidden vs exposed time — {what}", ("", "left"), ("", "right"), ("", "left"))
         t.show_header = False
-        t.add_row("instances", str(s.instances), f"{plural(s.ranks, 'rank')}, {plural(s.steps, 'step')}")
+        ids = {st.step for st in steps if st.step is not None}
+        # Ranks run their steps in parallel: 2 ranks × 12 steps are 12 steps (24 rank-steps), not 24 steps.
+        t.add_row("instances", str(s.instances), f"{plural(s.ranks, 'rank')}, {plural(len(ids), 'step')} "
+                  f"({s.steps} rank-steps)" if several else f"1 rank, {plural(s.steps, 'step')}")
         t.add_row("total", fmt_ns(s.total_ns), "")
         t.add_row("hidden", fmt_ns(s.hidden_ns), f"{fmt_frac(s.hidden_fraction)} under other lanes' compute")
         t.add_row("exposed", fmt_ns(s.exposed_ns), "extends the step")
         if s.wall_ns != s.total_ns:
             t.add_row("wall (union)", fmt_ns(s.wall_ns), f"{fmt_frac(s.wall_hidden_fraction)} hidden; instances overlap")
-        t.add_row("forward", fmt_ns(s.forward_ns), "" if s.forward_ns is not None else "not measured")
+        # Totals of the run, like total and exposed above: over several ranks they add up rank-time (per step
+        # across ranks see "Across ranks": the mean of ranks and the slowest rank).
+        summed = f"summed over {plural(s.ranks, 'rank')}" if several else ""
+        # The row names the source beside the short label (the full label would not fit 80 columns).
+        t.add_row(fwd.short, fmt_ns(s.forward_ns), "not measured" if s.forward_ns is None
+                  else "; ".join(x for x in (escape(fwd.what), summed) if x))
         if draw:
-            t.add_row("sampler wait", fmt_ns(s.wait_ns), "" if s.wait_ns is not None else "not measured (no overlay spans or log)")
+            t.add_row("sampler wait", fmt_ns(s.wait_ns), "not measured (no overlay spans or log)" if s.wait_ns is None
+                      else summed)
+        t.columns[-1].no_wrap = False  # a long detail wraps instead of cutting the figures short at 80 columns
         con.print(t)
+        fwd.note(con, said=not fwd.mixed)  # the row named the source (or said it was not measured)
         con.print()
 
         d = _table(
-            "Distributions",
+            # Several ranks: the step columns pool every rank's steps (a rank's step is one value, never a sum
+            # over ranks); the mean of ranks and the slowest rank per step are in "Across ranks".
+            "Distributions" + (" — step columns over each rank's steps" if several else ""),
             ("", "left"), ("inst mean", "right"), ("inst p50", "right"), ("inst p99", "right"),
             ("step mean", "right"), ("step p50", "right"), ("step p99", "right"),
         )
@@ -116,10 +138,11 @@ class TableReporter:
         d.add_row("total", *_d(pi.total_ns), *_d(ps.total_ns))
         d.add_row("hidden", *_d(pi.hidden_ns), *_d(ps.hidden_ns))
         d.add_row("exposed", *_d(pi.exposed_ns), *_d(ps.exposed_ns))
-        d.add_row("forward", "", "", "", *_d(ps.forward_ns))
+        d.add_row(fwd.short, "", "", "", *_d(ps.forward_ns))
         if draw:
             d.add_row("wait", "", "", "", *_d(ps.wait_ns))
         con.print(d)
+        fwd.note(con)
         con.print()
 
         wait_col = [("wait", "right")] if draw else []
@@ -152,7 +175,7 @@ class TableReporter:
             w = _table(
                 f"Worst steps by exposed time (top {len(worst)})",
                 ("rank", "right"), ("step", "right"), ("n", "right"), ("total", "right"), ("hidden", "right"),
-                ("exposed", "right"), ("hidden %", "right"), ("forward", "right"), *wait_col,
+                ("exposed", "right"), ("hidden %", "right"), (fwd.short, "right"), *wait_col,
             )
             for st in worst:
                 w.add_row(
@@ -161,30 +184,66 @@ class TableReporter:
                     fmt_ns(st.forward_ns), *([fmt_ns(st.wait_ns)] if draw else []),
                 )
             con.print(w)
+            fwd.note(con)
             con.print()
 
-    def _cluster(self, con: Console, v) -> None:
-        """The cluster view (expo_prof/analysis/cluster.py): what bounds a synchronous step, skew, stragglers."""
+    def _cluster(self, con: Console, v, fwd: _Forward) -> None:
+        """The cluster view (expo_prof/analysis/cluster.py): what bounds a synchronous step, skew, stragglers.
+        Per step across ranks: the mean of ranks and the slowest rank (what the report's cards show), never a
+        sum — the ranks run the step in parallel."""
+        m = per_step_means(v)
         t = _table(f"Across ranks — {plural(len(v.ranks), 'rank')}, {plural(len(v.steps), 'step')}",
-                   ("", "left"), ("", "right"), ("", "left"))
-        t.show_header = False
-        t.add_row("exposed, slowest rank", fmt_ns(v.exposed_bound_ns), "summed over steps: bounds a synchronous step")
-        t.add_row("exposed, rank mean", fmt_ns(v.exposed_mean_ns), "summed over steps")
+                   ("", "left"), ("mean of ranks", "right"), ("slowest rank", "right"))
+        t.add_row("exposed per step", fmt_ns(m["exposed_mean"]), fmt_ns(m["exposed_max"]))
+        if m["forward_max"] is not None:
+            t.add_row(f"{fwd.short} per step", fmt_ns(m["forward_mean"]), fmt_ns(m["forward_max"]))
+        t.add_row("exposed, all steps", fmt_ns(v.exposed_mean_ns), fmt_ns(v.exposed_bound_ns))
         if v.forward_bound_ns is not None:
-            t.add_row("forward, slowest rank", fmt_ns(v.forward_bound_ns), "summed over steps")
-        t.add_row("skew (max − min)", fmt_ns(v.skew_p50_ns), f"median over steps; max {fmt_ns(v.skew_max_ns)}")
-        flagged = ", ".join(f"rank {r} ×{n}" for r, n in sorted(v.straggler_steps.items(), key=lambda x: -x[1])[:8])
-        t.add_row("stragglers", str(len(v.straggler_steps)), flagged or "none flagged")
+            fwd_means = [st.mean_forward_ns for st in v.steps if st.mean_forward_ns is not None]
+            t.add_row(f"{fwd.short}, all steps", fmt_ns(sum(fwd_means)), fmt_ns(v.forward_bound_ns))
         con.print(t)
+        con.print("per step: averaged over the steps; all steps: summed over them. A synchronous step lasts as long "
+                  "as its slowest rank, so the slowest rank's exposed time bounds the step.")
+        if m["forward_max"] is not None:
+            fwd.note(con)
+        con.print()
+        k = _table("", ("", "left"), ("", "right"), ("", "left"))
+        k.show_header = False
+        k.add_row("skew (max − min)", fmt_ns(v.skew_p50_ns), f"median over steps; max {fmt_ns(v.skew_max_ns)}")
+        flagged = ", ".join(f"rank {r} ×{n}" for r, n in sorted(v.straggler_steps.items(), key=lambda x: -x[1])[:8])
+        k.add_row("stragglers", str(len(v.straggler_steps)), flagged or "none flagged")
+        con.print(k)
         con.print()
         worst = sorted(v.steps, key=lambda x: (-x.skew_exposed_ns, x.step))[: self.top]
         w = _table(f"Most skewed steps (top {len(worst)})", ("step", "right"), ("ranks", "right"),
                    ("slowest", "right"), ("max exposed", "right"), ("median", "right"), ("skew", "right"),
-                   ("max forward", "right"), ("stragglers", "left"))
+                   (f"max {fwd.short}", "right"), ("stragglers", "left"))
         for st in worst:
             w.add_row(str(st.step), str(st.ranks), str(st.slowest_rank), fmt_ns(st.max_exposed_ns),
                       fmt_ns(st.median_exposed_ns), fmt_ns(st.skew_exposed_ns), fmt_ns(st.max_forward_ns),
                       ", ".join(map(str, st.stragglers)) or "–")
         con.print(w)
+        if any(st.max_forward_ns is not None for st in worst):
+            fwd.note(con)
         con.print()
 
+
+class _Forward:
+    """How the tables name forward figures: the full label where there is room, a short name (``forward`` or
+    ``compute busy``) in narrow tables with a caption naming the source — and each rank's when they differ."""
+
+    def __init__(self, source: str | None, ranks) -> None:
+        self.short = "compute busy" if source == COMPUTE_BUSY else "forward"
+        self.what = forward_source_words(source)
+        self.mixed = len({r.forward_source for r in ranks}) > 1
+        self.noted = False
+        self.line = (f"{self.short}: sources differ across ranks — "
+                     f"{forward_sources_by_rank((r.rank, r.forward_source) for r in ranks)}" if self.mixed
+                     else f"{self.short}: {self.what}")
+
+    def note(self, con: Console, said: bool = False) -> None:
+        """Name the source under the first table whose rows or columns say only ``forward`` / ``compute busy``
+        (once per recording: the later tables are read with it); ``said``: a row already named it."""
+        if not self.noted and not said:
+            con.print(escape(self.line))
+        self.noted = True

@@ -76,8 +76,9 @@ def bench_result(path: Path, *, output_throughput: float, input_len: int = 1536,
 
 
 def analysis_json(*, exposed_us: float, hidden_us: float, forward_us: float | None, steps: int = 100,
-                  wait_us: float = 0.0) -> dict:
-    """An ``analyze --json`` result (built from the real result model) with the given per-step means.
+                  wait_us: float = 0.0, forward_source: str | None = None) -> dict:
+    """An ``analyze --json`` result (built from the real result model) with the given per-step means, and
+    ``summary.forward_source`` (where forward comes from; None: an analysis.json from before that key).
 
     The critical path per step is exposed + wait (a wait after the draw ended: nothing to count once)."""
     from expo_prof.analysis import model as m
@@ -102,7 +103,10 @@ def analysis_json(*, exposed_us: float, hidden_us: float, forward_us: float | No
     )
     result = m.AnalysisResult(tool_version="test", op=None, inputs=["."], summary=summary, ranks=[], steps=[],
                               warnings=[], skipped=[])
-    return json.loads(msgspec.json.encode(result))
+    doc = json.loads(msgspec.json.encode(result))
+    if forward_source is not None:
+        doc["summary"]["forward_source"] = forward_source
+    return doc
 
 
 def run_dir(path: Path, *, overlay: bool, metrics: dict, spec: dict | None = None, analysis: dict | None = None,

@@ -14,11 +14,13 @@ import pytest
 from ab_helpers import analysis_json, session_dir  # type: ignore[import-not-found]
 
 
-def _session(tmp_path, off_fwd: list[float], on_fwd: list[float], *, off_timed: bool = True, tpot=(40.0, 41.0)):
+def _session(tmp_path, off_fwd: list[float], on_fwd: list[float], *, off_timed: bool = True, tpot=(40.0, 41.0),
+             sources: tuple[str | None, str | None] = (None, None)):
     runs = []
     for i, (f_off, f_on) in enumerate(zip(off_fwd, on_fwd, strict=True)):
-        off_an = analysis_json(exposed_us=300.0 + i, hidden_us=0.0, forward_us=f_off) if off_timed else None
-        on_an = analysis_json(exposed_us=20.0 + i, hidden_us=280.0, forward_us=f_on)
+        off_an = analysis_json(exposed_us=300.0 + i, hidden_us=0.0, forward_us=f_off,
+                               forward_source=sources[0]) if off_timed else None
+        on_an = analysis_json(exposed_us=20.0 + i, hidden_us=280.0, forward_us=f_on, forward_source=sources[1])
         runs += [
             (False, {"output_throughput": 1000.0 - i, "mean_tpot_ms": tpot[0] + 0.01 * i}, off_an),
             (True, {"output_throughput": 990.0 - i, "mean_tpot_ms": tpot[1] + 0.01 * i}, on_an),
@@ -110,3 +112,32 @@ def test_the_committed_sample_removes_the_wait_not_the_overlap(cli):
     m = json.loads(cli("compare", str(session), "--json").stdout)["mechanism"]
     assert m["exp_removed_us"] == pytest.approx(expected_us)
     assert 0 < m["exp_removed_us"] < 10.0 < off.per_step.exposed_ns.mean / 1e3 - 40.0
+
+
+def test_forward_metric_and_why_line_name_compute_busy_time(tmp_path, cli):
+    """GIVEN runs whose analysis measured forward as compute-busy time (traces without a forward span) WHEN compared
+    THEN the metric is labelled "compute busy (no forward span) / step" in the JSON and the table, and the why line
+    says that compute-busy time grew, not that the forward pass did."""
+    s = _session(tmp_path, [10000.0, 10010.0, 9995.0], [10800.0, 10812.0, 10790.0],
+                 sources=("compute-busy", "compute-busy"))
+    out = json.loads(cli("compare", str(s), "--json").stdout)
+    label = "compute busy (no forward span) / step"
+    assert {x["name"]: x for x in out["metrics"]}["forward_us_per_step"]["label"] == label
+    assert "compute busy (no forward span) takes" in out["mechanism"]["statement"]
+    assert "forward pass takes" not in out["mechanism"]["statement"]
+    text = " ".join(cli("compare", str(s)).stdout.split())
+    assert "compute busy (no forward span) takes" in text
+    assert "compute busy (no" in text and "forward span) / step" in text  # the metric column wraps the label
+
+
+def test_forward_from_different_sources_is_said(tmp_path, cli):
+    """GIVEN off runs whose forward is compute-busy time and on runs timed by the expo_prof::forward span WHEN
+    compared THEN the metric says its sources are mixed and a note names both; neither side's source is shown as
+    if it held for all runs."""
+    s = _session(tmp_path, [10000.0, 10010.0, 9995.0], [10800.0, 10812.0, 10790.0],
+                 sources=("compute-busy", "expo_prof::forward"))
+    out = json.loads(cli("compare", str(s), "--json").stdout)
+    assert {x["name"]: x for x in out["metrics"]}["forward_us_per_step"]["label"] == "forward (mixed sources) / step"
+    assert "forward (mixed sources) takes" in out["mechanism"]["statement"]
+    assert any("compute busy (no forward span)" in n and "forward (expo_prof::forward span)" in n
+               for n in out["mechanism"]["notes"])

@@ -68,3 +68,28 @@ def test_real_two_rank_recording(realtraces):
         assert cs["skew_exposed_ns"] == max(exp.values()) - min(exp.values()) > 0
         assert cs["max_forward_ns"] == max(s["forward_ns"] for s in mine)
         assert cs["stragglers"] == []  # two ranks: never flagged
+
+
+def test_means_of_ranks_per_step_and_over_steps():
+    """GIVEN 3 ranks over 2 steps, rank 1 read from two sources in step 1 and rank 2 without forward timing WHEN the
+    view is built THEN each step holds the mean over its ranks of hidden, exposed, forward (over the ranks that
+    measured it) and wait (null: none measured) — a rank's two rows added first — and per_step_means averages the
+    means and the slowest-rank figures over the steps: never a sum over ranks."""
+    from expo_prof.analysis.cluster import per_step_means
+
+    def row(rank, step, exposed, hidden, forward, wait=None):
+        return StepResult(rank=rank, step=step, source="s", start_ns=0, end_ns=1, instances=1,
+                          total_ns=exposed + hidden, hidden_ns=hidden, exposed_ns=exposed, hidden_fraction=None,
+                          forward_ns=forward, wait_ns=wait)
+
+    rows = [row(0, 1, 100, 10, 1_000), row(1, 1, 40, 5, 600), row(1, 1, 60, 5, 600), row(2, 1, 400, 30, None),
+            row(0, 2, 300, 0, 2_000), row(1, 2, 100, 20, 1_000), row(2, 2, 200, 10, None)]
+    v = cluster_view(rows)
+    s1, s2 = v.steps
+    assert (s1.mean_exposed_ns, s1.mean_hidden_ns, s1.mean_forward_ns) == (200.0, 50 / 3, 1_100.0)
+    assert (s1.max_exposed_ns, s1.max_forward_ns, s1.mean_wait_ns) == (400, 1_200, None)
+    assert (s2.mean_exposed_ns, s2.mean_hidden_ns, s2.mean_forward_ns) == (200.0, 10.0, 1_500.0)
+    m = per_step_means(v)
+    assert (m["exposed_mean"], m["exposed_max"]) == (200.0, (400 + 300) / 2)
+    assert (m["forward_mean"], m["forward_max"], m["wait_mean"]) == ((1_100 + 1_500) / 2, (1_200 + 2_000) / 2, None)
+    assert m["hidden_mean"] == (50 / 3 + 10) / 2

@@ -31,3 +31,42 @@ def test_every_field_is_documented():
 def test_schema_version_in_doc_title_matches():
     first = DOC.read_text(encoding="utf-8").splitlines()[0]
     assert f"schema version {model.SCHEMA}" in first
+
+
+#: The section of docs/json-output.md that lists the keys each struct adds (to its base struct's).
+SECTIONS = {
+    "AnalysisResult": "## Top level",
+    "RunEntry": "### `RunEntry`",
+    "Totals": "### `Totals`",
+    "WallTotals": "### `WallTotals`",
+    "Summary": "### `summary` (adds)",
+    "RankResult": "### each of `ranks` (adds)",
+    "StepResult": "### each of `steps` (adds)",
+    "ClusterView": "### `ClusterView`",
+    "ClusterStep": "### `ClusterStep`",
+    "InstanceDists": "### `InstanceDists`",
+    "StepDists": "### `InstanceDists`",
+    "Dist": "### `InstanceDists`",
+}
+
+
+def _section(text: str, heading: str) -> str:
+    """The text of the section that starts at ``heading``, up to the next heading."""
+    start = text.index(heading)
+    nxt = re.search(r"^#{1,3} ", text[start + len(heading):], re.MULTILINE)
+    return text[start: start + len(heading) + (nxt.start() if nxt else len(text))]
+
+
+def test_each_key_is_documented_in_its_own_section():
+    """GIVEN each struct of the result model WHEN the keys it adds to its base struct are looked up THEN each is
+    documented in that struct's own section (so summary.forward_source or a ClusterStep key cannot pass for
+    documented because a rank's key of the same name is)."""
+    text = DOC.read_text(encoding="utf-8")
+    missing = []
+    for s in _structs():
+        base = next((b for b in s.__mro__[1:] if isinstance(b, type) and issubclass(b, msgspec.Struct)
+                     and b is not msgspec.Struct), None)
+        added = [f for f in s.__struct_fields__ if base is None or f not in base.__struct_fields__]
+        section = set(re.findall(r"`([a-z_0-9]+)`", _section(text, SECTIONS[s.__name__])))
+        missing += [f"{s.__name__}.{f}" for f in added if f not in section]
+    assert not missing

@@ -4,19 +4,28 @@ forward (``--overlay off``) or on a spare thread during it (``--overlay on``, wh
 overlay does), inside the overlay's span names. Used by the HTML tests as a recorded run
 that is cheap enough to make in every test session (no vLLM server needed).
 
+``--world N`` records a synchronous N-rank job instead: N processes in a ``torch.distributed``
+(gloo) group, each rank profiled by its own profiler (the trace names its rank in
+``distributedInfo``, as a real multi-rank trace does), every step ending in an all-reduce so
+that the ranks run their steps in parallel and wait for each other, as tensor-parallel ranks do.
+``--bare-ranks 1`` leaves rank 1's forward without the ``expo_prof::forward`` span (a worker
+without the overlay's instrumentation): its forward time is then the busy time of its threads.
+
 Run as a script (torch stays out of the pytest process):
-``python tests/html/make_run.py OUT --overlay on [--steps N] [--evil-names]``.
+``python tests/html/make_run.py OUT --overlay on [--steps N] [--evil-names] [--world N [--bare-ranks R,…]]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
 import platform
 import queue
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -49,11 +58,22 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--vocab", type=int, default=32768)
     ap.add_argument("--evil-names", action="store_true", help="wrap steps in spans named like markup")
+    ap.add_argument("--world", type=int, default=1, help="ranks of a synchronous job (torch.distributed, gloo)")
+    ap.add_argument("--bare-ranks", default="", help="ranks (comma-separated) whose forward has no forward span")
+    ap.add_argument("--rank", type=int, default=None, help=argparse.SUPPRESS)  # set for the ranks' own processes
     a = ap.parse_args()
+    if a.world > 1 and a.rank is None:
+        return _launch_ranks(a)
 
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
+    dist = None
+    if a.rank is not None:
+        import torch.distributed as dist
+
+        # Before the profiler starts: it records the group (rank, world size) in the trace's distributedInfo.
+        dist.init_process_group("gloo", init_method=f"file://{a.out / '.store'}", rank=a.rank, world_size=a.world)
     torch.manual_seed(0)
     torch.set_num_threads(1)
     hidden = 512
@@ -61,8 +81,10 @@ def main() -> int:
     head = torch.randn(hidden, a.vocab) / hidden**0.5
     x = torch.randn(a.rows, hidden)
 
+    bare = a.rank is not None and str(a.rank) in a.bare_ranks.split(",")
+
     def forward() -> torch.Tensor:
-        with record_function("expo_prof::forward"):
+        with contextlib.nullcontext() if bare else record_function("expo_prof::forward"):
             h = x
             for w in layers:
                 h = torch.tanh(h @ w)
@@ -121,16 +143,24 @@ def main() -> int:
                     q.append(torch.empty(a.rows, a.vocab).exponential_())
             if step:  # step 0 is the profiler's warm-up
                 tokens += int(sample(logits, q[0]).numel())
+            if dist is not None:
+                # The step ends when every rank has sampled, as a tensor-parallel step waits for its slowest rank.
+                dist.all_reduce(torch.ones(1))
             if span is not None:
                 span.__exit__(None, None, None)
             prof.step()
     dt = time.perf_counter() - t0
-    raw = prof_dir / "trace.json"
+    rank = a.rank or 0
+    raw = prof_dir / f"trace.{rank}.json"  # one name per rank: the ranks export side by side
     prof.export_chrome_trace(str(raw))
-    with open(raw, "rb") as f, gzip.open(prof_dir / f"rank0.{os.getpid()}.pt.trace.json.gz", "wb") as g:
+    with open(raw, "rb") as f, gzip.open(prof_dir / f"rank{rank}.{os.getpid()}.pt.trace.json.gz", "wb") as g:
         shutil.copyfileobj(f, g)
     raw.unlink()
     jobs.put(None)  # only now: the profiler names threads from the live process when it writes the trace
+    if dist is not None:
+        dist.destroy_process_group()
+        if rank:
+            return 0  # rank 0 writes the manifest (its metrics stand for the job's)
     manifest = {
         "schema": 1,
         "expo_prof": "test",
@@ -142,7 +172,7 @@ def main() -> int:
         "overlay": a.overlay,
         "profiler": "torch",
         "profiler_dir": "profiler",
-        "workload": {"builtin": False, "steps": a.steps, "rows": a.rows, "vocab": a.vocab},
+        "workload": {"builtin": False, "steps": a.steps, "rows": a.rows, "vocab": a.vocab, "world": a.world},
         "started": started,
         "ended": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         "metrics": {
@@ -157,6 +187,18 @@ def main() -> int:
     }
     (a.out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return 0
+
+
+def _launch_ranks(a: argparse.Namespace) -> int:
+    """Run this script once per rank (``--rank r``), in parallel, and wait for all of them."""
+    a.out.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, __file__, str(a.out), "--overlay", a.overlay, "--steps", str(a.steps), "--rows",
+            str(a.rows), "--vocab", str(a.vocab), "--world", str(a.world), "--bare-ranks", a.bare_ranks,
+            *(["--evil-names"] if a.evil_names else [])]
+    procs = [subprocess.Popen([*argv, "--rank", str(r)]) for r in range(a.world)]
+    codes = [p.wait(timeout=600) for p in procs]
+    (a.out / ".store").unlink(missing_ok=True)
+    return max(codes)
 
 
 if __name__ == "__main__":

@@ -185,3 +185,28 @@ def test_html_reporter_renders_an_analysis_result(tmp_path, open_page, vllm_cpu_
     page = open_page(out)
     assert page.errors() == []
     assert card(page, "c-hidden") == f"{100 * res.summary.hidden_fraction:.1f}%"
+
+
+def test_compare_and_ab_section_name_forward_by_its_source(tmp_path, open_page, session_dir, capsys):
+    """GIVEN a session of two recorded runs whose forward is timed by the expo_prof::forward span WHEN compared
+    (tables and JSON) and reported THEN the forward metric is "forward (expo_prof::forward span) / step" in
+    compare's JSON, its printed table and the report's A/B table, and the why line names the span."""
+    from expo_prof.cli.main import main
+
+    label = "forward (expo_prof::forward span) / step"
+    with pytest.raises(SystemExit) as ei:
+        main(["compare", str(session_dir), "--json"])
+    out, err = capsys.readouterr()
+    assert ei.value.code == 0, err
+    cmp = json.loads(out)
+    assert {m["name"]: m["label"] for m in cmp["metrics"]}["forward_us_per_step"] == label
+    with pytest.raises(SystemExit) as ei:
+        main(["compare", str(session_dir), "--all-metrics"])
+    text = " ".join(capsys.readouterr()[0].split())
+    assert "forward (expo_prof::forward span)" in text and "forward / step" not in text
+    assert "forward (expo_prof::forward span) takes" in cmp["mechanism"]["statement"]  # both sides timed it
+    html, _ = build(tmp_path, session_dir)
+    page = open_page(html)
+    assert page.errors() == []
+    rows = page.evaluate("Array.from(document.querySelectorAll('#ab-tbl tbody tr')).map(r => r.cells[0].textContent)")
+    assert label in rows and "forward / step" not in rows

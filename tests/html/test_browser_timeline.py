@@ -144,3 +144,20 @@ def test_committed_sample_runs_open(tmp_path, open_page, run):
     # the same instances `analyze` counts (one source per rank), not every source's
     assert len(d["inst"]["start"]) == pipeline_run([run]).document.summary.instances
     assert re.search(r"\d+ exponential instances drawn individually", page.evaluate("document.getElementById('lod').textContent"))
+
+
+def test_sources_line_names_forward_by_its_source(tmp_path, open_page, nccl_trace, mixed_ranks_run):
+    """GIVEN a real A100 trace without a forward span (--op nccl) and a real 2-rank run where only rank 0 has the
+    expo_prof::forward span WHEN their timelines load THEN each rank's sources line names its forward figure:
+    "compute busy (no forward span)" where there is no span, "forward (expo_prof::forward span)" where there is."""
+    html, _ = build(tmp_path, nccl_trace, op="nccl")
+    page = open_page(html)
+    assert page.errors() == []
+    lines = page.evaluate("Array.from(document.querySelectorAll('#sources div')).map(d => d.textContent)")
+    assert len(lines) == 1 and " · compute busy (no forward span) · " in lines[0]
+    html, _ = build(tmp_path, mixed_ranks_run)
+    page = open_page(html)
+    assert page.errors() == []
+    lines = page.evaluate("Array.from(document.querySelectorAll('#sources div')).map(d => d.textContent)")
+    assert [ln.split(" · ")[0] for ln in lines] == ["rank 0", "rank 1"]
+    assert " · forward (expo_prof::forward span) · " in lines[0] and " · compute busy (no forward span) · " in lines[1]

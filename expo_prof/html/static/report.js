@@ -7,6 +7,11 @@
   const config = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
   const P = D.runs[D.primary];
   const H = P.headline;
+  // Forward named by its source (a forward span, or compute-busy time where the trace has none).
+  const F = P.forward;
+  // Several ranks lined up by step (the cluster view): per-step figures are the mean of ranks and the slowest
+  // rank's, never a sum — the ranks run a step in parallel.
+  const X = P.across;
   const plots = [];
 
   Expo.setText("title", D.title);
@@ -25,18 +30,21 @@
   if (!P.analysis) {
     cards.appendChild(Expo.el("div", { className: "warn" }, "no analysis for this run: " + (P.error || "no traces")));
   } else {
+    const ofRanks = H.across_ranks ? " — mean of ranks" : "";
+    const slowest = (ns) => (H.across_ranks ? "slowest rank " + Expo.fmtNs(ns) + " · " : "");
     cards.append(
       card("c-hidden", "hidden fraction", Expo.fmtPct(H.hidden_fraction), H.line || ""),
-      card("c-exposed", "exposed time per step", Expo.fmtNs(H.exposed_per_step_ns),
-        "p50 " + Expo.fmtNs(H.exposed_p50_ns) + " · p99 " + Expo.fmtNs(H.exposed_p99_ns)),
-      card("c-forward", "forward time per step", Expo.fmtNs(H.forward_per_step_ns), "step time " + Expo.fmtNs(H.step_ns)),
+      card("c-exposed", "exposed time per step" + ofRanks, Expo.fmtNs(H.exposed_per_step_ns),
+        slowest(H.exposed_slowest_per_step_ns) + "p50 " + Expo.fmtNs(H.exposed_p50_ns) + " · p99 " + Expo.fmtNs(H.exposed_p99_ns)),
+      card("c-forward", F.label + " per step" + ofRanks, Expo.fmtNs(H.forward_per_step_ns),
+        slowest(H.forward_slowest_per_step_ns) + "step time " + Expo.fmtNs(H.step_ns) + (F.mixed ? " · " + F.mixed : "")),
     );
     if (draw) {
       cards.append(
-        card("c-wait", "sampler wait per step", Expo.fmtNs(H.wait_per_step_ns),
+        card("c-wait", "sampler wait per step" + ofRanks, Expo.fmtNs(H.wait_per_step_ns),
           H.wait_per_step_ns === null ? "not measured (no overlay spans or log)" : "waiting for q: the overlay's own cost"),
         card("c-toks", "tok/s upper bound", H.tok_s_upper_bound === null ? "–" : "≤ +" + Math.abs(100 * H.tok_s_upper_bound).toFixed(2) + "%",
-          "if exposed + wait (" + Expo.fmtNs(H.critical_per_step_ns) + "/step) left the step; ignores the forward-pass cost of overlap" +
+          "if exposed + wait (" + Expo.fmtNs(H.critical_per_step_ns) + "/step" + (H.across_ranks ? ", mean of ranks" : "") + ") left the step; ignores the forward-pass cost of overlap" +
           (H.tok_s !== null ? " · measured " + H.tok_s.toFixed(1) + " tok/s" : "")),
       );
     }
@@ -65,57 +73,84 @@
   const S = P.steps;
   const ranks = Array.from(new Set(S.rank)).sort((a, b) => a - b);
   const sel = document.getElementById("rank");
-  if (ranks.length > 1) sel.appendChild(Expo.el("option", { value: "all" }, "all ranks (sum)"));
+  if (X) sel.appendChild(Expo.el("option", { value: "all" }, "all ranks: mean of ranks and slowest rank"));
   for (const r of ranks) sel.appendChild(Expo.el("option", { value: String(r) }, "rank " + r));
   if (ranks.length <= 1) sel.parentNode.style.display = "none";
+  Expo.setText("steps-note", "time per step, split into hidden and exposed; " + F.label + " on the right axis" +
+    (X ? ". All ranks: the mean of ranks per step, and the slowest rank's (a synchronous step lasts as long as its slowest rank); ranks run in parallel, so their times are never summed" : ""));
 
-  function perStep(rank) {
+  /** One rank's series per step id (a rank counted from two sources has a row per source: they add up). */
+  function rankSteps(rank) {
     const by = new Map();
     for (let i = 0; i < S.step.length; i++) {
-      if (rank !== "all" && S.rank[i] !== Number(rank)) continue;
+      if (S.rank[i] !== rank) continue;
       const k = S.step[i];
-      const v = by.get(k) || { hidden: 0, exposed: 0, forward: 0, n: 0 };
-      v.hidden += S.hidden[i]; v.exposed += S.exposed[i]; v.forward += S.forward[i]; v.n += S.instances[i];
+      const v = by.get(k) || { hidden: 0, exposed: 0, forward: null };
+      v.hidden += S.hidden[i]; v.exposed += S.exposed[i];
+      if (S.forward[i] !== null) v.forward = (v.forward || 0) + S.forward[i];  // null: not measured
       by.set(k, v);
     }
     const ids = Array.from(by.keys()).sort((a, b) => a - b);
-    return { ids, rows: ids.map((k) => by.get(k)) };
+    const col = (f) => ids.map((k) => by.get(k)[f]);
+    return { ids, hidden: col("hidden"), exposed: col("exposed"), forward: col("forward"), fwd: F.by_rank[String(rank)] || F.label };
+  }
+  function series(value) {
+    if (value === "all") {
+      return { ids: X.step, hidden: X.hidden_mean, exposed: X.exposed_mean, forward: X.forward_mean, fwd: F.label,
+        exposedMax: X.exposed_max, exposedWho: X.exposed_slowest, forwardMax: X.forward_max, forwardWho: X.forward_slowest };
+    }
+    return rankSteps(Number(value));
   }
   function drawSteps() {
-    const ps = perStep(sel.value || (ranks.length > 1 ? "all" : String(ranks[0])));
-    const us = (f) => ps.rows.map((r) => r[f] / 1e3);
+    const ps = series(sel.value || (X ? "all" : String(ranks[0])));
+    const all = ps.exposedMax !== undefined;
+    const of = all ? ", mean of ranks" : "";
+    const us = (v) => v.map((x) => (x === null ? null : x / 1e3));
+    const ms = (v) => v.map((x) => (x === null ? null : x / 1e6));
     const hover = "step %{x}<br>%{fullData.name}: %{y:.1f} µs<extra></extra>";
+    const fwdName = Expo.ptext(ps.fwd);
     const traces = [
-      { type: "bar", name: "hidden", x: ps.ids, y: us("hidden"), marker: { color: COL.hidden }, hovertemplate: hover },
-      { type: "bar", name: "exposed", x: ps.ids, y: us("exposed"), marker: { color: COL.exposed }, hovertemplate: hover },
-      { type: "scatter", mode: "lines+markers", name: "forward pass", x: ps.ids, y: ps.rows.map((r) => r.forward / 1e6),
-        yaxis: "y2", line: { color: COL.fwd, width: 1.5 }, marker: { size: 4 }, hovertemplate: "step %{x}<br>forward: %{y:.3f} ms<extra></extra>" },
+      { type: "bar", name: "hidden" + of, x: ps.ids, y: us(ps.hidden), marker: { color: COL.hidden }, hovertemplate: hover },
+      { type: "bar", name: "exposed" + of, x: ps.ids, y: us(ps.exposed), marker: { color: COL.exposed }, hovertemplate: hover },
     ];
+    if (all) {
+      traces.push({ type: "scatter", mode: "lines+markers", name: "exposed, slowest rank", x: ps.ids, y: us(ps.exposedMax),
+        customdata: ps.exposedWho, line: { color: "#7a0f10", width: 1.5, dash: "dot" }, marker: { size: 5, symbol: "triangle-up" },
+        hovertemplate: "step %{x}<br>exposed, slowest rank (rank %{customdata}): %{y:.1f} µs<extra></extra>" });
+    }
+    traces.push({ type: "scatter", mode: "lines+markers", name: fwdName + of, x: ps.ids, y: ms(ps.forward),
+      yaxis: "y2", line: { color: COL.fwd, width: 1.5 }, marker: { size: 4 }, hovertemplate: "step %{x}<br>%{fullData.name}: %{y:.3f} ms<extra></extra>" });
+    if (all) {
+      traces.push({ type: "scatter", mode: "lines+markers", name: fwdName + ", slowest rank", x: ps.ids, y: ms(ps.forwardMax),
+        customdata: ps.forwardWho, yaxis: "y2", line: { color: COL.fwd, width: 1.5, dash: "dash" }, marker: { size: 4, symbol: "triangle-up" },
+        hovertemplate: "step %{x}<br>%{fullData.name} (rank %{customdata}): %{y:.3f} ms<extra></extra>" });
+    }
     const layout = {
       barmode: "stack", height: 330, margin: { l: 60, r: 60, t: 36, b: 44 },
-      xaxis: { title: { text: "step" } }, yaxis: { title: { text: what + " time (µs)" }, rangemode: "tozero" },
-      yaxis2: { title: { text: "forward (ms)" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false },
+      xaxis: { title: { text: "step" } }, yaxis: { title: { text: what + " time (µs)" + of }, rangemode: "tozero" },
+      yaxis2: { title: { text: fwdName + " (ms)" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false },
       legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
     };
     plots.push(Plotly.react("steps-chart", traces, layout, config));
     // Distribution over steps as cumulative curves on a log axis: per-step times span orders of
     // magnitude (a few slow steps), and steps with 0 ns (nothing exposed) are counted in the name.
-    const ecdf = (name, vals, color) => {
+    const ecdf = (name, vals, color, dash) => {
       const pos = vals.filter((v) => v > 0).sort((a, b) => a - b);
       const n = vals.length;
       const zero = n - pos.length;
       return {
-        type: "scatter", mode: "lines", line: { shape: "hv", color, width: 2 },
+        type: "scatter", mode: "lines", line: { shape: "hv", color, width: 2, dash: dash || "solid" },
         name: name + " (" + pos.length + " of " + n + " steps > 0)",
         x: pos, y: pos.map((_, i) => (zero + i + 1) / n),
         hovertemplate: "%{x:.1f} µs: %{y:.1%} of steps at or below<extra></extra>",
       };
     };
-    const dist = [
-      ecdf("exposed per step", us("exposed"), COL.exposed),
-      ecdf("hidden per step", us("hidden"), COL.hidden),
-      ecdf("total per step", ps.rows.map((r) => (r.hidden + r.exposed) / 1e3), "#555"),
-    ];
+    const dist = [ecdf("exposed per step" + of, us(ps.exposed), COL.exposed)];
+    if (all) dist.push(ecdf("exposed per step, slowest rank", us(ps.exposedMax), "#7a0f10", "dot"));
+    dist.push(
+      ecdf("hidden per step" + of, us(ps.hidden), COL.hidden),
+      ecdf("total per step" + of, ps.ids.map((_, i) => (ps.hidden[i] + ps.exposed[i]) / 1e3), "#555"),
+    );
     const hl = {
       height: 290, margin: { l: 60, r: 60, t: 36, b: 44 },
       xaxis: { title: { text: "µs per step (log)" }, type: "log" }, yaxis: { title: { text: "share of steps ≤ x" }, range: [0, 1.02], tickformat: ".0%" },
@@ -131,7 +166,7 @@
   const G = P.grid;
   if (G && G.ranks.length > 1) {
     Expo.setText("cluster-note", "Exposed time per rank and step: a synchronous step waits for its slowest rank. " +
-      "Slowest rank summed over steps " + Expo.fmtNs(G.bound_ns) + " vs rank mean " + Expo.fmtNs(G.mean_ns) +
+      "Summed over steps: slowest rank " + Expo.fmtNs(G.bound_ns) + " vs mean of ranks " + Expo.fmtNs(G.mean_ns) +
       "; median skew " + Expo.fmtNs(G.skew_p50_ns) + "; " + G.stragglers.length + " straggler cell(s) marked × (" + G.rule + ").");
     const ylab = G.ranks.map((r) => "rank " + r);
     const heat = { type: "heatmap", x: G.steps, y: ylab, z: G.exposed.map((row) => row.map((v) => (v === null ? null : v / 1e3))),
@@ -154,10 +189,12 @@
       const names = Object.entries(r.names).slice(0, 2).map(([n, c]) => Expo.shorten(n, 60) + " ×" + c).join(", ");
       return [String(r.rank), r.backend, r.fmt, r.rule, String(r.instances), String(r.steps), Expo.fmtNs(r.total_ns),
         Expo.fmtNs(r.hidden_ns), Expo.fmtNs(r.exposed_ns), Expo.fmtPct(r.hidden_fraction), Expo.fmtNs(r.per_step.exposed_ns.p50),
-        Expo.fmtNs(r.per_step.exposed_ns.p99), Expo.fmtNs(r.per_step.forward_ns.mean), Expo.fmtNs(r.wait_ns), names];
+        Expo.fmtNs(r.per_step.exposed_ns.p99), Expo.fmtNs(r.per_step.forward_ns ? r.per_step.forward_ns.mean : null),
+        ...(F.mixed ? [F.by_rank[String(r.rank)]] : []), Expo.fmtNs(r.wait_ns), names];
     });
+    // Forward is named by its source; where the ranks' sources differ, each rank's is a column of its own.
     const t = Expo.table(["rank", "backend", "format", "rule", "instances", "steps", "total", "hidden", "exposed", "hidden %",
-      "exposed/step p50", "exposed/step p99", "forward/step", "wait", "names"], rows);
+      "exposed/step p50", "exposed/step p99", F.label + " per step", ...(F.mixed ? ["forward source"] : []), "wait", "names"], rows);
     t.id = "rank-tbl";
     document.getElementById("rank-table").appendChild(t);
   } else {

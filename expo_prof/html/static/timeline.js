@@ -525,7 +525,7 @@
   const src = document.getElementById("sources");
   for (const g of D.groups) {
     src.appendChild(Expo.el("div", null, "rank " + g.rank + " · " + g.fmt + " · " + g.events + " events · rule " + g.rule +
-      " · forward from " + g.forward_source + " · steps from " + g.step_source + " · " + g.source));
+      " · " + g.forward_label + " · steps from " + g.step_source + " · " + g.source));
   }
 
   // ------------------------------------------------------------------ go
