@@ -47,6 +47,9 @@ SECTIONS = {
     "InstanceDists": "### `InstanceDists`",
     "StepDists": "### `InstanceDists`",
     "Dist": "### `InstanceDists`",
+    "Saving": "### `Saving`",
+    "Natural": "### `Natural`",
+    "SwitchbackResult": "### `compare RUN --json` of a switchback run",
 }
 
 

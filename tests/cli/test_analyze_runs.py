@@ -89,11 +89,11 @@ def test_tables_show_one_block_per_recording(capsys):
     """
     both = analyze_tables(capsys, OFF, ON)
     one = analyze_tables(capsys, ON)
-    one_head = [ln for ln in one.splitlines() if " instances, " in ln and "hidden, exposed" in ln]
+    one_head = [ln for ln in one.splitlines() if " instances, " in ln and "hidden; critical path" in ln]
 
     heads = [ln for ln in both.splitlines() if ln.startswith(str(OFF)) or ln.startswith(str(ON))]
     assert len(heads) == 2 and "(overlay off)" in heads[0] and "(overlay on)" in heads[1]
-    lines = [ln for ln in both.splitlines() if " instances, " in ln and "hidden, exposed" in ln]
+    lines = [ln for ln in both.splitlines() if " instances, " in ln and "hidden; critical path" in ln]
     assert len(lines) == 2 and lines[1] == one_head[0]
     assert lines[0].startswith("42 instances") and lines[1].startswith("33 instances")
     assert "1 rank, " in both and "rank(s)" not in both

@@ -24,7 +24,7 @@ from expo_prof.cli.main import main
 REPO = Path(__file__).resolve().parents[2]
 SESSION = REPO / "traces" / "samples" / "tiny-cpu-off-on"
 ON = SESSION / "02-on"
-HEADLINE = re.compile(r"^\d+ instances?, [\d.–]+ %? ?hidden, exposed \S+$")
+HEADLINE = re.compile(r"^\d+ instances?, [\d.–]+ %? ?hidden; critical path \S+/step \((exposed ∪ wait|exposed)\)$")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -112,6 +112,12 @@ def test_every_command_counts_the_same(tmp_path, source, n):
         assert re.search(rf"rank 0: {n} instances from {chosen}; the \S+ input\(s\) of the same rank not counted",
                          " ".join(proc.stderr.split())), (name, proc.stderr)
     assert len(set(lines.values())) == 1 and lines["analyze"].startswith(f"{n} instances")
+    # AND each says the same saving line under it: nothing here measured what the overlay saves, and it names
+    # the command that does (overlap is not saving)
+    from expo_prof.pipeline.result import NOT_MEASURED
+
+    for name, proc in outs.items():
+        assert " ".join(NOT_MEASURED.split()) in " ".join(proc.stdout.split()), (name, proc.stdout)
     assert f"+ {n} instances" in " ".join(outs["export"].stdout.split())
     assert f"{n} instances" in " ".join(outs["timeline"].stdout.split())
 
