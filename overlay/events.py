@@ -24,10 +24,11 @@ from typing import Any
 from overlay.contract import ENV_LOG_MAX_MB, EVENT_LOG_SCHEMA, ENV_OUT, ENV_RUN_ID
 from overlay.logwriter import LineWriter
 
-#: Default size cap of one event-log file (MB). A step line is ~235 bytes
-#: (rows 256, vocab 151936, device timing), so the first half of the cap (where
-#: every step line is kept) holds ~8.7 M lines: a day of 10 ms steps. Each
-#: further level of sampling covers about as many steps again.
+#: Default size cap of one event-log file (MB). A step line is ~340 bytes
+#: (schema 2: rows 256, vocab 151936, device timing, every window), so the
+#: first half of the cap (where every step line is kept) holds ~6 M lines: 17
+#: hours of 10 ms steps. Each further level of sampling covers about as many
+#: steps again.
 DEFAULT_LOG_MAX_MB = 4096
 #: Longest wait for a notice line to reach the file (seconds).
 NOTICE_WAIT_S = 1.0

@@ -60,6 +60,9 @@ def command(settings, paths, output, op, source, max_bytes, jobs, ray, title) ->
     console.print(f"report: {escape(str(output))} ({n / 1e6:.1f} MB; {k} recording{'' if k == 1 else 's'}{ab})")
     for line in doc.headlines:
         console.print(escape(line))
+    if p["ab"]:
+        # The off and on runs measured the saving across launches: say so beside the per-recording lines.
+        console.print(escape(f"A/B (off vs on runs): {p['ab']['verdict']['statement']}"))
     for _path, v in verified:
         console.print(escape(f"verify: {(v.get('verdict') or {}).get('line', '')}"))
     return 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -81,7 +82,14 @@ def test_the_ab_session_is_what_ab_promises(measured):
     assert not os.environ.get("EXPO_PROF_ASYNC_EXPONENTIAL")  # the switch never leaked into the test process
 
 
-def test_the_switchback_run_is_what_the_overlay_promises(measured, cli):
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "expo_prof", *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_the_switchback_run_is_what_the_overlay_promises(measured):
     m = measured["lane-free-fp64"]
     run = m.switchback_dir
     # THEN one run, recorded as switchback with its block length
@@ -101,9 +109,9 @@ def test_the_switchback_run_is_what_the_overlay_promises(measured, cli):
     s = m.saving
     assert s["pairs"] >= 10 and s["off_steps"] + s["on_steps"] >= 0.6 * len(steps)
     # AND every command says the same saving line: compare (JSON), analyze (JSON and text)
-    doc = json.loads(cli("analyze", str(run), "--json").stdout)
+    doc = json.loads(_cli("analyze", str(run), "--json").stdout)
     assert doc["runs"][0]["saving_line"] == m.switchback["saving_line"]
     assert doc["runs"][0]["saving"] == m.switchback["saving"]
-    text = cli("analyze", str(run)).stdout
+    text = _cli("analyze", str(run)).stdout
     assert "What the overlay saves" in text and "forward beside the draw" in text
     assert " ".join(m.switchback["saving_line"].split()) in " ".join(text.split())

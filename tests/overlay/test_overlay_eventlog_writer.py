@@ -24,7 +24,8 @@ from overlay.logwriter import LineWriter
 def _step(i):
     return {"step": i, "rank": 0, "rows": 256, "vocab": 151936, "dtype": "float32", "launched": True, "used": True,
             "fallback": None, "t0_ns": 10_000_000 * (i + 1), "fwd": [0, 9_000_000], "exp": [1000, 600_000],
-            "wait": [9_000_100, 9_000_200], "timing": "host"}
+            "wait": [9_000_100, 9_000_200], "sample": [9_000_050, 9_000_400], "host_end": 9_000_450, "phase": "on",
+            "block": None, "reqs": 256, "tokens": 256, "timing": "host"}
 
 
 def _log(tmp_path, n, **kw):
