@@ -90,6 +90,9 @@ class WorkloadResult:
     requests: list[RequestResult]
     duration_s: float
     notes: list[str] = field(default_factory=list)
+    #: Wall-clock (epoch ns) start and end of the measured requests (after the warm-up): the window the
+    #: metrics cover, and the steps a switchback analysis compares against them. None when not measured.
+    window_ns: list[int] | None = None
 
     def metrics(self) -> dict:
         """Aggregate metrics named as in ``vllm bench serve`` result files."""
@@ -132,6 +135,7 @@ class WorkloadResult:
             "spec": spec,
             "metrics": self.metrics(),
             "notes": self.notes,
+            "window_ns": self.window_ns,
             "requests": [asdict(r) for r in self.requests],
         }
 
@@ -327,6 +331,7 @@ async def run_workload(
         sem = asyncio.Semaphore(spec.max_concurrency) if spec.max_concurrency else None
         done_count = 0
         t0 = time.perf_counter()
+        wall0 = time.time_ns()
 
         async def guarded(i: int, prompt) -> RequestResult:
             nonlocal done_count
@@ -369,4 +374,5 @@ async def run_workload(
         results.extend(measured)
         if not any(r.ok for r in measured) and measured:
             raise WorkloadError(f"every request failed; first error: {measured[0].error}")
-    return WorkloadResult(spec=spec, requests=results, duration_s=duration, notes=notes)
+    return WorkloadResult(spec=spec, requests=results, duration_s=duration, notes=notes,
+                          window_ns=[wall0, wall0 + int(duration * 1e9)])

@@ -97,9 +97,13 @@ class Saving(msgspec.Struct, kw_only=True):
     #: Steps compared (after washout, idle gaps and unmatched shapes), per phase.
     off_steps: int
     on_steps: int
-    #: Step lines left out, by reason: washout, idle, no_cadence (last step / a gap in the step numbers),
-    #: unmatched_shape (its shape not in the other block of its pair), unpaired (its block has no partner).
+    #: Step lines left out, by reason: outside_load (before or after the measured load: the warm-up),
+    #: washout, idle, no_cadence (last step / a gap in the step numbers), unmatched_shape (its shape not in
+    #: the other block of its pair), unpaired (its block has no partner).
     dropped: dict[str, int]
+    #: Wall-clock (epoch ns) window the steps were taken from: the run's measured load (what its
+    #: workload metrics cover); null = every step of the log.
+    load_window_ns: list[int] | None = None
     #: Mean step time (cadence) of the compared steps, weighted like the differences.
     off_step_ns: float | None
     on_step_ns: float | None
@@ -232,19 +236,33 @@ def _ci_text(iv: Interval, sign: int = 1) -> str:
     return f" (95% CI {_us(lo)} to {_us(hi)})"
 
 
-def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps: int) -> Saving | None:
+def in_window(t0_ns: np.ndarray, wall_minus_mono_ns: int | None, window_ns: list[int] | None) -> np.ndarray:
+    """Steps launched inside the wall-clock ``window_ns`` (all of them without a window or a clock pair)."""
+    t0 = _f(t0_ns)
+    if window_ns is None or wall_minus_mono_ns is None:
+        return np.ones(len(t0), dtype=bool)
+    wall = t0 + int(wall_minus_mono_ns)
+    return (wall >= int(window_ns[0])) & (wall <= int(window_ns[1]))
+
+
+def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps: int,
+                      window: np.ndarray | None = None, load_window_ns: list[int] | None = None) -> Saving | None:
     """The saving of one rank's switchback run from its event-log step columns; None: no switchback step.
 
     ``cols`` (one entry per step line, in file order): ``step``, ``phase``
     ("on"/"off"/None), ``block`` (-1: none), ``reqs``, ``tokens``, ``t0_ns``,
     ``host_end_ns`` (-1: unknown), ``fwd_ns``, ``sample_ns``, ``wait_ns``
-    (-1: not measured), ``launched``.
+    (-1: not measured), ``launched``. ``window``: the steps of the measured
+    load (:func:`in_window`; ``load_window_ns`` says which window, for the
+    record); the others are left out as ``outside_load``.
     """
     block = _f(cols["block"])
     phase = np.asarray(cols["phase"], dtype=object)
     sb = (block >= 0) & np.isin(phase, (ON, OFF))
     if not sb.any():
         return None
+    if window is None:
+        window = np.ones(len(block), dtype=bool)
     cad, idle = cadence(cols["step"], cols["t0_ns"], cols["host_end_ns"])
     first_of_block = np.zeros(len(block), dtype=bool)
     seen: set[int] = set()
@@ -253,12 +271,14 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
             seen.add(int(block[i]))
             first_of_block[i] = True
     reqs = _f(cols["reqs"])
+    outside = sb & ~window
     dropped = {
-        "washout": int((sb & first_of_block).sum()),
-        "no_cadence": int((sb & ~first_of_block & (cad < 0)).sum()),
-        "idle": int((sb & ~first_of_block & idle).sum()),
+        "outside_load": int(outside.sum()),
+        "washout": int((sb & window & first_of_block).sum()),
+        "no_cadence": int((sb & window & ~first_of_block & (cad < 0)).sum()),
+        "idle": int((sb & window & ~first_of_block & idle).sum()),
     }
-    keep = sb & ~first_of_block & (cad >= 0) & ~idle & (reqs > 0)
+    keep = sb & window & ~first_of_block & (cad >= 0) & ~idle & (reqs > 0)
     partners = {int(b) for b in block[keep]}
     lonely = keep & np.array([(int(b) ^ 1) not in partners for b in block], dtype=bool)
     dropped["unpaired"] = int(lonely.sum())
@@ -309,7 +329,7 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
     if left:
         notes.append("left out: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in left.items()))
     return Saving(
-        rank=rank, block_steps=block_steps, blocks=len(seen), pairs=len(pairs),
+        rank=rank, block_steps=block_steps, blocks=len(seen), pairs=len(pairs), load_window_ns=load_window_ns,
         off_steps=int((used & (phase == OFF)).sum()), on_steps=int((used & (phase == ON)).sum()),
         dropped=dropped, off_step_ns=off_mean, on_step_ns=on_mean, saving=saving,
         tokps_change_pct=tok, tokps_ci_pct=tok_ci, decision=decision, steps_needed=needed,
@@ -345,7 +365,7 @@ def _statement(decision: str, saving: Interval | None, tok: float | None, tok_ci
     return base
 
 
-def natural_experiment(cols: Mapping[str, np.ndarray], *, rank: int) -> Natural | None:
+def natural_experiment(cols: Mapping[str, np.ndarray], *, rank: int, window: np.ndarray | None = None) -> Natural | None:
     """Forward without the lane vs with it, matched by batch shape (module docstring); None: nothing to compare.
 
     "Without": steps that launched no ``q`` because their batch needed none
@@ -357,7 +377,7 @@ def natural_experiment(cols: Mapping[str, np.ndarray], *, rank: int) -> Natural 
     phase = np.asarray(cols["phase"], dtype=object)
     block = _f(cols["block"])
     fallback = np.asarray(cols["fallback"], dtype=object)
-    ok = (fwd >= 0) & (reqs > 0)
+    ok = (fwd >= 0) & (reqs > 0) & (window if window is not None else True)
     switchback = bool(((block >= 0) & (phase == OFF)).any())
     if switchback:
         without = ok & (phase == OFF) & ~launched
@@ -403,11 +423,13 @@ def natural_experiment(cols: Mapping[str, np.ndarray], *, rank: int) -> Natural 
                    slowdown=slow, basis=basis, statement=statement)
 
 
-def savings_of(timelines) -> tuple[list[Saving], list[Natural]]:
+def savings_of(timelines, load_window_ns: list[int] | None = None) -> tuple[list[Saving], list[Natural]]:
     """Switchback savings and natural experiments of every overlay event log among ``timelines``, by rank.
 
     The overlay-log reader keeps each log's step columns and header in
     ``meta["overlay"]`` (the columns this module reads); other Timelines have none.
+    ``load_window_ns``: the wall-clock window of the run's measured load (its manifest); only steps in it
+    count, so the saving speaks of the same traffic as the run's throughput (not of its warm-up).
     """
     savings: list[Saving] = []
     natural: list[Natural] = []
@@ -417,11 +439,14 @@ def savings_of(timelines) -> tuple[list[Saving], list[Natural]]:
         if not cols:
             continue
         block = (ov.get("header") or {}).get("block_steps")
+        win = in_window(cols["t0_ns"], ov.get("wall_minus_mono_ns"), load_window_ns)
+        if not win.any():  # a log of another time than the load (or clocks that disagree): every step
+            win, load_window_ns = np.ones(len(win), dtype=bool), None
         if isinstance(block, int) and not isinstance(block, bool) and block >= 2:
-            s = switchback_saving(cols, rank=tl.rank, block_steps=block)
+            s = switchback_saving(cols, rank=tl.rank, block_steps=block, window=win, load_window_ns=load_window_ns)
             if s is not None:
                 savings.append(s)
-        n = natural_experiment(cols, rank=tl.rank)
+        n = natural_experiment(cols, rank=tl.rank, window=win)
         if n is not None:
             natural.append(n)
     return savings, natural

@@ -102,7 +102,10 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
     last_miss: NothingFound | None = None
     for rec in recordings:
         tls = [loaded.timelines[i] for i in rec.members]
-        savings, natural = savings_of(tls) if opts.op is None else ([], [])
+        window = rec.manifest.raw.get("load_window_ns") if rec.manifest is not None else None
+        window = window if isinstance(window, list) and len(window) == 2 and all(
+            isinstance(x, int) for x in window) else None
+        savings, natural = savings_of(tls, window) if opts.op is None else ([], [])
         try:
             res, parts = analyze_parts(tls, op=opts.op, inputs=[rec.path], source=opts.source,
                                        analyses=[pre[i] for i in rec.members] if pre is not None else None)

@@ -385,6 +385,7 @@ class Recorder:
         data = self.result.to_json()
         write_json(self.run_dir / "workload.json", data)
         self.manifest["metrics"] = data["metrics"]
+        self.manifest["load_window_ns"] = data["window_ns"]
         for n in self.result.notes:
             self.say(f"[yellow]note:[/] {n}")
         self.manifest["notes"].extend(self.result.notes)

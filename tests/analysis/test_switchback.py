@@ -182,3 +182,24 @@ def test_the_natural_experiment_matches_steps_by_shape():
     assert (nat.without_steps, nat.with_steps) == (4, 8)
     assert nat.slowdown.mean_ns == pytest.approx(300) and nat.rank == 2
     assert "no q launched" in nat.basis
+
+
+def test_only_the_measured_load_counts():
+    # GIVEN 4 pairs of a warm-up (the overlay costs 1 µs there) then 4 pairs of the measured load (it saves 2 µs),
+    # and the load's wall-clock window, the log's clock 5 s behind the wall clock
+    from expo_prof.analysis.switchback import in_window
+
+    steps = _steps_for_pairs([(10_000, 11_000)] * 4 + [(10_000, 8_000)] * 4)
+    cols = _run(steps)
+    shift = 5 * 10**9
+    start = int(cols["t0_ns"][8 * K]) + shift  # the first step of pair 4
+    win = in_window(cols["t0_ns"], shift, [start, start + 10**12])
+    # WHEN analysed with and without the window
+    s = switchback_saving(cols, rank=0, block_steps=K, window=win, load_window_ns=[start, start + 10**12])
+    everything = switchback_saving(cols, rank=0, block_steps=K)
+    # THEN only the load's pairs count: the 2 µs saving, the warm-up's steps said as left out
+    assert s.saving.mean_ns == pytest.approx(2000) and s.pairs == 4
+    assert s.dropped["outside_load"] == 8 * K and s.load_window_ns == [start, start + 10**12]
+    assert everything.saving.mean_ns == pytest.approx(500) and everything.load_window_ns is None
+    # AND without a clock pair every step counts
+    assert in_window(cols["t0_ns"], None, [start, start + 1]).all()

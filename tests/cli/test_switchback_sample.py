@@ -37,6 +37,8 @@ def recompute(log: Path) -> dict:
     """docs/ab.md's switchback method, written out plainly over the log's step lines."""
     lines = [json.loads(x) for x in log.read_text().splitlines()]
     k = lines[0]["block_steps"]
+    lo, hi = json.loads((RUN / "manifest.json").read_text())["load_window_ns"]
+    shift = lines[0]["wall_ns"] - lines[0]["mono_ns"]
     steps = [x for x in lines if x["type"] == "step"]
     cad: dict[int, int] = {}
     for a, b in zip(steps, steps[1:]):
@@ -49,8 +51,10 @@ def recompute(log: Path) -> dict:
     for s in steps:
         if s["block"] is None:
             continue
-        first = s["block"] not in seen_blocks
+        first = s["block"] not in seen_blocks  # the block's first step, wherever the load window starts
         seen_blocks.add(s["block"])
+        if not lo <= s["t0_ns"] + shift <= hi:  # outside the measured load (the warm-up request)
+            continue
         c = cad.get(s["step"])
         if first or c is None or gap[s["step"]] > limit or s["reqs"] <= 0:
             continue
