@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from expo_prof.errors import BadInput
-from expo_prof.readers.ascend_db import connect_readonly
+from expo_prof.readers.ascend_db import reading
 from expo_prof.readers.builder import LaneTable, build_timeline
 from expo_prof.readers.kinds import is_comm_kernel
 from expo_prof.readers.mstx_device import OVERLAY_SPANS, launched_windows
@@ -113,21 +113,11 @@ class _Db:
 
 def read_nsys_export(path: Path, *, max_bytes: int | None = None, source: str | None = None) -> Timeline:
     """Read an nsys SQLite export into one Timeline (``meta["rank_pids"]`` splits it per GPU process)."""
-    where = str(path)
-    if max_bytes is not None and path.stat().st_size > max_bytes:
-        raise BadInput(f"{where}: {path.stat().st_size / 1e6:.1f} MB is over the size cap (raise --max-bytes)")
-    con = connect_readonly(path)
-    try:
+    with reading(path, max_bytes) as con:
         db = _Db(con)
         if not is_nsys_export(db.tables):
-            raise BadInput(f"{where}: not an Nsight Systems export (no StringIds beside CUPTI/NVTX tables)")
-        return _read(db, source or where)
-    except sqlite3.Error as exc:
-        raise BadInput(f"{where}: SQLite error while reading ({exc})") from None
-    except UnicodeDecodeError:
-        raise BadInput(f"{where}: damaged SQLite database (undecodable error or text)") from None
-    finally:
-        con.close()
+            raise BadInput(f"{path}: not an Nsight Systems export (no StringIds beside CUPTI/NVTX tables)")
+        return _read(db, source or str(path))
 
 
 class _Events:

@@ -7,6 +7,8 @@ No GPU or nsys here: ``FakeDeviceModule(ranges="nvtx")`` (tests/overlay/fake_dev
 
 from __future__ import annotations
 
+from contextlib import contextmanager, nullcontext
+
 import pytest
 import torch
 
@@ -47,12 +49,21 @@ def _ranges(fake):
     return [c for c in fake.calls if c[0].startswith("range_")]
 
 
+@contextmanager
+def _running(tmp_path, kind="nvtx"):
+    """A FAKE device module of ``kind`` and an overlay on it, shut down at the end."""
+    fake = FakeDeviceModule(ranges=kind)
+    ov = _overlay(tmp_path, fake)
+    try:
+        yield fake, ov
+    finally:
+        ov.shutdown()
+
+
 def test_spans_are_nvtx_ranges_while_nsys_listens_without_a_torch_profiler(tmp_path, monkeypatch):
     # GIVEN nsys's injection variable in the environment and the device lane on a FAKE CUDA module
     monkeypatch.setenv(NVTX_INJECTION_ENV, NSYS_LIB)
-    fake = FakeDeviceModule(ranges="nvtx")
-    ov = _overlay(tmp_path, fake)
-    try:
+    with _running(tmp_path) as (fake, ov):
         # WHEN a step runs with no torch profiler recording
         assert not torch.autograd.profiler._is_profiler_enabled
         _step(ov)
@@ -60,21 +71,15 @@ def test_spans_are_nvtx_ranges_while_nsys_listens_without_a_torch_profiler(tmp_p
         assert _ranges(fake) == [("range_push", SPAN_EXPONENTIAL), ("range_pop",), ("range_push", SPAN_FORWARD),
                                  ("range_pop",), ("range_push", SPAN_WAIT), ("range_pop",)]
         assert fake.nvtx.depth == 0
-    finally:
-        ov.shutdown()
 
 
 def test_without_a_tool_the_spans_stay_off(tmp_path, monkeypatch):
     # GIVEN no NVTX tool (the variable unset) WHEN a step runs without a torch profiler
     monkeypatch.delenv(NVTX_INJECTION_ENV, raising=False)
-    fake = FakeDeviceModule(ranges="nvtx")
-    ov = _overlay(tmp_path, fake)
-    try:
+    with _running(tmp_path) as (fake, ov):
         _step(ov)
         # THEN no NVTX call at all (nothing to pay when nobody listens)
         assert _ranges(fake) == [] and lanes._tool_ranges is None
-    finally:
-        ov.shutdown()
 
 
 def test_the_tool_is_looked_for_once_when_the_lane_is_made_and_forgotten_at_shutdown(tmp_path, monkeypatch):
@@ -105,14 +110,10 @@ def test_ascend_mstx_ranges_still_need_a_profiler(tmp_path, monkeypatch):
     # GIVEN the NVTX variable set but an Ascend lane (FAKE torch.npu with mstx): msprof records with torch_npu's
     # profiler, the only time mstx ranges are wanted
     monkeypatch.setenv(NVTX_INJECTION_ENV, NSYS_LIB)
-    fake = FakeDeviceModule(ranges="mstx")
-    ov = _overlay(tmp_path, fake)
-    try:
+    with _running(tmp_path, "mstx") as (fake, ov):
         # WHEN a step runs without a torch profiler THEN no mstx range
         _step(ov)
         assert _ranges(fake) == []
-    finally:
-        ov.shutdown()
 
 
 @pytest.mark.parametrize("profiling", [False, True])
@@ -121,16 +122,8 @@ def test_under_a_torch_profiler_and_nsys_each_span_is_one_range(tmp_path, monkey
     from torch.profiler import ProfilerActivity, profile
 
     monkeypatch.setenv(NVTX_INJECTION_ENV, NSYS_LIB)
-    fake = FakeDeviceModule(ranges="nvtx")
-    ov = _overlay(tmp_path, fake)
-    try:
-        if profiling:
-            with profile(activities=[ProfilerActivity.CPU]):
-                _step(ov)
-        else:
-            _step(ov)
-        # THEN each span is pushed exactly once (never twice when both listen)
-        pushes = [c[1] for c in _ranges(fake) if c[0] == "range_push"]
-        assert pushes == [SPAN_EXPONENTIAL, SPAN_FORWARD, SPAN_WAIT]
-    finally:
-        ov.shutdown()
+    with _running(tmp_path) as (fake, ov), (profile(activities=[ProfilerActivity.CPU]) if profiling else nullcontext()):
+        _step(ov)
+    # THEN each span is pushed exactly once (never twice when both listen)
+    pushes = [c[1] for c in _ranges(fake) if c[0] == "range_push"]
+    assert pushes == [SPAN_EXPONENTIAL, SPAN_FORWARD, SPAN_WAIT]
