@@ -73,7 +73,7 @@ class _Range:
     def __enter__(self) -> None:
         self._handle = self._start(self._name)
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._end(self._handle)
 
 

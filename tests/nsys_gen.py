@@ -140,7 +140,8 @@ def write_nsys_export(path: Path, *, schema: str = "2022", processes: int = 1) -
                             [(MAIN, pid, 0, 1), (SIDE, pid, -1 & 0xFFFFFFFF, 1)])
         corr = 0
 
-        def launch(host: int, name: str, dev: tuple[int, int] | None, stream: int, kname: str | None) -> None:
+        def launch(host: int, name: str, dev: tuple[int, int] | None, stream: int, kname: str | None,
+                   g: int = g, gp: int = gp, p: int = p) -> None:
             nonlocal corr
             corr += 1
             con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, ?, 0)",

@@ -39,9 +39,15 @@ import numpy as np
 from expo_prof.errors import BadInput
 from expo_prof.readers.ascend_db import reading
 from expo_prof.readers.builder import LaneTable, build_timeline
-from expo_prof.readers.kinds import is_comm_kernel
+from expo_prof.readers.kinds import NSYS_TABLE_KIND, is_comm_kernel
 from expo_prof.readers.mstx_device import OVERLAY_SPANS, launched_windows
-from expo_prof.readers.nsys_meta import export_meta, gpu_names, rank_pids, stream_info, thread_names
+from expo_prof.readers.nsys_meta import (
+    export_meta,
+    gpu_names,
+    rank_pids,
+    stream_info,
+    thread_names,
+)
 from expo_prof.timeline import Interner, Kind, Lane, LaneKind, Timeline
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -221,17 +227,17 @@ def _read(db: _Db, where: str) -> Timeline:
         pid = _pid_of(r[:, 5])
         lane = ev.stream_lanes(pid, r[:, 2], r[:, 3])
         corr = _corr_keys(pid, r[:, 4], scoped)
+        kind = NSYS_TABLE_KIND[table]
         if table == KERNEL:
             name = ev.intern(r[:, 6], lambda i: db.string(i, f"kernel {i}"))
-            kind = np.where(np.array([is_comm_kernel(n) for n in ev.names.names], bool)[name], Kind.COMM, Kind.KERNEL)
+            comm = np.array([is_comm_kernel(n) for n in ev.names.names], bool)[name]
+            kind = np.where(comm, Kind.COMM, kind)
         elif table == MEMCPY:
             name = ev.intern(r[:, 6], lambda k: f"Memcpy {MEMCPY_KIND[k]}" if k in MEMCPY_KIND else "Memcpy")
-            kind = Kind.MEMCPY
         elif table == MEMSET:
-            name, kind = np.full(len(r), ev.names("Memset"), np.int32), Kind.MEMCPY
-        else:  # synchronisation waits: not busy time (Kineto's cuda_sync)
+            name = np.full(len(r), ev.names("Memset"), np.int32)
+        else:  # synchronisation waits
             name = ev.intern(r[:, 6], lambda k: SYNC_KIND.get(k, "Synchronization"))
-            kind = Kind.OTHER
         ev.add(r[:, 0], r[:, 1], lane, name, kind, corr)
         if table != SYNC:
             tasks.append((corr, r[:, 0], r[:, 1], lane))
@@ -249,7 +255,7 @@ def _read(db: _Db, where: str) -> Timeline:
         lane = ev.thread_lanes(rows[:, 2], tnames)
         corr = _corr_keys(_pid_of(rows[:, 2]), rows[:, 3], scoped)
         ev.add(rows[:, 0], rows[:, 1], lane, ev.intern(rows[:, 4], lambda i: db.string(i, f"runtime {i}")),
-               Kind.RUNTIME, corr)
+               NSYS_TABLE_KIND[RUNTIME], corr)
         launches = (rows[:, 2], rows[:, 0], corr)
 
     # ---- NVTX ranges, and the overlay's spans on the streams their launches ran on
@@ -317,7 +323,7 @@ def _nvtx(db: _Db, ev: _Events, tnames: dict[int, str], warnings: list[str], whe
     gtid_a = np.array(gtid, np.int64)
     names = [t if t else db.string(i, "(unnamed NVTX range)") for t, i in zip(txt, tid)]
     name_ix = np.array([ev.names(n) for n in names], np.int32)
-    step_kind = np.array([Kind.STEP if n.startswith("ProfilerStep#") else Kind.ANNOTATION for n in names], np.int8)
+    step_kind = np.array([Kind.STEP if n.startswith("ProfilerStep#") else NSYS_TABLE_KIND[NVTX] for n in names], np.int8)
     ev.add(start, end, ev.thread_lanes(gtid_a, tnames), name_ix, step_kind, np.full(len(rows), -1, np.int64))
     return [(g, s, e, n) for g, s, e, n in zip(gtid, start, end, names) if n in OVERLAY_SPANS]
 

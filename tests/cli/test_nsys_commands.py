@@ -12,9 +12,9 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from nsys_gen import write_nsys_export  # type: ignore[import-not-found]
 
 from expo_prof.cli.main import cli
-from nsys_gen import write_nsys_export  # type: ignore[import-not-found]
 
 
 def _cli(*args: str) -> str:
@@ -81,3 +81,24 @@ def test_timeline_report_and_export_work_and_the_export_reads_back_the_same(tmp_
     ranks, steps = _expected(truth)
     assert [f[1:8] for f in _figures(back)] == [r[1:8] for r in ranks]
     assert _steps(back) == steps
+
+
+def test_without_the_overlay_the_exponential_kernels_are_found_by_name(tmp_path):
+    # GIVEN the same GENERATED serving loop without the overlay's NVTX ranges (vLLM drawing q itself, on a side
+    # stream here so that the overlap is known): only vLLM's step annotations remain on the host
+    import sqlite3
+
+    path = tmp_path / "gen.sqlite"
+    truth = write_nsys_export(path)
+    con = sqlite3.connect(path)
+    con.execute("DELETE FROM NVTX_EVENTS WHERE text LIKE 'expo_prof::%'")
+    con.commit()
+    con.close()
+    # WHEN analysed
+    doc = json.loads(_cli("analyze", path, "--json"))
+    # THEN the draws are torch's exponential kernels (the device-kernel rule), each in the step that launched it,
+    # hidden and exposed as built; no sampler wait is measured
+    (rank,) = doc["ranks"]
+    assert rank["rule"] == "device-kernel" and rank["wait_ns"] is None
+    got = sorted((s["step"], s["total_ns"], s["hidden_ns"], s["exposed_ns"]) for s in doc["steps"])
+    assert got == [(k, truth.total_ns[k], truth.hidden_ns[k], truth.exposed_ns[k]) for k in range(3)]

@@ -11,8 +11,8 @@ from contextlib import contextmanager, nullcontext
 
 import pytest
 import torch
-
 from fake_device import FakeDeviceModule
+
 from overlay import lanes
 from overlay.contract import SPAN_EXPONENTIAL, SPAN_FORWARD, SPAN_WAIT
 from overlay.events import EventLog

@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
+from nsys_gen import write_nsys_export  # type: ignore[import-not-found]
+from shared_paths import REPO  # type: ignore[import-not-found]
 
 from expo_prof.errors import BadInput
 from expo_prof.readers import load
 from expo_prof.readers.nsys_rep import CACHE_ENV, NSYS_ENV
-from nsys_gen import write_nsys_export  # type: ignore[import-not-found]
-from shared_paths import REPO  # type: ignore[import-not-found]
 
 FAKE_NSYS = """#!{python}
 # FAKE nsys (a test stand-in, not NVIDIA's): logs argv, then writes a GENERATED export to --output.

@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from nsys_gen import write_nsys_export  # type: ignore[import-not-found]
+from shared_paths import REPO  # type: ignore[import-not-found]
 
 from expo_prof.errors import BadInput
 from expo_prof.record.command import inject, parse_target
-from nsys_gen import write_nsys_export  # type: ignore[import-not-found]
-from shared_paths import REPO  # type: ignore[import-not-found]
 
 API = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/m/Qwen3-32B", "--port", "8123"]
 FAKE = """#!{python}
