@@ -68,7 +68,7 @@ class Timeline:
 
     rank: int
     source: str  # path (or description) it was read from
-    fmt: str  # reader name: "kineto", "ascend-trace-view", "ascend-kernel-csv", "ascend-db", "msprof",
+    fmt: str  # reader name: "kineto", "nsys", "ascend-trace-view", "ascend-kernel-csv", "ascend-db", "msprof",
     # "msprof-db", "msprof-op-summary", "msprof-task-time", "overlay-log" (docs/trace-formats.md)
     backend: str  # "cuda", "rocm", "npu", "cpu"
     lanes: list[Lane]

@@ -34,6 +34,12 @@ _profiler: Any = None
 #: (start, end) of the device lane's range markers — NVTX on CUDA, mstx on
 #: Ascend — or None (CPU lane, or no markers). Set by DeviceStreamLane.
 _ranges: tuple[Callable[[str], Any], Callable[[Any], Any]] | None = None
+#: The device lane's NVTX ranges while an NVTX tool (Nsight Systems) listens, else None: then spans are NVTX
+#: ranges even without a torch profiler. Set by DeviceStreamLane when it is created.
+_tool_ranges: tuple[Callable[[str], Any], Callable[[Any], Any]] | None = None
+#: How a tool makes itself heard by NVTX: the library NVTX loads at its first call (NVIDIA/NVTX
+#: nvtxInitOnce; ``nsys profile`` sets it in the processes it profiles). Without it every NVTX call is a no-op.
+NVTX_INJECTION_ENV = "NVTX_INJECTION64_PATH"
 
 
 class LaneError(RuntimeError):
@@ -51,15 +57,30 @@ def device_ranges(mod: Any) -> tuple[Callable[[str], Any], Callable[[Any], Any]]
     return None
 
 
+def nvtx_tool_listens() -> bool:
+    """Whether an NVTX tool is injected into this process (Nsight Systems sets ``NVTX_INJECTION64_PATH``)."""
+    return bool(os.environ.get(NVTX_INJECTION_ENV))
+
+
+class _Range:
+    """A device range as a context manager (a class, not a generator: this runs 3 times a step under nsys)."""
+
+    __slots__ = ("_end", "_handle", "_name", "_start")
+
+    def __init__(self, name: str, ranges: tuple[Callable[[str], Any], Callable[[Any], Any]]) -> None:
+        self._name, (self._start, self._end) = name, ranges
+
+    def __enter__(self) -> None:
+        self._handle = self._start(self._name)
+
+    def __exit__(self, *exc: object) -> None:
+        self._end(self._handle)
+
+
 @contextmanager
 def _with_range(annotation: Any, name: str, ranges: tuple[Callable[[str], Any], Callable[[Any], Any]]):
-    start, end = ranges
-    with annotation:
-        handle = start(name)
-        try:
-            yield
-        finally:
-            end(handle)
+    with annotation, _Range(name, ranges):
+        yield
 
 
 def span(name: str):
@@ -68,8 +89,11 @@ def span(name: str):
     ``record_function`` costs a few microseconds even with no profiler; the
     flag check keeps the overlay's own cost out of unprofiled runs. With a
     device lane the span is also an NVTX (CUDA) / mstx (Ascend) range, so
-    Nsight Systems and msprof timelines show the same windows — again only
-    while profiling.
+    Nsight Systems and msprof timelines show the same windows — while a torch
+    profiler records, and on CUDA also whenever Nsight Systems (any NVTX tool)
+    listens: nsys records NVTX ranges without a torch profiler, and vLLM's own
+    ``--profiler-config '{"profiler": "cuda"}'`` starts none. Without a tool
+    nothing changes: one more None check (docs/overlay.md measures both).
     """
     global _profiler
     if _profiler is None:
@@ -80,6 +104,8 @@ def span(name: str):
         annotation = _profiler.record_function(name)
         ranges = _ranges
         return annotation if ranges is None else _with_range(annotation, name, ranges)
+    if _tool_ranges is not None:
+        return _Range(name, _tool_ranges)
     return nullcontext()
 
 
@@ -366,8 +392,11 @@ class DeviceStreamLane:
         #: reference goes - the figure the summary's ``q_peak_bytes`` reports.
         self._live_bytes = 0
         self._live_lock = threading.Lock()
-        global _ranges
+        global _ranges, _tool_ranges
         _ranges = device_ranges(self.mod)
+        # Only NVTX: an mstx range is recorded by msprof, which runs with torch_npu's profiler anyway.
+        is_nvtx = _ranges is not None and getattr(self.mod, "nvtx", None) is not None
+        _tool_ranges = _ranges if is_nvtx and nvtx_tool_listens() else None
 
     def _current(self) -> Any:
         return self.mod.current_stream(self.device)
@@ -455,5 +484,5 @@ class DeviceStreamLane:
 
     def close(self) -> None:
         """Stop marking spans as device ranges (the overlay is shutting down)."""
-        global _ranges
-        _ranges = None
+        global _ranges, _tool_ranges
+        _ranges = _tool_ranges = None

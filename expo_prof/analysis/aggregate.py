@@ -29,7 +29,7 @@ from expo_prof.words import common_forward_source, plural
 #: When one rank was read from several exports of the same run (torch_npu writes
 #: trace_view.json, kernel_details.csv and a .db side by side), the first format
 #: here that found instances is used and the others are reported as ignored.
-FORMAT_PRIORITY = ("kineto", "ascend-db", "ascend-trace-view", "msprof", "ascend-kernel-csv", "overlay-log")
+FORMAT_PRIORITY = ("kineto", "nsys", "ascend-db", "ascend-trace-view", "msprof", "ascend-kernel-csv", "overlay-log")
 
 
 def dist(values: Sequence[int] | np.ndarray) -> Dist:
@@ -279,6 +279,7 @@ def analyze_parts(
                 rank=key[1],
                 backend=parts[0].tl.backend,
                 fmt=parts[0].tl.fmt,
+                fmt_version=parts[0].tl.meta.get("fmt_version"),
                 sources=[a.tl.source for a in parts],
                 rule=_rule(parts),
                 forward_source=parts[0].forward_source,

@@ -92,6 +92,8 @@ class RankResult(WallTotals, kw_only=True):
     rank: int
     backend: str
     fmt: str
+    #: The source's own version line where its reader knows it (an nsys export: product and schema version).
+    fmt_version: str | None = None
     sources: list[str]
     #: Which recognition rule found the instances (see docs/json-output.md).
     rule: str

@@ -36,7 +36,7 @@ from expo_prof.errors import BadInput
               help="Session directory of the runs (default: traces/<UTC stamp>-<name>); -o is the comparison's file.")
 @click.option("--traces-dir", type=click.Path(path_type=Path), default=Path("traces"), show_default=True,
               metavar="DIR", help="Where new session directories go.")
-@click.option("--profiler", type=click.Choice(["torch", "msprof", "none"]), default="none", show_default=True,
+@click.option("--profiler", type=click.Choice(["torch", "msprof", "nsys", "none"]), default="none", show_default=True,
               help="Profile every run: gives the off runs' forward time (the 'why'), but slows both sides.")
 @click.option("--profile-requests", type=int, default=None, help="Close the profiler window after this many finished requests.")
 @click.option("--ready-timeout", type=float, default=600.0, show_default=True, help="Seconds to wait for /health.")

@@ -119,7 +119,8 @@ def switchback_block(overlay_mode: str, block_steps: int | None, repeat: int,
 @click.option("--block-steps", type=int, default=None, metavar="K",
               help="With --overlay switchback: steps per block (default 8; the first of each is washout).")
 @click.option("--repeat", type=int, default=1, show_default=True, help="Runs per overlay mode.")
-@click.option("--profiler", type=click.Choice(["torch", "msprof", "none"]), default="torch", show_default=True)
+@click.option("--profiler", type=click.Choice(["torch", "msprof", "nsys", "none"]), default="torch", show_default=True,
+              help="torch: vLLM's torch profiler; msprof (Ascend) and nsys (Nsight Systems, CUDA) wrap the command.")
 @click.option("--profile-requests", type=int, default=None, help="Close the profiler window after this many finished requests.")
 @click.option("--profile-seconds", type=float, default=None, help="Close the profiler window after this many seconds.")
 @click.option("--ready-timeout", type=float, default=600.0, show_default=True, help="Seconds to wait for /health.")

@@ -225,6 +225,17 @@ def read_file(job: detect.Job | str | Path, *, max_bytes: int = DEFAULT_MAX_DECO
         from expo_prof.readers.ascend_db import read_profiler_db
 
         tl = read_profiler_db(job.path, fmt=r, rank_hint=job.rank_hint, max_bytes=max_bytes)
+    elif r in (detect.NSYS, detect.NSYS_REP):
+        from expo_prof.readers.nsys import read_nsys_export
+
+        export = job.path
+        if r == detect.NSYS_REP:
+            from expo_prof.readers.nsys_rep import sqlite_for
+
+            export = sqlite_for(job.path)
+        tl = read_nsys_export(export, max_bytes=max_bytes, source=str(job.path))
+        if export != job.path:
+            tl.meta["nsys_export"] = str(export)
     else:  # pragma: no cover - plan() only yields known readers
         raise BadInput(f"{job.path}: no reader for {r}")
     if len(tl) == 0:

@@ -15,6 +15,8 @@ otherwise create ``-wal``/``-shm`` files next to the user's data.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -56,6 +58,23 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
     return con
 
 
+@contextmanager
+def reading(path: Path, max_bytes: int | None) -> Iterator[sqlite3.Connection]:
+    """A profiler database open read-only (under the size cap); SQLite's errors inside become one-line BadInput."""
+    where = str(path)
+    if max_bytes is not None and path.stat().st_size > max_bytes:
+        raise BadInput(f"{where}: {path.stat().st_size / 1e6:.1f} MB is over the size cap (raise --max-bytes)")
+    con = connect_readonly(path)
+    try:
+        yield con
+    except sqlite3.Error as exc:
+        raise BadInput(f"{where}: SQLite error while reading ({exc})") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"{where}: damaged SQLite database (undecodable error or text)") from None
+    finally:
+        con.close()
+
+
 def _tables(con: sqlite3.Connection) -> set[str]:
     return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
 
@@ -66,18 +85,8 @@ def _columns(con: sqlite3.Connection, table: str) -> set[str]:
 
 def read_profiler_db(path: Path, *, fmt: str, rank_hint: int | None, max_bytes: int | None = None) -> Timeline:
     """Read device tasks, host ops and communication ops of a profiler DB into a Timeline."""
-    where = str(path)
-    if max_bytes is not None and path.stat().st_size > max_bytes:
-        raise BadInput(f"{where}: {path.stat().st_size / 1e6:.1f} MB is over the size cap (raise --max-bytes)")
-    con = connect_readonly(path)
-    try:
-        return _read(con, path, where, fmt, rank_hint)
-    except sqlite3.Error as exc:
-        raise BadInput(f"{where}: SQLite error while reading ({exc})") from None
-    except UnicodeDecodeError:
-        raise BadInput(f"{where}: damaged SQLite database (undecodable error or text)") from None
-    finally:
-        con.close()
+    with reading(path, max_bytes) as con:
+        return _read(con, path, str(path), fmt, rank_hint)
 
 
 def _read(con: sqlite3.Connection, path: Path, where: str, fmt: str, rank_hint: int | None) -> Timeline:

@@ -27,6 +27,8 @@ MSPROF_OP_SUMMARY = "msprof-op-summary"
 MSPROF_TASK_TIME = "msprof-task-time"
 MSPROF_DB = "msprof-db"
 OVERLAY = "overlay-log"
+NSYS = "nsys"  # Nsight Systems SQLite export (by content)
+NSYS_REP = "nsys-rep"  # Nsight Systems report, exported to SQLite first (readers/nsys_rep.py)
 
 #: Preference inside one profile directory (lower = richer, read first).
 _RANK_IN_PROFILE = {
@@ -41,7 +43,7 @@ _RANK_IN_PROFILE = {
 
 LOOKED_FOR = (
     "*.pt.trace.json[.gz], trace_view.json, kernel_details.csv, ascend_pytorch_profiler*.db, "
-    "PROF_*/mindstudio_profiler_output, expo-prof-events-*.jsonl"
+    "PROF_*/mindstudio_profiler_output, expo-prof-events-*.jsonl, Nsight Systems *.nsys-rep / SQLite export"
 )
 
 #: Files that belong to profiler outputs but hold no timeline (explicit paths get this reason).
@@ -73,6 +75,11 @@ _RE_TASK_TIME = re.compile(r"task_time(_[\w.-]+)?\.csv")
 _RE_PROFILER_INFO = re.compile(r"profiler_info_(\d+)\.json")
 _RE_RANK_DIR = re.compile(r"rank[_-]?(\d+)(_ascend_pt)?|.*_rank[_-]?(\d+)(_ascend_pt)?")
 _RE_DEVICE_DIR = re.compile(r"device_(\d+)")
+#: SQLite files of a directory walk whose content is looked at (an nsys export may have any of these names).
+_SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+#: Nsight Systems reports (``.qdrep`` before nsys 2021.4).
+_NSYS_REP_SUFFIXES = (".nsys-rep", ".qdrep")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 @dataclass
@@ -115,7 +122,42 @@ def classify_name(path: Path) -> str | None:
         return MSPROF_TASK_TIME
     if n.endswith(".pt.trace.json") or n.endswith(".pt.trace.json.gz"):
         return KINETO
+    if n.endswith(_NSYS_REP_SUFFIXES):
+        return NSYS_REP
     return None
+
+
+def sniff_sqlite(path: Path) -> tuple[str | None, str | None]:
+    """Reader of a SQLite file by its tables (``(None, None)`` when it is not SQLite; ``(None, why)`` when it is
+    SQLite but no trace, or cannot be read).
+
+    Only nsys exports are recognised by content: the Ascend databases keep their file names.
+    """
+    try:
+        with open(path, "rb") as f:
+            if f.read(16) != _SQLITE_MAGIC:
+                return None, None
+    except OSError:
+        return None, None
+    import sqlite3
+
+    from expo_prof.errors import BadInput
+    from expo_prof.readers.ascend_db import connect_readonly
+    from expo_prof.readers.nsys import is_nsys_export
+
+    try:
+        con = connect_readonly(path)
+    except BadInput as exc:
+        return None, str(exc).removeprefix(f"{path}: ")
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except (sqlite3.Error, UnicodeDecodeError) as exc:
+        return None, f"damaged SQLite database ({exc})" if isinstance(exc, sqlite3.Error) else "damaged SQLite database"
+    finally:
+        con.close()
+    if is_nsys_export(tables):
+        return NSYS, None
+    return None, "a SQLite database without the tables of a known profiler (Nsight Systems export, torch_npu, msprof)"
 
 
 def not_a_trace_reason(path: Path) -> str | None:
@@ -229,13 +271,16 @@ def _plan_file(p: Path, result: Plan, explicit: bool) -> bool:
             if explicit:
                 result.skipped.append((p, why))
             return False
+        why = None
         if p.name.endswith((".json", ".json.gz", ".gz", ".jsonl")) or explicit:
             reader = sniff(p)
+        if reader is None and (p.name.endswith(_SQLITE_SUFFIXES) or explicit):
+            reader, why = sniff_sqlite(p)
         if reader is None:
             if explicit:
-                result.skipped.append((p, f"not a recognised trace (looked for {LOOKED_FOR})"))
+                result.skipped.append((p, why or f"not a recognised trace (looked for {LOOKED_FOR})"))
             return False
-    rank = ascend_rank(p) if reader not in (KINETO, OVERLAY) else None
+    rank = ascend_rank(p) if reader not in (KINETO, OVERLAY, NSYS, NSYS_REP) else None
     comps = companions_of(p) if reader in (TRACE_VIEW, KERNEL_CSV, ASCEND_DB) else []
     result.jobs.append(Job(p, reader, rank, comps))
     return True
@@ -248,7 +293,7 @@ def _plan_dir(d: Path, result: Plan) -> None:
         dirs.sort()
         for f in sorted(files):
             _plan_file(Path(root) / f, sub, explicit=False)
-    found = sub.jobs
+    found = _reports_once(sub.jobs, result)
     if not found:
         result.empty_dirs.append(d)
         return
@@ -271,3 +316,16 @@ def _plan_dir(d: Path, result: Plan) -> None:
         for j in jobs:
             if j not in chosen:
                 result.skipped.append((j.path, f"same profile as {chosen[0].path.name} (read that instead)"))
+
+
+def _reports_once(jobs: list[Job], result: Plan) -> list[Job]:
+    """Drop a ``X.nsys-rep`` whose export ``X.sqlite`` is in the same folder: the same profile, already read."""
+    exports = {(j.path.parent, j.path.stem): j.path.name for j in jobs if j.reader == NSYS}
+    out = []
+    for j in jobs:
+        export = exports.get((j.path.parent, j.path.stem)) if j.reader == NSYS_REP else None
+        if export is not None:
+            result.skipped.append((j.path, f"same profile as {export} (read that instead)"))
+        else:
+            out.append(j)
+    return out

@@ -1,4 +1,4 @@
-"""Event kinds by source: Kineto categories, Ascend task types, collective kernel names.
+"""Event kinds by source: Kineto categories, Ascend task types, Nsight Systems tables, collective kernel names.
 
 Shared by the Chrome-trace, CSV and SQLite readers so that one task type maps
 to the same :class:`~expo_prof.timeline.Kind` whatever file it came from.
@@ -71,6 +71,17 @@ ASCEND_TASK_KIND: dict[str, Kind] = {
     "WRITE_VALUE_SQE": Kind.OTHER,
     "CAPTURE_RECORD": Kind.OTHER,
     "CAPTURE_WAIT": Kind.OTHER,
+}
+
+# Nsight Systems export tables -> Kind (readers/nsys.py). Kernels with a collective's name become COMM
+# (is_comm_kernel); synchronisation waits are Kineto's cuda_sync: not busy time.
+NSYS_TABLE_KIND: dict[str, Kind] = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": Kind.KERNEL,
+    "CUPTI_ACTIVITY_KIND_MEMCPY": Kind.MEMCPY,
+    "CUPTI_ACTIVITY_KIND_MEMSET": Kind.MEMCPY,
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": Kind.OTHER,
+    "CUPTI_ACTIVITY_KIND_RUNTIME": Kind.RUNTIME,
+    "NVTX_EVENTS": Kind.ANNOTATION,
 }
 
 COMM_KERNEL_RE = re.compile(r"nccl|rccl|hccl|c10d::|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all", re.I)

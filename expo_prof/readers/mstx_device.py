@@ -1,4 +1,4 @@
-"""The overlay's mstx ranges of an msprof / torch_npu DB, placed on the device streams they launched.
+"""The overlay's host ranges (mstx on Ascend, NVTX on CUDA) placed on the device streams they launched.
 
 The overlay marks its windows with mstx host ranges on Ascend
 (``torch_npu.npu.mstx.range_start`` / ``range_end``; ``expo_prof::*`` names,
@@ -8,6 +8,10 @@ work; the analysis needs when the device *ran* it, as a torch trace's
 in ``TASK`` carries the ``connectionId`` of the ``CANN_API`` call that
 launched it. So a range's device window, per stream, spans the tasks launched
 by the CANN calls that start inside the range on the range's thread.
+
+Nsight Systems links NVTX ranges the same way: CUDA runtime calls
+(``CUPTI_ACTIVITY_KIND_RUNTIME``) and the kernels and copies they launched
+share a ``correlationId`` (:mod:`expo_prof.readers.nsys`).
 """
 
 from __future__ import annotations
@@ -35,6 +39,19 @@ def device_windows(
     range and stream: from the first launched task's start to the last one's
     end. A range that launched nothing has no window.
     """
+    return [w[:4] for w in launched_windows(ranges, launches, tasks)]
+
+
+def launched_windows(
+    ranges: Iterable[tuple[int, int, int, str]],
+    launches: Iterable[tuple[int, int, int]],
+    tasks: Iterable[tuple[int, int, int, int]],
+) -> list[tuple[int, int, int, str, int]]:
+    """:func:`device_windows` with, last, the id of the first launch (by host time) that put work on the stream.
+
+    The same projection serves Nsight Systems' NVTX ranges (CUDA runtime calls and kernels linked by
+    ``correlationId``); the first launch's id lets the analysis place a window in the step it was launched in.
+    """
     by_tid: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for tid, st, cid in launches:
         by_tid[tid].append((st, cid))
@@ -45,7 +62,7 @@ def device_windows(
     by_conn: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     for cid, st, en, ln in tasks:
         by_conn[cid].append((st, en, ln))
-    out: list[tuple[int, int, int, str]] = []
+    out: list[tuple[int, int, int, str, int]] = []
     for tid, st, en, name in ranges:
         rows = by_tid.get(tid)
         if not rows:
@@ -54,7 +71,7 @@ def device_windows(
         per_lane: dict[int, list[int]] = {}
         for _, cid in rows[lo:hi]:
             for t_st, t_en, ln in by_conn.get(cid, ()):
-                w = per_lane.setdefault(ln, [t_st, t_en])
+                w = per_lane.setdefault(ln, [t_st, t_en, cid])
                 w[0], w[1] = min(w[0], t_st), max(w[1], t_en)
-        out.extend((w[0], w[1], ln, name) for ln, w in sorted(per_lane.items()))
+        out.extend((w[0], w[1], ln, name, w[2]) for ln, w in sorted(per_lane.items()))
     return out

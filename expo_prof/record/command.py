@@ -5,7 +5,7 @@ will run vLLM (to read installed versions without importing anything heavy),
 and injects what the run needs: the overlay switch and ``EXPO_PROF_OUT`` in
 the environment, and the profiler configuration that fits the installed vLLM
 (``--profiler-config`` JSON since vLLM 0.13, ``VLLM_TORCH_PROFILER_DIR`` before;
-``msprof --output=…`` as a wrapper). The command is always an argv list, never
+``msprof --output=…`` and ``nsys profile …`` as wrappers). The command is always an argv list, never
 a shell string.
 """
 
@@ -26,7 +26,12 @@ from expo_prof.errors import BadInput
 #: vLLM took profiler settings from ``--profiler-config`` from this version on
 #: (vllm-project/vllm#29912); the environment variables were removed in 0.16.
 PROFILER_CONFIG_SINCE = (0, 13)
-PROFILERS = ("torch", "msprof", "none")
+PROFILERS = ("torch", "msprof", "nsys", "none")
+#: vLLM's /start_profile drives the CUDA profiler API (cudaProfilerStart/Stop, nsys's capture range) from 0.12
+#: (``VLLM_TORCH_CUDA_PROFILE=1``; ``--profiler-config '{"profiler": "cuda"}'`` from 0.13).
+CUDA_PROFILER_SINCE = (0, 12)
+#: The report ``record --profiler nsys`` writes, in the run's ``nsys/`` folder (nsys adds ``.nsys-rep``).
+NSYS_REPORT = "profile"
 #: vLLM's Ray executor copies to its workers the driver's variables with these prefixes
 #: (``VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY``, added to its own VLLM_, HF_, NCCL_, …) from this version on
 #: (vllm/ray/ray_env.py); before, only vLLM's own variables reach workers started by another node's ``ray start``.
@@ -167,6 +172,8 @@ class Injection:
     profiler: str
     profiler_dir: Path | None
     notes: list[str] = field(default_factory=list)
+    #: The profiler executable wrapped around the command (msprof, nsys), when one is.
+    tool: str | None = None
 
 
 def inject(
@@ -179,6 +186,7 @@ def inject(
     switchback_block: int | None = None,
     run_id: str,
     msprof: str = "msprof",
+    nsys: str = "nsys",
 ) -> Injection:
     """Build the argv and environment changes for one recorded run."""
     if profiler not in PROFILERS:
@@ -233,4 +241,48 @@ def inject(
         if exe is None:
             raise BadInput(f"--profiler msprof: `{msprof}` not found on PATH (it ships with Ascend CANN)")
         argv = [exe, f"--output={pdir}", *argv]
-    return Injection(argv=argv, env=env, profiler=profiler, profiler_dir=pdir, notes=notes)
+    elif profiler == "nsys":
+        pdir = run_dir / "nsys"
+        exe = shutil.which(nsys)
+        if exe is None:
+            raise BadInput(f"--profiler nsys: `{nsys}` not found on PATH (Nsight Systems' CLI, e.g. the "
+                           "nsight-systems-cli package; or --profiler torch)")
+        argv = nsys_profile_argv(exe, pdir / NSYS_REPORT) + _cuda_profiler(target, argv, env, notes, vllm_version, vt)
+    return Injection(argv=argv, env=env, profiler=profiler, profiler_dir=pdir, notes=notes,
+                     tool=argv[0] if profiler in ("msprof", "nsys") else None)
+
+
+def nsys_profile_argv(nsys: str, report: Path) -> list[str]:
+    """``nsys profile`` options for a serving run (vLLM's profiling guide, docs/contributing/profiling.md).
+
+    CUDA and NVTX only (no CPU sampling or context switches: their cost and size buy nothing here); the
+    capture range is the CUDA profiler API, which vLLM's ``/start_profile`` / ``/stop_profile`` open and close
+    after warm-up, and collection ends with it (``stop``: one window, one report); the engine's worker
+    processes are traced (``--trace-fork-before-exec``), CUDA graphs kernel by kernel.
+    """
+    return [nsys, "profile", "--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none",
+            "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "--trace-fork-before-exec=true",
+            "--cuda-graph-trace=node", f"--output={report}", "--force-overwrite=true"]
+
+
+def _cuda_profiler(target: Target, argv: list[str], env: dict[str, str], notes: list[str],
+                   vllm_version: str | None, vt: tuple[int, ...] | None) -> list[str]:
+    """The command with vLLM's CUDA profiler switched on, so /start_profile opens nsys's capture range."""
+    if vt is not None and vt < CUDA_PROFILER_SINCE:
+        raise BadInput(f"--profiler nsys: vLLM {vllm_version}'s /start_profile drives only the torch profiler "
+                       "(the CUDA profiler API that opens nsys's capture range came in 0.12); use --profiler torch")
+    # vLLM's guide: nsys and forked workers do not mix; spawn them.
+    if "VLLM_WORKER_MULTIPROC_METHOD" not in os.environ:
+        env["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
+    cfg = json.dumps({"profiler": "cuda"}, separators=(",", ":"))
+    if target.has_profiler_config:
+        notes.append("the command already sets --profiler-config: left as is; nsys captures only if it selects "
+                     "the cuda profiler")
+        return list(argv)
+    if (vt is None or vt >= PROFILER_CONFIG_SINCE) and target.kind in ("vllm-serve", "api-server"):
+        return [*argv, "--profiler-config", cfg]
+    env["VLLM_TORCH_CUDA_PROFILE"] = "1"  # before 0.13, and honoured by wrappers running 0.13 - 0.15
+    if target.kind not in ("vllm-serve", "api-server"):
+        notes.append(f"cannot add --profiler-config to a wrapper command; if it runs vLLM ≥ 0.16, pass it "
+                     f"yourself: --profiler-config '{cfg}'")
+    return list(argv)

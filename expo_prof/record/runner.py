@@ -51,6 +51,7 @@ class RecordOptions:
     profile_seconds: float | None = None  # … or after S seconds
     stop_profile_timeout_s: float = 600.0
     msprof: str = "msprof"
+    nsys: str = "nsys"
     extra_env: dict[str, str] = field(default_factory=dict)
     #: The user's own load command (argv; ``--load-cmd``) instead of the built-in load (then workload is None).
     load_cmd: list[str] | None = None
@@ -121,6 +122,7 @@ class Recorder:
             vllm_version=self.versions.get("vllm"),
             run_id=run_dir.name,
             msprof=opts.msprof,
+            nsys=opts.nsys,
         )
         (run_dir / "overlay").mkdir(exist_ok=True)
         if self.inj.profiler_dir is not None:
@@ -243,7 +245,8 @@ class Recorder:
         self._status("ready", model=srv.model_id, ready_after_s=round(time.monotonic() - t0, 3))
 
     def _start_profile(self) -> None:
-        if self.opts.profiler != "torch" or self.inj.profiler_dir is None:
+        # torch: vLLM's torch profiler; nsys: vLLM's CUDA profiler API, which opens nsys's capture range.
+        if self.opts.profiler not in ("torch", "nsys") or self.inj.profiler_dir is None:
             return
         code, body = _post(self.srv.base_url, "/start_profile", timeout=120)
         if code != 200:
@@ -415,6 +418,27 @@ class Recorder:
             raise (Interrupted(error) if code == EXIT_INTERRUPTED else ExpoProfError(error, code))
         return code
 
+    def _export_nsys(self) -> None:
+        """nsys wrote ``nsys/profile.nsys-rep`` when the server stopped: export it beside it (``profile.sqlite``),
+        which every command then reads (the report is kept; a directory read takes the export)."""
+        from expo_prof.errors import BadInput
+        from expo_prof.readers.nsys_rep import export_sqlite
+
+        pdir = self.inj.profiler_dir
+        rep = pdir / f"{cmdmod.NSYS_REPORT}.nsys-rep"
+        if not rep.is_file():
+            self.manifest["nsys_export"] = {"status": "no report", "report": str(rep.relative_to(self.run_dir))}
+            self.manifest["notes"].append(f"nsys wrote no report ({rep.name}): was /start_profile reached?")
+            return
+        out = rep.with_suffix(".sqlite")
+        try:
+            export_sqlite(self.inj.tool, rep, out)
+        except BadInput as exc:
+            self.manifest["nsys_export"] = {"status": "failed", "error": str(exc)}
+            self.manifest["notes"].append(f"exporting the nsys report failed: {exc}")
+            return
+        self.manifest["nsys_export"] = {"status": "ok", "sqlite": str(out.relative_to(self.run_dir))}
+
     def _finish(self, status: str, error: str | None) -> None:
         srv = self.srv
         if srv is not None and srv.proc is not None and srv.proc.poll() is None and self.profiling:
@@ -431,6 +455,9 @@ class Recorder:
                     self.manifest["notes"].append(str(exc))
             exit_status = srv.proc.returncode
             leftovers = sorted(live_processes(srv.proc.pid, srv.proc.pid, srv._seen))
+        if self.opts.profiler == "nsys" and self.inj.tool and self.inj.profiler_dir is not None:
+            with err_console.status("exporting the Nsight Systems report to SQLite"):
+                self._export_nsys()
         if self.target.uses_ray:
             # Workers on other nodes wrote their traces and overlay logs there: bring them here.
             from expo_prof.record.collect import after_run

@@ -164,7 +164,7 @@ class TableReporter:
             names = ", ".join(f"{escape(_short(n))} ×{c}" for n, c in items[:2])
             if len(items) > 2:
                 names += f", +{len(items) - 2} more"
-            src.add_row(str(rk.rank), escape(rk.fmt), escape(rule_words(rk.rule)), names)
+            src.add_row(str(rk.rank), escape(rk.fmt_version or rk.fmt), escape(rule_words(rk.rule)), names)
         src.columns[-1].no_wrap = False
         src.columns[-2].no_wrap = False
         con.print(src)

@@ -55,6 +55,16 @@ def overlay_log_bytes() -> bytes:
         return Path(log.path).read_bytes()
 
 
+def nsys_export_bytes(schema: str = "2022") -> bytes:
+    """A GENERATED Nsight Systems export (tests/nsys_gen.py): every table the reader reads, in a few pages."""
+    from nsys_gen import write_nsys_export  # type: ignore[import-not-found]  (tests/ is on sys.path)
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "gen.sqlite"
+        write_nsys_export(path, schema=schema, processes=1 if schema == "2022" else 2)
+        return path.read_bytes()
+
+
 def _trace_view_prefix(rt: Path, n_events: int = 120) -> bytes:
     # A real torch_npu trace_view.json cut after n complete events and closed again.
     raw = (rt / "msprof-analyze/test/ut/advisor/timeline_advice/trace_view.json").read_bytes()
@@ -76,7 +86,59 @@ SEED_FILES: dict[str, Callable[[Path], bytes]] = {
     "op_summary_1.csv": lambda rt: (rt / "msinsight/server/src/test/test_data/test_kernel_parse/op_summary_1.csv").read_bytes(),
     "expo-prof-events-h-1.jsonl": lambda rt: overlay_log_bytes(),
     "msprof_0.db": lambda rt: (rt / "msinsight/server/src/test/test_data/full_db/msprof_0.db").read_bytes(),
+    # Nsight Systems exports, found by their tables (not by these names): GENERATED small ones, whose few pages
+    # every edit hits, and the real pipit export (nsys 2022.2.1).
+    "nsys-2022.sqlite": lambda rt: nsys_export_bytes("2022"),
+    "nsys-2024.sqlite": lambda rt: nsys_export_bytes("2024"),
+    "saxpy_nsys.sqlite": lambda rt: (rt / "pipit/pipit/tests/data/saxpy-mpi-cuda_nsys_perlmutter0.sqlite").read_bytes(),
 }
+
+
+#: Cell values worth writing into an nsys export: NULL, text, blobs, floats, the int64 extremes, negatives.
+NSYS_CELLS = [None, "x", "12a", b"\xff\x00", 1.5, -1, 0, 2**63 - 1, -(2**63), 10**12, 2**40]
+
+
+def nsys_cell_edits(seed: int, path: Path) -> list[str]:
+    """1 to 6 edits of the SQLite export at ``path`` that keep it a valid database: cells of random rows set to
+    odd values, a table dropped, rows deleted (byte edits mostly break the pages; these reach the reader).
+    A pure function of ``seed`` and the file; returns what it did."""
+    import sqlite3
+
+    rng = np.random.default_rng(seed)
+    con = sqlite3.connect(path)
+    done = []
+    try:
+        tables = sorted(r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'"))
+        for _ in range(int(rng.integers(1, 7))):
+            t = tables[int(rng.integers(0, len(tables)))]
+            op = int(rng.integers(0, 10))
+            if op == 0:
+                con.execute(f'DROP TABLE "{t}"')
+                tables.remove(t)
+                done.append(f"drop {t}")
+                if not tables:
+                    break
+                continue
+            rowids = [r[0] for r in con.execute(f'SELECT rowid FROM "{t}"')]
+            if not rowids:
+                continue
+            rid = rowids[int(rng.integers(0, len(rowids)))]
+            if op == 1:
+                con.execute(f'DELETE FROM "{t}" WHERE rowid = ?', (rid,))
+                done.append(f"delete {t}#{rid}")
+                continue
+            cols = [r[1] for r in con.execute(f'PRAGMA table_info("{t}")')]
+            c = cols[int(rng.integers(0, len(cols)))]
+            v = NSYS_CELLS[int(rng.integers(0, len(NSYS_CELLS)))]
+            try:
+                con.execute(f'UPDATE "{t}" SET "{c}" = ? WHERE rowid = ?', (v, rid))
+                done.append(f"{t}.{c}#{rid} = {v!r}")
+            except sqlite3.IntegrityError:  # NOT NULL / PRIMARY KEY: the real exports cannot hold it either
+                pass
+        con.commit()
+    finally:
+        con.close()
+    return done
 
 
 def mutations(seed: int, size: int) -> list[tuple[str, int, bytes | int]]:

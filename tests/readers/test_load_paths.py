@@ -52,6 +52,7 @@ def test_whole_tree_loads_many_ranks_at_once(rt):
     # test_rank_0/1 and level2 ranks 0/2 only have kernel_details.csv; msprof-analyze has two more.
     assert fmts.count("ascend-kernel-csv") == 6
     assert fmts.count("kineto") == 22 and fmts.count("msprof-db") == 1 and fmts.count("msprof-op-summary") == 1
+    assert fmts.count("nsys") == 1  # the pipit export, found by its tables
     ranks = {(Path(tl.source).parent.parent.name, tl.rank) for tl in res.timelines if tl.fmt.startswith("ascend")}
     assert ("rank_2_ascend_pt", 2) in ranks and ("rank1_ascend_pt", 1) in ranks and ("test_rank_1", 1) in ranks
     skipped = {p.name: why for p, why in res.skipped}

@@ -15,7 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from fuzz_cases import REGRESSIONS, SEED_FILES, check, mutations, run_case  # type: ignore[import-not-found]
+from fuzz_cases import (  # type: ignore[import-not-found]
+    REGRESSIONS,
+    SEED_FILES,
+    check,
+    mutations,
+    nsys_cell_edits,
+    nsys_export_bytes,
+    run_case,
+)
 
 N_SEEDS = int(os.environ.get("EXPO_PROF_FUZZ_SEEDS", "100"))
 
@@ -37,6 +45,24 @@ def test_fuzzed_real_files_give_a_timeline_or_bad_input(seeds, name, tmp_path):
             failures.append(f"seed {seed}: {why}")
     assert not failures, (f"{name}: {len(failures)} of {N_SEEDS} seeds fail (reproduce: "
                           f"python bench/fuzz_readers.py --format {name} --seed N):\n" + "\n".join(failures[:10]))
+
+
+@pytest.mark.parametrize("schema", ["2022", "2024"])
+def test_nsys_exports_with_odd_cells_dropped_tables_and_rows_read_cleanly(schema, tmp_path):
+    """GIVEN a GENERATED nsys export whose cells are set to NULL / text / blobs / floats / int64 extremes, whose
+    tables are dropped or rows deleted (seeded: a valid database the reader must make sense of)
+    WHEN loaded THEN Timelines with consistent columns or a one-line BadInput, never a traceback."""
+    data = nsys_export_bytes(schema)
+    failures = []
+    for seed in range(N_SEEDS):
+        p = tmp_path / f"cells-{seed}.sqlite"
+        p.write_bytes(data)
+        done = nsys_cell_edits(seed, p)
+        why = check(p)
+        if why is not None:
+            failures.append(f"seed {seed} ({'; '.join(done)}): {why}")
+        p.unlink()
+    assert not failures, "\n".join(failures[:10])
 
 
 @pytest.mark.parametrize("what,name,muts", REGRESSIONS, ids=[r[0] for r in REGRESSIONS])
