@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import types
 
+import pytest
 import torch
 
 from eventlog_schema import read_log
@@ -99,17 +100,27 @@ def test_ascend_runner_forward_is_hooked_with_its_npu_signature(tmp_path, vllm_a
     ascend.remove()
 
 
-def test_vllm_ascend_own_async_exponential_means_not_applicable(tmp_path, vllm_available, warnings_of_overlay):
-    # GIVEN vllm-ascend with its own enable_async_exponential on
-    runner_module = fake_ascend_runner_module(enable_async_exponential=True)
+@pytest.mark.parametrize(
+    ("config", "flag"),
+    [({"enable_async_exponential": True}, '"enable_async_exponential": false'),
+     # enable_reduce_sample: the sampler sees [rows, tp*k] gathered candidates, never [rows, vocab]
+     ({"enable_async_exponential": False, "enable_reduce_sample": True}, '"enable_reduce_sample": false')],
+    ids=["own-async-exponential", "reduce-sample"],
+)
+def test_an_ascend_config_that_bypasses_the_q_means_not_applicable_before_any_draw(
+        tmp_path, vllm_available, warnings_of_overlay, config, flag):
+    # GIVEN vllm-ascend with its own async exponential, or its reduce-sample, on
+    runner_module = fake_ascend_runner_module(**config)
     plugin.enable(log=EventLog(str(tmp_path)), patches=())
     ascend.apply(runner_module)
     # WHEN its runner is constructed
     runner_module.NPUModelRunner()
-    # THEN the overlay steps aside once, naming the additional-config flag
+    # THEN the overlay steps aside once, naming the additional-config flag, and drew nothing
     warnings = [r.getMessage() for r in warnings_of_overlay if r.levelname == "WARNING"]
-    assert len(warnings) == 1 and '"enable_async_exponential": false' in warnings[0]
+    assert len(warnings) == 1 and flag in warnings[0]
     assert active() is None
+    _, lines = read_log(tmp_path)
+    assert lines["step"] == [] and [n["code"] for n in lines["notice"]] == ["not_applicable"]
     ascend.remove()
 
 
@@ -156,18 +167,3 @@ def test_the_310p_runner_steps_aside_before_any_draw(tmp_path, vllm_available, w
     assert [n["code"] for n in lines["notice"]] == ["not_applicable"]
     ascend.remove()
 
-
-def test_reduce_sample_steps_aside_before_any_draw(tmp_path, vllm_available, warnings_of_overlay):
-    # GIVEN the overlay on and vllm-ascend's enable_reduce_sample on ([rows, tp*k] probabilities)
-    runner_module = fake_ascend_runner_module(enable_async_exponential=False, enable_reduce_sample=True)
-    plugin.enable(log=EventLog(str(tmp_path)), patches=())
-    ascend.apply(runner_module)
-    # WHEN its runner is constructed
-    runner_module.NPUModelRunner()
-    # THEN the overlay steps aside once, naming the additional-config flag, and drew nothing
-    warnings = [r.getMessage() for r in warnings_of_overlay if r.levelname == "WARNING"]
-    assert len(warnings) == 1 and '"enable_reduce_sample": false' in warnings[0]
-    assert active() is None
-    _, lines = read_log(tmp_path)
-    assert lines["step"] == [] and [n["code"] for n in lines["notice"]] == ["not_applicable"]
-    ascend.remove()
