@@ -18,10 +18,10 @@ gives *wrong values* on a real GPU, not just a different call order:
   dispatching through ``forward_cuda``, top-k, no seeded row) through the real
   runner hook (overlay/patches/_runner.py) allocates nothing and launches
   nothing; a seeded row in the same batch makes it launch (not vacuous).
-* ``q_memory`` — ``torch.cuda.memory_allocated`` grows by exactly the ``q``
-  bytes at a launch (and by the reserved ``q`` during profiling), is back to
-  the baseline once the sampler is done, and the event log's summary says the
-  same figures.
+* ``q_memory`` — ``torch.cuda.memory_allocated`` grows by the ``q`` bytes at
+  a launch (and by the reserved ``q`` during profiling; up to the caching
+  allocator's 2 MB rounding over), is back to the baseline once the sampler is
+  done, and the event log's summary says the ``q`` figures.
 
 Then the same checks run twice more with the lane sabotaged — without the
 consumer's ``wait_event``, without ``record_stream`` — and each sabotage must
@@ -87,6 +87,7 @@ class Device:
             self.mod = self.fake
             self.device = torch.device("cpu")
             self.rows, self.vocab = 8, 1000
+            self.slack = 0
         else:
             if not torch.cuda.is_available():
                 raise SystemExit(f"gpu_lane_check: torch {torch.__version__} sees no CUDA device (use --dry-run)")
@@ -95,6 +96,9 @@ class Device:
             self.device = torch.device("cuda", torch.cuda.current_device())
             # 256 x 152064 float32 (156 MB): a draw that takes long enough to be caught unfinished.
             self.rows, self.vocab = 256, 152064
+            # The caching allocator keeps a large block whole when splitting would leave <= 1 MB, and
+            # segments are 2 MB multiples: an allocation may count up to 2 MB over what was asked.
+            self.slack = 2 ** 21
 
     def lane(self, sabotage: str | None) -> DeviceStreamLane:
         kwargs: dict[str, Any] = {}
@@ -290,7 +294,8 @@ def check_q_memory(dev: Device, out: Path, sabotage: str | None) -> str:
     dev.settle()
     base = dev.allocated()
     draw = ov.reserve(2 * dev.rows, dev.vocab, torch.float32, dev.device)  # what profile_run holds
-    need(dev.allocated() - base == 2 * q_bytes, f"reserved q: {dev.allocated() - base} B allocated, want {2 * q_bytes}")
+    grown = dev.allocated() - base
+    need(2 * q_bytes <= grown <= 2 * q_bytes + dev.slack, f"reserved q: {grown} B allocated, want {2 * q_bytes}")
     ov.release(draw)
     del draw
     dev.settle()
@@ -298,7 +303,8 @@ def check_q_memory(dev: Device, out: Path, sabotage: str | None) -> str:
     for step in range(3):
         st = ov.begin_step(rows=dev.rows, vocab=dev.vocab, dtype=torch.float32, device=dev.device,
                            all_greedy=False, seeded_rows=0)
-        need(dev.allocated() - base == q_bytes, f"step {step}: {dev.allocated() - base} B at launch, want {q_bytes}")
+        grown = dev.allocated() - base
+        need(q_bytes <= grown <= q_bytes + dev.slack, f"step {step}: {grown} B allocated at launch, want {q_bytes}")
         need(ov.lane.held_bytes() == q_bytes, f"step {step}: the lane counts {ov.lane.held_bytes()} B, want {q_bytes}")
         ov.end_forward(st)
         tokens = overlay_random_sample(probs.clone(), {}, False, inline=_no_inline, overlay=ov)
