@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.expo-prof-installed
 
-.PHONY: demo test install bench mutate fuzz
+.PHONY: demo test install bench mutate fuzz gpu-check gpu-check-wheels
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -42,3 +42,17 @@ mutate: $(STAMP)
 # A longer fuzz run over the readers with new seeds (CI runs a fixed range; docs/testing.md).
 fuzz: $(STAMP)
 	$(BIN)/python bench/fuzz_readers.py --seeds $${FUZZ_SEEDS:-2000}
+
+# The device check (bench/gpu_check.sh, docs in bench/README.md). Its GPU image has Python 3.12 and torch but
+# not what `expo-prof analyze` reads traces with: gpu-check-wheels downloads those wheels (no dependencies
+# of their own) into .whl/ (ignored), which the device tool carries; gpu_check.sh installs them there.
+# GPU_CHECK_DRY_RUN=1 make gpu-check runs the same script here on the CPU (FAKE device module).
+GPU_CHECK_WHEELS ?= msgspec==0.23.0 orjson==3.13.0
+gpu-check-wheels:
+	mkdir -p .whl
+	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+		--platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl $(GPU_CHECK_WHEELS)
+
+gpu-check:
+	PYTHON=$${PYTHON:-$(PY)} bash bench/gpu_check.sh

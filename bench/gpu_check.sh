@@ -1,101 +1,144 @@
 #!/usr/bin/env bash
-# bench/gpu_check.sh — the device checks of expo-prof on one CUDA machine, in under 10 minutes.
+# bench/gpu_check.sh — the device checks of expo-prof on one CUDA machine, in at most 8 minutes.
 #
-# NOT YET RUN: no GPU was lent to the task that wrote it (issue 11); its first
-# run on a CUDA machine is its own test. Expected there: torch with CUDA
-# (2.11 tested for), pytest, no vLLM, no network. Nothing is installed from the
-# network; wheels carried in .whl/ (e.g. made on a networked machine with
-#   pip download -d .whl --only-binary=:all: --python-version 3.11 pytest numpy msgspec click rich orjson isal
-# ) are installed with --no-deps --no-index when present.
+#   make gpu-check-wheels                # here, once: the wheels the GPU image lacks, into .whl/ (ignored)
+#   make gpu-check                       # there (carry .whl): OUT=… bench/gpu_check.sh
+#   GPU_CHECK_DRY_RUN=1 make gpu-check   # here: the same script on the CPU, the FAKE device module for the GPU
 #
-# What it does, each step time-bounded (`timeout`), results under $OUT:
-#   1. env.txt        torch / CUDA / GPU, the imports each step needs
-#   2. cuda-lane.*    tests/overlay/test_cuda_lane.py on the real CUDA lane
-#                     (EXPO_PROF_GPU_CHECK=1; the core tests use a FAKE device)
-#   3. bench.*        bench/bench_overlay_gpu.py (inline vs lane vs overlay), with traces
-#   4. analysis.json  `python -m expo_prof analyze` of the lane's torch.profiler trace
-#                     (trace/cuda-lane.pt.trace.json, from step 2), and of its event log
-#   5. summary.txt    one line per step, printed at the end
-# A failing step does not stop the later ones; the exit status is 1 when any failed.
+# Expected there: Python 3.12 with torch (CUDA) and pytest, no vLLM, no network. The packages the
+# checks need that such an image lacks (msgspec, orjson: `expo-prof analyze` reads traces with them)
+# travel as wheels in .whl/ and are installed with --target into a scratch folder (never the network).
 #
-#   OUT=/tmp/gpu-check bench/gpu_check.sh
-set -euo pipefail
+# Steps, each time-bounded (`timeout`, capped by what is left of the 8 minutes); a failing step does
+# not stop the later ones; exit status 1 when any failed:
+#   0. wheels       .whl/*.whl into $WORK/site (the dry run lists them: they are cp312 x86-64 builds)
+#   1. env.txt      torch / CUDA / GPU, and every import the steps need (a missing one fails)
+#   2. lane-checks  bench/gpu_lane_check.py: tokens equal vLLM's inline draw (seeded rows too) with the
+#                   draw held back, allocator reuse of q's block, a FlashInfer batch launches nothing,
+#                   q memory against torch.cuda.memory_allocated; then each check with the lane
+#                   sabotaged (no wait_event / no record_stream) must fail. Dry run: the FAKE device.
+#   3. cuda-lane    tests/overlay/test_cuda_lane.py on the real lane (EXPO_PROF_GPU_CHECK=1; CUDA only)
+#   4. bench        bench/bench_overlay_gpu.py (inline vs lane vs overlay; CUDA only)
+#   5. analyze      `python -m expo_prof analyze` of the lane checks' profiler trace and of its event log
+#                   (CUDA: the side-stream kernels; dry run: the CPU lane's thread)
+# Results in $OUT, at most 8 files (what the device tool brings back): summary.txt, env.txt,
+# lane-checks.json, bench.json, analysis.json, analysis-eventlog.json, logs.tar.gz (step logs,
+# junit, event logs, traces).
+set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
+DRY="${GPU_CHECK_DRY_RUN:-0}"
 OUT="${OUT:-$REPO/gpu-check-out}"
-PY="${PYTHON:-python}"
-mkdir -p "$OUT" "$OUT/trace"
+PY="${PYTHON:-python3}"
+BUDGET_S="${GPU_CHECK_BUDGET_S:-480}"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/expo-prof-gpu-check.XXXXXX")"
+mkdir -p "$OUT" "$WORK/logs" "$WORK/trace"
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
 START=$(date +%s)
 SUMMARY="$OUT/summary.txt"
 : >"$SUMMARY"
 FAILED=0
+DRY_FLAG=()
+[ "$DRY" = 1 ] && DRY_FLAG=(--dry-run)
 
 note() { printf '%s\n' "$*" | tee -a "$SUMMARY"; }
 
-# run NAME SECONDS CMD...: time-bounded, output to $OUT/NAME.log, status into the summary.
+# run NAME SECONDS CMD...: time-bounded (never past the budget), output to $WORK/logs/NAME.log.
 run() {
-    local name=$1 secs=$2 rc=0 t0
+    local name=$1 secs=$2 rc=0 t0 left
     shift 2
     t0=$(date +%s)
-    timeout --kill-after=10 "$secs" "$@" >"$OUT/$name.log" 2>&1 || rc=$?
+    left=$((START + BUDGET_S - 15 - t0))
+    [ "$left" -lt "$secs" ] && secs=$left
+    if [ "$secs" -le 0 ]; then
+        FAILED=1
+        note "FAIL  $name (no time left of the ${BUDGET_S} s budget)"
+        return
+    fi
+    timeout --kill-after=10 "$secs" "$@" >"$WORK/logs/$name.log" 2>&1 || rc=$?
     if [ "$rc" -eq 0 ]; then
-        note "ok    $name ($(( $(date +%s) - t0 )) s)"
+        note "ok    $name ($(($(date +%s) - t0)) s)"
     else
         FAILED=1
         [ "$rc" -eq 124 ] && rc="$rc: timed out after $secs s"
-        note "FAIL  $name (exit $rc; tail of $OUT/$name.log below)"
-        tail -n 15 "$OUT/$name.log" | sed 's/^/      /' | tee -a "$SUMMARY"
+        note "FAIL  $name (exit $rc; tail of its log below)"
+        tail -n 15 "$WORK/logs/$name.log" | sed 's/^/      /' | tee -a "$SUMMARY"
     fi
 }
 
+note "gpu_check: $([ "$DRY" = 1 ] && echo 'DRY RUN on the CPU (FAKE device module)' || echo 'CUDA'), python $PY, budget ${BUDGET_S} s"
+
 # 0. carried wheels (never the network)
 if compgen -G ".whl/*.whl" >/dev/null; then
-    run pip-install 60 "$PY" -m pip install --no-deps --no-index .whl/*.whl
+    if [ "$DRY" = 1 ]; then
+        note "      wheels carried: $(cd .whl && ls -- *.whl | tr '\n' ' ')(not installed by the dry run: cp312 x86-64 builds)"
+    else
+        run wheels 60 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+            --target "$WORK/site" .whl/*.whl
+        export PYTHONPATH="$WORK/site:$PYTHONPATH"
+    fi
+else
+    note "      no wheels in .whl/ (make gpu-check-wheels): using this Python's packages"
 fi
 
-# 1. environment
-{
-    date -u
-    command -v nvidia-smi >/dev/null && nvidia-smi -L || echo "no nvidia-smi"
-    "$PY" - <<'EOF'
-import importlib.util, sys
+# 1. environment, and every import the steps need
+run env 60 "$PY" - "$DRY" <<'EOF'
+import importlib, sys
 import torch
+dry = sys.argv[1] == "1"
 print(f"python {sys.version.split()[0]}, torch {torch.__version__}, cuda {torch.version.cuda}, "
       f"available {torch.cuda.is_available()}, devices {torch.cuda.device_count()}")
 if torch.cuda.is_available():
     print("device 0:", torch.cuda.get_device_name(0))
-for m in ("pytest", "numpy", "msgspec", "click", "rich", "orjson", "isal", "vllm"):
-    print(f"{m}: {'yes' if importlib.util.find_spec(m) else 'MISSING'}")
+missing = []
+for m in ("pytest", "numpy", "msgspec", "click", "rich", "overlay.lanes", "expo_prof.cli.main"):
+    try:
+        importlib.import_module(m)
+        print(f"{m}: yes")
+    except Exception as exc:  # noqa: BLE001
+        print(f"{m}: MISSING ({exc})")
+        missing.append(m)
+for m in ("orjson", "isal", "vllm"):
+    print(f"{m}: {'yes' if importlib.util.find_spec(m) else 'no'} (optional)")
+if not dry and not torch.cuda.is_available():
+    missing.append("a CUDA device")
+sys.exit(f"missing: {', '.join(missing)}" if missing else 0)
 EOF
-} >"$OUT/env.txt" 2>&1 || FAILED=1
-cat "$OUT/env.txt"
+cp "$WORK/logs/env.log" "$OUT/env.txt"
+sed 's/^/      /' "$OUT/env.txt"
 
-# 2. the real CUDA lane (device check; not collected without EXPO_PROF_GPU_CHECK=1)
-run cuda-lane 180 env EXPO_PROF_GPU_CHECK=1 EXPO_PROF_GPU_CHECK_OUT="$OUT/trace" \
-    "$PY" -m pytest -q --noconftest -p no:cacheprovider -o addopts="" \
-    --junitxml="$OUT/cuda-lane.xml" tests/overlay/test_cuda_lane.py
+# 2. the lane checks (and their sabotaged runs), with a profiler trace of overlay steps for step 5
+run lane-checks 120 "$PY" bench/gpu_lane_check.py "${DRY_FLAG[@]}" --json "$OUT/lane-checks.json" \
+    --work "$WORK/lane" --trace "$WORK/trace"
+sed 's/^/      /' "$WORK/logs/lane-checks.log" | grep -E '^      (ok|FAIL) ' | tee -a "$SUMMARY"
 
-# 3. the benchmark (its own traces and event logs in bench-traces/)
-run bench 180 "$PY" bench/bench_overlay_gpu.py --sizes 4096x4,4096x16 --repeats 30 \
-    --json "$OUT/bench.json" --trace-dir "$OUT/bench-traces"
-
-# 4. the offline analysis of the lane's trace (and, separately, of its event log)
-if [ -f "$OUT/trace/cuda-lane.pt.trace.json" ]; then
-    run analyze 45 "$PY" -m expo_prof analyze "$OUT/trace/cuda-lane.pt.trace.json" --json "$OUT/analysis.json"
-    mkdir -p "$OUT/trace-log" && cp "$OUT"/trace/expo-prof-events-*.jsonl "$OUT/trace-log/" 2>/dev/null || true
-    run analyze-eventlog 45 "$PY" -m expo_prof analyze "$OUT/trace-log" --json "$OUT/analysis-eventlog.json"
+# 3. + 4. need CUDA
+if [ "$DRY" = 1 ]; then
+    note "      dry run: cuda-lane (tests/overlay/test_cuda_lane.py) and bench (bench_overlay_gpu.py) need CUDA: not run"
 else
-    FAILED=1
-    note "FAIL  analyze (no trace: the cuda-lane step did not write $OUT/trace/cuda-lane.pt.trace.json)"
+    run cuda-lane 90 env EXPO_PROF_GPU_CHECK=1 EXPO_PROF_GPU_CHECK_OUT="$WORK/trace-cuda-lane" \
+        "$PY" -m pytest -q --noconftest -p no:cacheprovider -o addopts="" \
+        --junitxml="$WORK/logs/cuda-lane.xml" tests/overlay/test_cuda_lane.py
+    run bench 120 "$PY" bench/bench_overlay_gpu.py --sizes 4096x4,4096x16 --repeats 20 \
+        --json "$OUT/bench.json" --trace-dir "$WORK/bench-traces"
 fi
 
-# 5. summary
+# 5. the offline analysis of the lane checks' trace, and separately of its event log
+if [ -f "$WORK/trace/lane-check.pt.trace.json" ]; then
+    run analyze 30 "$PY" -m expo_prof analyze "$WORK/trace/lane-check.pt.trace.json" --json -o "$OUT/analysis.json"
+    mkdir -p "$WORK/trace-log" && cp "$WORK"/trace/expo-prof-events-*.jsonl "$WORK/trace-log/" 2>/dev/null
+    run analyze-eventlog 30 "$PY" -m expo_prof analyze "$WORK/trace-log" --json -o "$OUT/analysis-eventlog.json"
+else
+    FAILED=1
+    note "FAIL  analyze (no trace: the lane-checks step did not write $WORK/trace/lane-check.pt.trace.json)"
+fi
+
+# summary lines of the analyses and the benchmark
 for f in analysis analysis-eventlog; do
     [ -f "$OUT/$f.json" ] || continue
-    "$PY" - "$OUT/$f.json" <<'EOF' | tee -a "$SUMMARY" || true
+    "$PY" - "$OUT/$f.json" <<'EOF' | tee -a "$SUMMARY"
 import json, sys
 d = json.load(open(sys.argv[1]))
 s = d["summary"]
@@ -107,12 +150,20 @@ print(f"      {sys.argv[1].rsplit('/', 1)[-1]}: rule {'+'.join(rules)}, {s['inst
 EOF
 done
 if [ -f "$OUT/bench.json" ]; then
-    "$PY" - "$OUT/bench.json" <<'EOF' | tee -a "$SUMMARY" || true
+    "$PY" - "$OUT/bench.json" <<'EOF' | tee -a "$SUMMARY"
 import json, sys
 for r in json.load(open(sys.argv[1]))["steps"]:
     hidden = "–" if r["hidden"] is None else f"{100 * r['hidden']:.0f}%"
     print(f"      bench {r['size']} {r['config']:>15}: step {r['mean_ms']:.2f} ms (x{r['ratio_mean']:.3f} of inline), q hidden {hidden}")
 EOF
 fi
-note "gpu_check: $(( $(date +%s) - START )) s, results in $OUT, $([ "$FAILED" -eq 0 ] && echo 'all steps ok' || echo 'SOME STEPS FAILED')"
+
+# everything else, packed into one file (logs, junit, event logs, traces), under the 16 MB a file may have
+tar -czf "$OUT/logs.tar.gz" -C "$WORK" --exclude=site logs trace $(cd "$WORK" && ls -d trace-cuda-lane bench-traces 2>/dev/null)
+if [ "$(stat -c %s "$OUT/logs.tar.gz")" -gt 15000000 ]; then
+    tar -czf "$OUT/logs.tar.gz" -C "$WORK" logs
+    note "      logs.tar.gz: traces left out (over 15 MB)"
+fi
+note "gpu_check: $(($(date +%s) - START)) s, results in $OUT, $([ "$FAILED" -eq 0 ] && echo 'all steps ok' || echo 'SOME STEPS FAILED')"
+rm -rf "$WORK"
 exit "$FAILED"

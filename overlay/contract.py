@@ -53,12 +53,14 @@ FALSE_WORDS = ("0", "false", "off", "no", "")
 FALLBACK_REASONS = (
     "all_greedy",
     "all_seeded",
+    "flashinfer",
     "rows_mismatch",
     "vocab_mismatch",
     "dtype_mismatch",
     "device_mismatch",
     "not_consumed",
     "no_pending",
+    "rng_moved",
     "error",
 )
 #: ``notice`` codes written by the overlay.

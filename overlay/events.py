@@ -242,17 +242,19 @@ class EventLog:
         )
         self.drain(NOTICE_WAIT_S)
 
-    def note_q(self, q: Any, lane: Any, reserved: bool = False) -> None:
+    def note_q(self, q: Any, lane: Any, reserved: int | None = None) -> None:
         """Count a launched ``q``: its size and the q memory alive with it.
 
-        ``reserved``: the q held through vLLM's memory profiling (not a step).
+        ``reserved``: for a q held through vLLM's memory profiling (not a step),
+        the bytes of every reserved q held at once now, so the summary says what
+        profiling really saw held, not the largest single one.
         """
         held = getattr(lane, "held_bytes", None)
         if q is None or held is None:
             return
         nbytes = q.numel() * q.element_size()
-        if reserved:
-            self.q_reserved_bytes = max(self.q_reserved_bytes, nbytes)
+        if reserved is not None:
+            self.q_reserved_bytes = max(self.q_reserved_bytes, reserved)
         else:
             self.q_max_bytes = max(self.q_max_bytes, nbytes)
         self.q_peak_bytes = max(self.q_peak_bytes, held())

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from overlay.contract import SPAN_EXPONENTIAL
 from overlay.cpubind import limit_openmp_team, vllm_claims_here
+from overlay.npu_timing import TimingUnavailable, event_timer
 
 
 _profiler: Any = None
@@ -121,6 +122,8 @@ class Draw:
     exp: list[Any] = field(default_factory=lambda: [None, None])
     done: Any = None
     error: BaseException | None = None
+    #: The generator to draw from (a fork of vLLM's stream, overlay.rng); None: the lane's own.
+    generator: Any = None
 
 
 def thread_masks() -> list[frozenset[int]]:
@@ -270,7 +273,7 @@ class CpuThreadLane:
                 # only inside inference mode may it be updated in place.
                 with self._torch.inference_mode(), span(SPAN_EXPONENTIAL):
                     draw.exp[0] = time.monotonic_ns()
-                    draw.q.exponential_(generator=self.generator)
+                    draw.q.exponential_(generator=draw.generator or self.generator)
                     draw.exp[1] = time.monotonic_ns()
             except BaseException as exc:  # noqa: BLE001 - reported to the consumer
                 draw.error = exc
@@ -301,8 +304,11 @@ class CpuThreadLane:
         """Bytes of ``q`` memory the lane holds: its reused buffers (one per dtype)."""
         return sum(buf.numel() * buf.element_size() for buf in self._buffers.values())
 
-    def launch(self, rows: int, vocab: int, dtype: Any, device: Any) -> Draw:
-        """Hand a ``[rows, vocab]`` draw to the worker; returns at once."""
+    def launch(self, rows: int, vocab: int, dtype: Any, device: Any, generator: Any = None) -> Draw:
+        """Hand a ``[rows, vocab]`` draw to the worker; returns at once.
+
+        ``generator``: what to draw from (default: the lane's own generator).
+        """
         if self._torch.device(device).type != "cpu":
             raise LaneError(f"CpuThreadLane cannot draw on {device}")
         if self._last is not None:
@@ -310,7 +316,7 @@ class CpuThreadLane:
             # be in flight.
             self._await(self._last)
         flat = self._buffer(dtype, rows * vocab)
-        draw = Draw(rows, vocab, dtype, self._torch.device("cpu"))
+        draw = Draw(rows, vocab, dtype, self._torch.device("cpu"), generator=generator)
         draw.q = flat[: rows * vocab].view(rows, vocab)
         draw.done = threading.Event()
         self._last = draw
@@ -362,7 +368,10 @@ class DeviceStreamLane:
     stream uses ``q``, so its memory is not handed out again while the sampler
     still reads it (the gap vllm-ascend #13394 closed in its *default*
     side-stream sampler; the original async-exponential feature waited on an
-    event instead).
+    event instead). Event times are read with :func:`overlay.npu_timing.event_timer`
+    (``device_type`` overrides the device's type, ``acl`` the NPU runtime
+    function: tests): on NPU never through torch_npu's ``elapsed_time``,
+    which flushes every stream's launch queue.
     """
 
     kind = "stream"
@@ -376,6 +385,8 @@ class DeviceStreamLane:
         instrument: bool = True,
         record_stream: Callable[[Any, Any], None] | None = None,
         allocate: Callable[..., Any] | None = None,
+        device_type: str | None = None,
+        acl: Callable[..., int] | None = None,
     ) -> None:
         import torch
 
@@ -386,6 +397,8 @@ class DeviceStreamLane:
         self._record_stream = record_stream or (lambda t, s: t.record_stream(s))
         #: ``torch.empty`` unless a test counts allocations (FakeAllocator).
         self._allocate = allocate or torch.empty
+        #: (start, end) -> ms for two complete events; None: device windows stay null.
+        self._elapsed_ms = event_timer(device_type or self.device.type, acl) if instrument else None
         self.side = self.mod.Stream(device=self.device)
         #: Bytes of the q tensors still alive (whoever holds them: the lane, a
         #: step, the sampler), counted down by a finalizer when the last
@@ -416,8 +429,11 @@ class DeviceStreamLane:
         """The reference event all of a step's device offsets are measured from."""
         return self.stamp()
 
-    def launch(self, rows: int, vocab: int, dtype: Any, device: Any) -> Draw:
-        """Enqueue the draw on the side stream after the current stream's work."""
+    def launch(self, rows: int, vocab: int, dtype: Any, device: Any, generator: Any = None) -> Draw:
+        """Enqueue the draw on the side stream after the current stream's work.
+
+        ``generator``: what to draw from (default: the device's default generator).
+        """
         current = self._current()
         # Input preparation (and the previous sampler, which may still read the
         # last q) is queued on the current stream: the side stream starts after.
@@ -429,7 +445,7 @@ class DeviceStreamLane:
                 draw.exp[0].record(self.side)
             with span(SPAN_EXPONENTIAL):
                 q = self._allocate((rows, vocab), dtype=dtype, device=self.device)
-                q.exponential_()
+                q.exponential_(generator=generator)
             draw.done = self._event(self.instrument)
             draw.done.record(self.side)
         if self.instrument:
@@ -464,11 +480,14 @@ class DeviceStreamLane:
     def resolve(self, t0_ns: int, anchor: Any, windows: dict[str, Any]) -> dict | None:
         """Device offsets (ns) from ``anchor``; None while any event is pending.
 
-        Never synchronises: ``Event.query()`` only asks whether it completed.
+        Never synchronises: ``Event.query()`` only asks whether it completed,
+        and the time is read by a timer that does not flush (on NPU the
+        runtime's ``aclrtEventElapsedTime``, overlay.npu_timing).
         """
         out: dict[str, list[int] | None] = {}
         events = [m for marks in windows.values() if marks for m in marks if m is not None]
-        if anchor is None:
+        elapsed = self._elapsed_ms
+        if anchor is None or elapsed is None:
             return {name: None for name in windows}
         if not anchor.query() or not all(e.query() for e in events):
             return None
@@ -476,10 +495,10 @@ class DeviceStreamLane:
             if marks is None or marks[0] is None or marks[1] is None:
                 out[name] = None
             else:
-                out[name] = [
-                    round(anchor.elapsed_time(marks[0]) * 1e6),
-                    round(anchor.elapsed_time(marks[1]) * 1e6),
-                ]
+                try:
+                    out[name] = [round(elapsed(anchor, marks[0]) * 1e6), round(elapsed(anchor, marks[1]) * 1e6)]
+                except TimingUnavailable:  # the runtime refused: this window stays unknown
+                    out[name] = None
         return out
 
     def close(self) -> None:

@@ -45,6 +45,7 @@ from overlay.contract import (
 )
 from overlay.events import EventLog
 from overlay.lanes import CpuThreadLane, DeviceStreamLane, Draw, LaneError, span
+from overlay.rng import NoiseStream
 
 logger = logging.getLogger("vllm.expo_prof")
 
@@ -97,6 +98,8 @@ class Step:
     sample_open: bool = False
     #: Host monotonic ns when the step's last part returned (its sampler, else its forward).
     host_end: int | None = None
+    #: The generator fork q was drawn from (overlay.rng): committed to vLLM's stream only when used.
+    fork: Any = None
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -152,6 +155,12 @@ class Overlay:
         #: Nesting of hooked ``_model_forward`` calls (a subclass's override
         #: may call the hooked base): only the outermost opens a step.
         self.forward_depth = 0
+        #: Nesting of hooked ``profile_run`` calls: only the outermost holds a q.
+        self.profile_depth = 0
+        #: Bytes of reserved q held now (memory profiling).
+        self._reserved_bytes = 0
+        #: vLLM's random stream per device, which every q is forked from (overlay.rng).
+        self._noise: dict[Any, NoiseStream] = {}
         atexit.register(self.shutdown)
 
     # -- lane ------------------------------------------------------------------------
@@ -208,13 +217,16 @@ class Overlay:
         all_greedy: bool,
         seeded_rows: int,
         tokens: int = 0,
+        skip: str | None = None,
     ) -> Step | None:
         """Open a step right before the forward pass and launch ``q`` if needed.
 
         Nothing is launched for an all-greedy batch (vLLM samples no noise),
         when every row has its own generator (vLLM draws no batch noise then),
-        or in a switchback ``off`` block (vLLM's own path runs, timed alike).
-        Returns None when the batch has no rows to sample.
+        when ``skip`` names why vLLM's sampler will not call ``random_sample``
+        (e.g. ``flashinfer``, :mod:`overlay.dispatch`), or in a switchback
+        ``off`` block (vLLM's own path runs, timed alike). Returns None when the
+        batch has no rows to sample.
         """
         self._check_fork()
         self._close_current()
@@ -234,11 +246,14 @@ class Overlay:
             step.fallback = "all_greedy"
         elif seeded_rows >= rows:
             step.fallback = "all_seeded"
+        elif skip is not None:
+            step.fallback = skip
         elif step.phase == PHASE_OFF:
             pass  # vLLM's own path: nothing to launch, nothing to fall back from
         else:
             try:
-                step.draw = lane.launch(rows, vocab, dtype, device)
+                step.fork = self._fork(device)
+                step.draw = lane.launch(rows, vocab, dtype, device, generator=step.fork.generator)
                 step.launched = True
                 self.log.note_q(step.draw.q, lane)
             except Exception as exc:  # noqa: BLE001 - a lane failure is a fallback
@@ -248,6 +263,16 @@ class Overlay:
             step.fwd[0] = lane.stamp()
         self._current = step
         return step
+
+    def _fork(self, device: Any) -> Any:
+        """A fork of vLLM's random stream on ``device`` to draw one q from (overlay.rng)."""
+        import torch
+
+        key = torch.device(device)
+        noise = self._noise.get(key)
+        if noise is None:
+            noise = self._noise[key] = NoiseStream(key)
+        return noise.fork()
 
     def begin_unsized_step(self, device: Any) -> Step:
         """A forward whose batch the hook could not read: nothing launched."""
@@ -373,6 +398,12 @@ class Overlay:
             self._lane_error(exc)
             self._complete(step)
             return None
+        if step.fork is not None and not step.fork.commit():
+            # Something drew from vLLM's generator since the launch: q is not what vLLM
+            # would draw now, so it draws inline (overlay.rng).
+            step.fallback = "rng_moved"
+            self._complete(step)
+            return None
         step.used = True
         step.wait = [start, end] if self.instrument else None
         self._complete(step)
@@ -389,14 +420,17 @@ class Overlay:
         if rows <= 0 or vocab <= 0:
             return None
         lane = self.lane_for(device)
-        draw = lane.launch(rows, vocab, dtype, device)
-        self.log.note_q(draw.q, lane, reserved=True)
+        # Drawn from a fork that is never committed: holding memory must not move vLLM's stream.
+        draw = lane.launch(rows, vocab, dtype, device, generator=self._fork(device).generator)
+        self._reserved_bytes += draw.q.numel() * draw.q.element_size()
+        self.log.note_q(draw.q, lane, reserved=self._reserved_bytes)
         return draw
 
     def release(self, draw: Any) -> None:
         """Wait for a reserved q (stream order) and drop it."""
         if draw is not None:
             self.lane.wait(draw)
+            self._reserved_bytes -= draw.q.numel() * draw.q.element_size()
             draw.q = None
 
     def _sampler_only_step(self, probs: Any, use_fp64_gumbel: bool) -> None:
@@ -423,6 +457,7 @@ class Overlay:
             # step waiting for its events to be read holds no device memory
             # (the sampler keeps its own reference while it samples).
             step.draw.q = None
+        step.fork = None
         self._pending.append(step)
         self._flush_host_timed()
 

@@ -12,7 +12,16 @@ For each row a real wheel is fetched with ``pip download --no-deps`` into
   function definitions alone (``functions``); the overlay's replacement is
   built by the real patch code, must have the original's parameters, and one
   step on CPU tensors must give the same tokens as the original with the same
-  generator (batch noise and a seeded row).
+  generator (batch noise and a seeded row);
+* **FlashInfer dispatch** (vLLM) — the release's real ``forward_cuda`` is run
+  on every combination of top-k / top-p / seeded rows / fp64 gumbel (FlashInfer
+  itself stood in by a recorder) and must take a batch to ``random_sample``
+  exactly when :func:`overlay.dispatch.reaches_random_sample` says so: the
+  overlay draws only for those batches;
+* **310P / reduce-sample** (vllm-ascend) — from the wheel's source: whether
+  the 310P runner builds ``AscendSampler310``, whose ``forward_native`` never
+  calls ``random_sample`` (the overlay then steps aside on 310P), and whether
+  ``enable_reduce_sample`` exists (the overlay steps aside when it is on).
 
 A row either works, or says why not and which flag or version would make it
 apply (the same line the overlay logs at start). ``python tools/overlay_matrix.py``
@@ -59,6 +68,7 @@ V_RUNNER = ("vllm/v1/worker/gpu_model_runner.py", "GPUModelRunner")
 A_SAMPLER = "vllm_ascend/sample/sampler.py"
 A_RUNNER = ("vllm_ascend/worker/model_runner_v1.py", "NPUModelRunner")
 A_310P = ("vllm_ascend/_310p/model_runner_310p.py", "NPUModelRunner310")
+A_310P_SAMPLER = "vllm_ascend/_310p/sample/sampler.py"
 PIP_TIMEOUT_S = 600
 
 
@@ -73,6 +83,8 @@ class Row:
     mode: str
     same_tokens: bool
     notes: str = ""
+    #: Hardware the release runs on where the overlay steps aside (e.g. "310P").
+    not_on: str = ""
 
     @property
     def works(self) -> bool:
@@ -80,6 +92,8 @@ class Row:
 
     def cells(self) -> list[str]:
         verdict = "applies" if self.works else "does not apply"
+        if self.works and self.not_on:
+            verdict += f", not on {self.not_on}"
         return [self.dist, self.version, f"`{self.seam}`" if self.seam else "none",
                 f"`{self.signature}`", self.mode, "yes" if self.same_tokens else "NO", verdict, self.notes]
 
@@ -235,6 +249,8 @@ def same_tokens(original: Any, replacement: Any, rows: int = 6, vocab: int = 409
 
     torch.manual_seed(seed)
     want = original(probs.clone(), seeded())
+    # The overlay's q is forked from torch's default generator (overlay/rng.py): the same seed again.
+    torch.manual_seed(seed)
     ov = Overlay(EventLog(None), lane_factory=lambda device, instrument: CpuThreadLane(seed=seed))
     set_active(ov)
     try:
@@ -249,6 +265,74 @@ def same_tokens(original: Any, replacement: Any, rows: int = 6, vocab: int = 409
     return bool(used) and torch.equal(want, got)
 
 
+# -- FlashInfer dispatch (vLLM) and the 310P sampler (vllm-ascend) ------------------------
+
+
+class _Recorder:
+    def __init__(self, answer: Any = None) -> None:
+        self.calls = 0
+        self.answer = answer
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return self.answer
+
+
+def flashinfer_dispatch_agrees(sampler_src: str, label: str) -> bool:
+    """Run the release's real ``TopKTopPSampler.forward_cuda`` on every batch kind; True when the
+    overlay's :func:`overlay.dispatch.reaches_random_sample` predicts its path each time."""
+    import logging
+    import typing
+
+    import torch
+
+    from overlay.dispatch import FLASHINFER_FORWARD, reaches_random_sample
+
+    methods = class_methods(sampler_src, "TopKTopPSampler")
+    if FLASHINFER_FORWARD not in methods:
+        return True  # no FlashInfer path in this release
+    fn = methods[FLASHINFER_FORWARD]
+    has_fp64 = "use_fp64_gumbel" in ast.unparse(methods["__init__"])
+    log = logging.getLogger("expo_matrix")
+    modes = types.SimpleNamespace(PROCESSED_LOGITS="processed_logits", PROCESSED_LOGPROBS="processed_logprobs")
+    flashinfer, native, direct = _Recorder((torch.zeros(2), None)), _Recorder((torch.zeros(2), None)), _Recorder()
+    ns: dict[str, Any] = {
+        "torch": torch, "Optional": typing.Optional, "random_sample": direct, "flashinfer_sample": flashinfer,
+        "logger": types.SimpleNamespace(warning=log.debug, warning_once=log.debug, debug_once=log.debug,
+                                        info_once=log.debug),
+        "LogprobsMode": modes, "PROCESSED_LOGPROBS_MODES": ("processed_logits", "processed_logprobs"),
+    }
+    fn.decorator_list = []
+    exec(compile(ast.fix_missing_locations(ast.Module(body=[fn], type_ignores=[])), label, "exec"), ns)  # noqa: S102
+    logits, k, p = torch.zeros(2, 8), torch.tensor([3, 3]), torch.tensor([0.9, 0.9])
+    for has_k in (False, True):
+        for has_p in (False, True):
+            for gens in ({}, {1: torch.Generator()}):
+                for fp64 in ((False, True) if has_fp64 else (False,)):
+                    me = types.SimpleNamespace(forward_native=native, use_fp64_gumbel=fp64, logprobs_mode="raw_logprobs")
+                    before = native.calls + direct.calls
+                    ns[FLASHINFER_FORWARD](me, logits, gens, k if has_k else None, p if has_p else None)
+                    took_random_sample = native.calls + direct.calls > before
+                    if took_random_sample != reaches_random_sample(FLASHINFER_FORWARD, has_k=has_k, has_p=has_p,
+                                                                   has_generators=bool(gens), use_fp64_gumbel=fp64):
+                        return False
+    return True
+
+
+def _calls_name(fn: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name for n in ast.walk(fn))
+
+
+def sampler_310p_bypasses(runner_src: str, sampler_src: str | None) -> bool:
+    """Whether the 310P runner builds ``AscendSampler310`` whose top-k/top-p sampler never calls ``random_sample``."""
+    from overlay.patches.ascend import SAMPLER_310P_CLASS
+
+    if sampler_src is None or "AscendSampler310()" not in runner_src.replace(" ", ""):
+        return False
+    native = class_methods(sampler_src, SAMPLER_310P_CLASS).get("forward_native")
+    return native is not None and not _calls_name(native, "random_sample")
+
+
 # -- rows ------------------------------------------------------------------------------
 
 
@@ -260,6 +344,7 @@ def check(dist: str, version: str) -> Row:
         sampler_src = z.read(sampler_path).decode()
         runner_src = z.read(runner_path).decode()
         p310 = z.read(A_310P[0]).decode() if ascend and A_310P[0] in z.namelist() else None
+        p310_sampler = z.read(A_310P_SAMPLER).decode() if ascend and A_310P_SAMPLER in z.namelist() else None
     seam = runner_seam(runner_src, runner_cls)
     label = f"expo_matrix_{dist}_{version}".replace("-", "_").replace(".", "_")
     module, mode = load_sampler(sampler_src, label, ascend)
@@ -267,16 +352,24 @@ def check(dist: str, version: str) -> Row:
     if _params(original) != _params(replacement):
         raise AssertionError(f"{dist} {version}: replacement {_params(replacement)} != {_params(original)}")
     signature = "(" + ", ".join(name for name, _ in _params(original)) + ")"
+    if not ascend and not flashinfer_dispatch_agrees(sampler_src, label + "_forward_cuda"):
+        raise AssertionError(f"{dist} {version}: forward_cuda's dispatch differs from overlay.dispatch")
     notes = []
+    not_on = ""
     if seam == "_prepare_inputs":
         notes.append("no `_model_forward`: q launched when `_prepare_inputs` returns")
-    if p310 is not None and "_model_forward" in class_methods(p310, A_310P[1]):
+    if p310 is not None and sampler_310p_bypasses(p310, p310_sampler):
+        not_on = "310P"
+        notes.append("310P steps aside: its `AscendSampler310` never calls `random_sample`")
+    elif p310 is not None and "_model_forward" in class_methods(p310, A_310P[1]):
         notes.append("310P `_model_forward` override wrapped too")
     if ascend and "enable_async_exponential" in runner_src:
         notes.append("own async exponential must stay off")
+    if ascend and "enable_reduce_sample" in sampler_src:
+        notes.append("steps aside under `enable_reduce_sample`")
     if seam is None:
         notes.append("no seam: the overlay says so at start")
-    return Row(dist, version, seam, signature, mode, same_tokens(original, replacement), "; ".join(notes))
+    return Row(dist, version, seam, signature, mode, same_tokens(original, replacement), "; ".join(notes), not_on)
 
 
 def rows() -> list[tuple[str, str]]:

@@ -137,7 +137,7 @@ class Natural(msgspec.Struct, kw_only=True):
     forward_with_ns: float | None
     #: with − without (ns per step, matched by batch shape): the forward's slowdown beside the draw.
     slowdown: Interval | None
-    #: Which steps count as "without": "no q launched (all greedy / all seeded)" or "switchback off blocks".
+    #: Which steps count as "without": "no q launched (all greedy / all seeded / FlashInfer)" or "switchback off blocks".
     basis: str
     statement: str
 
@@ -369,7 +369,8 @@ def natural_experiment(cols: Mapping[str, np.ndarray], *, rank: int, window: np.
     """Forward without the lane vs with it, matched by batch shape (module docstring); None: nothing to compare.
 
     "Without": steps that launched no ``q`` because their batch needed none
-    (all greedy / all seeded) — in a switchback run, its off-block steps.
+    (all greedy / all seeded / sampled by FlashInfer) — in a switchback run,
+    its off-block steps.
     """
     fwd = _f(cols["fwd_ns"])
     reqs = _f(cols["reqs"])
@@ -383,8 +384,9 @@ def natural_experiment(cols: Mapping[str, np.ndarray], *, rank: int, window: np.
         without = ok & (phase == OFF) & ~launched
         basis = "switchback off blocks"
     else:
-        without = ok & ~launched & np.isin(fallback, ("all_greedy", "all_seeded"))
-        basis = "no q launched (all greedy / all seeded)"
+        # Batches that needed no q: all greedy, all seeded, or sampled by FlashInfer's own kernel.
+        without = ok & ~launched & np.isin(fallback, ("all_greedy", "all_seeded", "flashinfer"))
+        basis = "no q launched (all greedy / all seeded / FlashInfer)"
     with_ = ok & launched
     if not without.any() or not with_.any():
         return None

@@ -1,8 +1,20 @@
 """Recognise target instances (the exponential draw, or any ``--op``) in a Timeline.
 
-One *instance* is one draw: usually one event, but on Ascend the composite
-chain ``DSARandomUniform → Neg → Add → GreaterEqual → MaskedFill → Log → Mul``
-on one stream is grouped into one instance of seven member kernels.
+One *instance* is one draw: usually one event, but on Ascend a float
+``exponential_`` is a chain of kernels on one stream, grouped into one
+instance: op-plugin's ``op_api::exponential_``
+(op_plugin/ops/opapi/ExponentialKernelNpuOpApi.cpp, every SoC before
+Ascend950) runs ``uniform_ → neg_ → add_(1) → (self >= 1-eps) → masked_fill_ →
+log_ → mul_(-1/λ)``, whose kernels are ``DSARandomUniform → Neg → Add →
+GreaterEqual → MaskedFill → Log → Mul`` (torch_npu names them
+``aclnnInplaceUniform_DSARandomUniform_DSARandomUniform``,
+``aclnnInplaceMuls_MulAiCore_Mul`` …: the op type is the last token);
+vllm-ascend #13394 lists the same sequence without the comparison, which
+some traces do not show as a kernel of its own. Both are one instance (rule
+``ascend-chain``): the kernels from the uniform to the last ``Mul`` on that
+stream. vllm-ascend's own ``random_sample`` (#4908: ``q.exponential_()`` on a
+global side stream, joined with ``wait_stream``) draws its noise this way, so
+an unpatched vllm-ascend trace has one instance per draw there.
 
 Rules, first one that matches anything wins (per Timeline):
 
@@ -67,8 +79,10 @@ FUSED_DEVICE_RULES = (("mrv2-fused-gumbel", MRV2_GUMBEL_RE), ("flashinfer-sampli
 CPU_OP_NAME = "aten::exponential_"
 #: vLLM CPU's default sampler (0.32+): Gumbel noise and argmax in one C++ op.
 CPU_FUSED_GUMBEL = "_C::fused_gumbel_argmax"
-#: Ascend composite chain (op tokens in launch order on one stream).
+#: Ascend composite exponential (op tokens in launch order on one stream): op-plugin's float
+#: exponential_, and the same without the comparison kernel (vllm-ascend #13394's list).
 ASCEND_CHAIN = ("DSARandomUniform", "Neg", "Add", "GreaterEqual", "MaskedFill", "Log", "Mul")
+ASCEND_CHAINS = (ASCEND_CHAIN, tuple(op for op in ASCEND_CHAIN if op != "GreaterEqual"))
 
 #: Everything the default rules look for, for the "nothing found" message.
 LOOKED_FOR = (
@@ -76,7 +90,7 @@ LOOKED_FOR = (
     "overlay event-log exponential windows",
     "*exponential_kernel* (CUDA/ROCm distribution_elementwise kernel)",
     "aclnnExponential / aclnnSimThreadExponential / Exponential (Ascend)",
-    "DSARandomUniform→Neg→Add→GreaterEqual→MaskedFill→Log→Mul on one stream (Ascend composite)",
+    "DSARandomUniform→Neg→Add→[GreaterEqual→]MaskedFill→Log→Mul on one stream (Ascend composite exponential)",
     "_gumbel_sample_kernel (vLLM Model Runner V2 fused Gumbel-max, noise + argmax)",
     "*SamplingFromLogitsKernel / *SamplingFromProbKernel (FlashInfer sampling, noise inside)",
     f"{CPU_OP_NAME} (CPU)",
@@ -194,34 +208,33 @@ def _tokens(name: str) -> set[str]:
 
 
 def _ascend_chains(tl: Timeline) -> list[list[int]]:
-    """Rows of each composite exponential chain found on a device stream."""
+    """Rows of each composite exponential chain found on a device stream (any of :data:`ASCEND_CHAINS`)."""
     kern = np.flatnonzero((tl.kind == Kind.KERNEL) & lane_kind_mask(tl, (LaneKind.STREAM,)))
     if len(kern) == 0:
         return []
-    # Which chain step each distinct name can play (-1: none); checked once per name.
-    step_of_name = np.full(len(tl.names), -1, dtype=np.int8)
+    # The op each distinct name can play (index into ASCEND_CHAIN, -1: none); checked once per name.
+    op_of_name = np.full(len(tl.names), -1, dtype=np.int8)
     first_hits = False
     for i, nm in enumerate(tl.names):
         toks = _tokens(nm)
         for j, op in enumerate(ASCEND_CHAIN):
             if op in toks:
-                step_of_name[i] = j
+                op_of_name[i] = j
                 first_hits |= j == 0
                 break
     if not first_hits:
         return []
     chains: list[list[int]] = []
     order = kern[np.lexsort((tl.start[kern], tl.lane[kern]))]
-    steps = step_of_name[tl.name[order]]
+    ops = op_of_name[tl.name[order]]
     lanes = tl.lane[order]
-    L = len(ASCEND_CHAIN)
-    for i in np.flatnonzero(steps == 0):
-        if i + L > len(order):
-            continue
-        if lanes[i + L - 1] != lanes[i]:
-            continue
-        if np.array_equal(steps[i : i + L], np.arange(L, dtype=np.int8)):
-            chains.append([int(r) for r in order[i : i + L]])
+    patterns = [np.array([ASCEND_CHAIN.index(op) for op in chain], dtype=np.int8) for chain in ASCEND_CHAINS]
+    for i in np.flatnonzero(ops == 0):
+        for want in patterns:  # the longest first: a 7-kernel chain is never read as a 6-kernel one
+            n = len(want)
+            if i + n <= len(order) and lanes[i + n - 1] == lanes[i] and np.array_equal(ops[i : i + n], want):
+                chains.append([int(r) for r in order[i : i + n]])
+                break
     return chains
 
 

@@ -43,7 +43,7 @@ RULE_WORDS = {
     "overlay-span": "overlay's draw span on a device stream",
     "overlay-log": "overlay event log's draw windows",
     "device-kernel": "exponential kernels",
-    "ascend-chain": "Ascend's 7-kernel random chain",
+    "ascend-chain": "Ascend's composite exponential (6-7 kernels)",
     "host-span": "overlay's draw span on a CPU thread",
     "cpu-op": "aten::exponential_ on CPU",
     "cpu-fused-gumbel": "vLLM CPU's fused Gumbel op (noise + argmax: an upper bound)",

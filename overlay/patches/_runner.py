@@ -3,9 +3,12 @@
 * ``execute_model``: marks the scope in which a forward pass is a real step
   (vLLM's dummy / graph-capture runs call the model outside it).
 * ``profile_run``: vLLM's memory profiling holds the largest ``q``
-  (``max_num_reqs`` x vocab) meanwhile, so the KV cache is sized with it;
+  (``max_num_reqs`` x vocab) meanwhile, so the KV cache is sized with it
+  (once: the outermost call, where a subclass's ``profile_run`` calls its base);
 * ``_dummy_run`` / ``_dummy_sampler_run``: warm-up scope — sampler calls in it
-  draw inline and are only counted (``unattributed`` in the summary).
+  draw inline and are only counted (``unattributed`` in the summary); a
+  forward in it opens no step, even inside ``execute_model`` (data parallel
+  and external-launcher runs call ``_dummy_run`` from there).
 * the forward seam — ``_model_forward`` (vLLM >= 0.11, vllm-ascend >= 0.15)
   or ``_generate_process_reqs_hidden_states`` (vllm-ascend 0.13 - 0.14):
   opens a step right before the forward (launching ``q``) and closes its
@@ -24,7 +27,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-from overlay import guard
+from overlay import dispatch, guard
 from overlay.contract import SPAN_FORWARD
 from overlay.lanes import span
 from overlay.sampler import Overlay, Step, active
@@ -94,10 +97,16 @@ def begin_for_runner(ov: Overlay, runner: Any, tokens: int = 0) -> Step | None:
     Rows are ``input_batch.num_reqs``: vLLM's sampler draws noise for every
     request row of a non-greedy batch (greedy rows are overwritten after).
     ``tokens``: what the forward computes (:func:`forward_tokens`), the
-    batch shape the switchback analysis compares steps by.
+    batch shape the switchback analysis compares steps by. Nothing is drawn
+    for a batch vLLM's sampler will not take to ``random_sample``
+    (:mod:`overlay.dispatch`), nor in a warm-up run.
     """
     import torch
 
+    if ov.warmup_depth > 0:
+        # A dummy run inside execute_model (data parallel, external launcher)
+        # reaches the forward seam too: it samples nothing that is a step.
+        return None
     if getattr(runner, "is_pooling_model", False) or not _last_pp_rank():
         return None
     device = runner.device
@@ -111,6 +120,8 @@ def begin_for_runner(ov: Overlay, runner: Any, tokens: int = 0) -> Step | None:
         seeded_rows = len(metadata.generators)
         vocab = int(runner.model_config.get_vocab_size())
         fp64 = bool(getattr(runner.sampler, "use_fp64_gumbel", False))
+        # FlashInfer samples top-k/top-p batches itself: draw only what vLLM's dispatch will use.
+        skip = dispatch.skip_reason(runner.sampler, metadata)
     except AttributeError:
         # A runner shape this overlay does not know: record the forward, launch
         # nothing; the sampler then falls back with `no_pending`.
@@ -123,6 +134,7 @@ def begin_for_runner(ov: Overlay, runner: Any, tokens: int = 0) -> Step | None:
         all_greedy=all_greedy,
         seeded_rows=seeded_rows,
         tokens=tokens,
+        skip=skip,
     )
 
 
@@ -201,16 +213,22 @@ def reserve_during(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def profile_run(self: Any, *args: Any, **kwargs: Any) -> Any:
         ov = active()
+        if ov is None:
+            return original(self, *args, **kwargs)
         draw = None
-        if ov is not None and not getattr(self, "is_pooling_model", False):
+        # Only the outermost profile_run holds q: vllm-ascend's NPU profile_run calls
+        # super().profile_run(), and both are wrapped; two q would be held at once.
+        if ov.profile_depth == 0 and not getattr(self, "is_pooling_model", False):
             try:
                 rows, vocab, dtype = q_size(self)
                 draw = ov.reserve(rows, vocab, dtype, self.device)
             except Exception as exc:  # noqa: BLE001
                 guard.failed(exc)
+        ov.profile_depth += 1
         try:
             return original(self, *args, **kwargs)
         finally:
+            ov.profile_depth -= 1
             if draw is not None and active() is ov:
                 try:
                     ov.release(draw)

@@ -7,7 +7,7 @@ Targets (applied only where vllm-ascend is installed and imports them):
   0.13 - 0.14, which have no ``_model_forward`` of their own), the warm-up
   methods it overrides, and ``__init__``;
 * ``vllm_ascend._310p.model_runner_310p.NPUModelRunner310`` — its own
-  ``_model_forward`` override;
+  ``_model_forward`` override, and ``__init__`` (observed);
 * ``vllm_ascend.sample.sampler.random_sample`` — what
   ``AscendTopKTopPSampler.forward_native`` calls by its global name
   (``(probs, generators)``, no fp64 gumbel).
@@ -23,6 +23,19 @@ own side stream, waits with a device event, and keeps ``q`` alive with
 vllm-ascend's own ``enable_async_exponential`` (``--additional-config``,
 0.13 - 0.24; removed in 0.25) replaces ``random_sample`` by its pre-drawn ``q`` with a host synchronise; with
 it on the two would fight, so the overlay says so once and steps aside.
+
+It also steps aside, once, at the runner's construction — before any ``q``
+is drawn — where no step would use one:
+
+* ``enable_reduce_sample`` (``--additional-config``, 0.20.2rc1 on): the
+  sampler gathers each TP rank's top-k candidates and samples
+  ``[rows, tp·k]`` probabilities, never ``[rows, vocab]``; every launched
+  ``q`` would fall back ``vocab_mismatch``;
+* Atlas 300I (310P, 0.18.0 on): ``NPUModelRunner310`` builds
+  ``AscendSampler310``, whose ``AscendTopKTopPSampler310.forward_native``
+  samples with ``_random_sample_310p`` (noise drawn on the host, later by
+  inverse CDF) and never calls ``random_sample`` — unless
+  ``VLLM_BATCH_INVARIANT`` sends it to the base class's path.
 
 How: as :mod:`overlay.patches.model_runner`, through the shared wrappers.
 
@@ -48,18 +61,48 @@ SAMPLER_MODULE = "vllm_ascend.sample.sampler"
 RUNNER_310P_MODULE = "vllm_ascend._310p.model_runner_310p"
 TARGETS = (RUNNER_MODULE, SAMPLER_MODULE, RUNNER_310P_MODULE)
 ASCEND_FLAG = "--additional-config '{\"enable_async_exponential\": false}'"
+REDUCE_SAMPLE_FLAG = "--additional-config '{\"enable_reduce_sample\": false}'"
+#: The 310P top-k/top-p sampler (vllm_ascend/_310p/sample/sampler.py, 0.18.0 on): no random_sample.
+SAMPLER_310P_CLASS = "AscendTopKTopPSampler310"
 
 _patcher = Patcher()
 _done: set[str] = set()
 
 
 def check_runner(runner: Any) -> None:
-    """Step aside (once) when vllm-ascend's own async exponential is on."""
+    """Step aside (once) when vllm-ascend's own async exponential or reduce-sample is on."""
     config = getattr(runner, "ascend_config", None)
     if config is not None and getattr(config, "enable_async_exponential", False):
         guard.not_applicable(
             "vllm-ascend's own async exponential is enabled and bypasses "
             f"random_sample; run with {ASCEND_FLAG} to measure with the overlay",
+            "npu",
+        )
+    elif config is not None and getattr(config, "enable_reduce_sample", False):
+        guard.not_applicable(
+            "vllm-ascend's enable_reduce_sample samples [rows, tp*k] gathered top-k candidates, "
+            f"never the [rows, vocab] q the overlay draws; run with {REDUCE_SAMPLE_FLAG} to measure with the overlay",
+            "npu",
+        )
+
+
+def _batch_invariant() -> bool:
+    try:
+        import vllm.envs as envs
+
+        return bool(getattr(envs, "VLLM_BATCH_INVARIANT", False))
+    except Exception:  # noqa: BLE001 - an older vLLM: not set
+        return False
+
+
+def check_310p(runner: Any) -> None:
+    """Step aside (once) when the 310P runner built its own sampler, which never calls random_sample."""
+    sampler = getattr(getattr(runner, "sampler", None), "topk_topp_sampler", None)
+    if type(sampler).__name__ == SAMPLER_310P_CLASS and not _batch_invariant():
+        guard.not_applicable(
+            "the Atlas 300I (310P) sampler AscendSampler310 draws its noise in _random_sample_310p "
+            "and never calls random_sample, so there is no q to move off the critical path "
+            "(only VLLM_BATCH_INVARIANT=1 sends it through random_sample)",
             "npu",
         )
 
@@ -74,7 +117,10 @@ def _apply_runner(module: ModuleType) -> None:
 
 
 def _apply_310p(module: ModuleType) -> None:
-    patch_runner_class(_patcher, module.NPUModelRunner310)
+    cls = module.NPUModelRunner310
+    patch_runner_class(_patcher, cls)
+    # Observed on the 310P class itself: its __init__ sets self.sampler after the base's.
+    observe_init(_patcher, cls, check_310p)
 
 
 def _apply_sampler(module: ModuleType) -> None:

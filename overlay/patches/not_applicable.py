@@ -37,8 +37,22 @@ _patcher = Patcher()
 _done: set[str] = set()
 
 
-def _backend(args: tuple, kwargs: dict) -> str:
-    device = kwargs.get("device", args[1] if len(args) > 1 else None)
+def _backend(init: Any, runner: Any, args: tuple, kwargs: dict) -> str:
+    """The device type the V2 runner was built for (``__init__(self, vllm_config, device)``).
+
+    The ``device`` argument is bound by name to the real constructor's
+    signature (positionally it comes after ``vllm_config``); else the
+    runner's own ``device``; "cuda" when neither says.
+    """
+    import inspect
+
+    device = None
+    try:
+        device = inspect.signature(init).bind(runner, *args, **kwargs).arguments.get("device")
+    except (TypeError, ValueError):
+        pass
+    if device is None:
+        device = getattr(runner, "device", None)
     return str(getattr(device, "type", device or "cuda")).split(":")[0]
 
 
@@ -61,7 +75,7 @@ def apply(module: ModuleType) -> None:
                 "Model Runner V2 samples with a fused Triton Gumbel kernel that "
                 "draws its own noise; set "
                 f"{V2_FLAG} to use the V1 runner the overlay hooks",
-                _backend((self, *args), kwargs),
+                _backend(original_init, self, args, kwargs),
             )
 
     _patcher.set(cls, "__init__", __init__)

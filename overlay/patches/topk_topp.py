@@ -22,8 +22,9 @@ Why:
   ``random_sample``: the overlay says so once, naming the flag that selects
   the native path, and steps aside (all patches removed). FlashInfer's
   ``forward_cuda`` still calls ``random_sample`` for batches without
-  top-k/top-p (and with seeded rows): the overlay stays on and says once which
-  batches it cannot reach.
+  top-k/top-p (and with seeded rows): the overlay stays on, says once which
+  batches it cannot reach, and draws nothing for those (the runner hook asks
+  :mod:`overlay.dispatch` before each launch).
 
 How: module attributes and class methods replaced through a
 :class:`~overlay.patches._util.Patcher`; every replacement checks at call time
@@ -56,11 +57,12 @@ BYPASSING_FORWARDS = {
 }
 #: FlashInfer: forward_cuda still calls forward_native (so random_sample) for
 #: batches without top-k/top-p and for batches with seeded rows; only the other
-#: batches bypass the overlay (their steps fall back as ``not_consumed``).
+#: batches bypass the overlay, which draws nothing for them (overlay.dispatch:
+#: their steps fall back as ``flashinfer``).
 PARTIAL_FORWARDS = {
     "forward_cuda": (
-        "FlashInfer samples batches that use top-k/top-p itself (those steps fall back as "
-        "not_consumed); batches without them, or with seeded rows, use the overlay. "
+        "FlashInfer samples batches that use top-k/top-p itself (nothing is drawn for them: their "
+        "steps say fallback flashinfer); batches without them, or with seeded rows, use the overlay. "
         "VLLM_USE_FLASHINFER_SAMPLER=0 or --logprobs-mode processed_logits sends every batch "
         "through random_sample"
     ),

@@ -203,3 +203,21 @@ def test_only_the_measured_load_counts():
     assert everything.saving.mean_ns == pytest.approx(500) and everything.load_window_ns is None
     # AND without a clock pair every step counts
     assert in_window(cols["t0_ns"], None, [start, start + 1]).all()
+
+
+def test_flashinfer_batches_count_as_steps_without_q_and_errors_do_not():
+    # GIVEN an overlay-on run on CUDA: launched steps' forward 1200 ns; FlashInfer batches (nothing
+    # launched, overlay.dispatch) 1000 ns; one step whose launch failed ("error", 5000 ns: not a batch
+    # that needed no q)
+    n = 9
+    launched = [i % 3 != 0 for i in range(n)]
+    fallback = [None if launched[i] else "flashinfer" for i in range(n)]
+    fallback[0] = "error"
+    fwd = [1200 if launched[i] else 1000 for i in range(n)]
+    fwd[0] = 5000
+    cols = _run([10_000] * n, phases=["on"] * n, launched=launched, tokens=[8] * n, fwd=fwd, fallback=fallback)
+    cols["block"][:] = -1
+    nat = natural_experiment(cols, rank=0)
+    # THEN the two FlashInfer steps are the "without" side, the failed launch is not
+    assert (nat.without_steps, nat.with_steps) == (2, 6)
+    assert nat.slowdown.mean_ns == pytest.approx(200) and "FlashInfer" in nat.basis

@@ -185,3 +185,59 @@ class FakeAllocator:
 
     def _free(self, size: int) -> None:
         self.live_bytes -= size
+
+
+class FakeNpuEvent(FakeEvent):
+    """FAKE torch_npu ``torch.npu.Event``: a raw handle (``npu_event``), and an ``elapsed_time`` that
+    flushes first, as torch_npu's does (``NPUEvent::elapsed_time`` calls ``emptyAllNPUStream()`` and
+    ``aclrtSynchronizeEvent`` on both events before ``aclrtEventElapsedTime``). The flush is counted
+    in ``FakeNpuModule.flushes``; nothing on the step path may cause one."""
+
+    def __init__(self, module: FakeNpuModule, enable_timing: bool) -> None:
+        super().__init__(module, enable_timing)
+        self.npu_event = module.register(self)
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        self.module.flushes += 1
+        self.module.run_device()  # the flush and the two synchronisations wait for the device
+        return super().elapsed_time(end)
+
+
+class FakeNpuModule(FakeDeviceModule):
+    """FAKE ``torch.npu`` (torch_npu): mstx ranges, events with raw handles, and a stand-in for the
+    runtime's ``aclrtEventElapsedTime`` (:meth:`acl_elapsed_time`) that reads those handles."""
+
+    #: ACL_ERROR_RT_EVENT_NOT_COMPLETE-like code for an event the fake device has not reached yet.
+    NOT_COMPLETE = 507017
+
+    def __init__(self) -> None:
+        super().__init__(ranges="mstx")
+        self.flushes = 0
+        self.acl_calls = 0
+        self._handles: dict[int, FakeNpuEvent] = {}
+        self._callback: Any = None
+
+    def register(self, event: FakeNpuEvent) -> int:
+        handle = 0x1000 + len(self._handles)  # never 0: a NULL aclrtEvent
+        self._handles[handle] = event
+        return handle
+
+    def Event(self, enable_timing: bool = False) -> FakeNpuEvent:  # noqa: N802 - torch API name
+        return FakeNpuEvent(self, enable_timing)
+
+    def acl_elapsed_time(self) -> Any:
+        """A C function ``int (float *ms, void *start, void *end)`` over this fake's events (ctypes callback)."""
+        import ctypes
+
+        from overlay.npu_timing import ACL_ELAPSED_ARGTYPES
+
+        def elapsed(ms, start, end) -> int:
+            self.acl_calls += 1
+            first, last = self._handles[start], self._handles[end]
+            if not (first.completed and last.completed):
+                return self.NOT_COMPLETE
+            ms[0] = (last.recorded_ns - first.recorded_ns) / 1e6
+            return 0
+
+        self._callback = ctypes.CFUNCTYPE(ctypes.c_int, *ACL_ELAPSED_ARGTYPES)(elapsed)
+        return self._callback

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import types
 
+import pytest
 import torch
 
 from eventlog_schema import read_log
@@ -40,7 +41,7 @@ def fake_ascend_sampler_module() -> types.ModuleType:
     return module
 
 
-def fake_ascend_runner_module(enable_async_exponential: bool) -> types.ModuleType:
+def fake_ascend_runner_module(enable_async_exponential: bool, enable_reduce_sample: bool = False) -> types.ModuleType:
     """FAKE ``vllm_ascend.worker.model_runner_v1`` with an NPUModelRunner on vLLM's real base."""
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
@@ -48,7 +49,8 @@ def fake_ascend_runner_module(enable_async_exponential: bool) -> types.ModuleTyp
 
     class NPUModelRunner(GPUModelRunner):
         def __init__(self):  # the real one needs an NPU; only what the patch reads
-            self.ascend_config = types.SimpleNamespace(enable_async_exponential=enable_async_exponential)
+            self.ascend_config = types.SimpleNamespace(enable_async_exponential=enable_async_exponential,
+                                                       enable_reduce_sample=enable_reduce_sample)
 
         def _model_forward(self, num_tokens_padded, input_ids=None, positions=None, **kwargs):
             return ("forward", num_tokens_padded)
@@ -98,15 +100,70 @@ def test_ascend_runner_forward_is_hooked_with_its_npu_signature(tmp_path, vllm_a
     ascend.remove()
 
 
-def test_vllm_ascend_own_async_exponential_means_not_applicable(tmp_path, vllm_available, warnings_of_overlay):
-    # GIVEN vllm-ascend with its own enable_async_exponential on
-    runner_module = fake_ascend_runner_module(enable_async_exponential=True)
+@pytest.mark.parametrize(
+    ("config", "flag"),
+    [({"enable_async_exponential": True}, '"enable_async_exponential": false'),
+     # enable_reduce_sample: the sampler sees [rows, tp*k] gathered candidates, never [rows, vocab]
+     ({"enable_async_exponential": False, "enable_reduce_sample": True}, '"enable_reduce_sample": false')],
+    ids=["own-async-exponential", "reduce-sample"],
+)
+def test_an_ascend_config_that_bypasses_the_q_means_not_applicable_before_any_draw(
+        tmp_path, vllm_available, warnings_of_overlay, config, flag):
+    # GIVEN vllm-ascend with its own async exponential, or its reduce-sample, on
+    runner_module = fake_ascend_runner_module(**config)
     plugin.enable(log=EventLog(str(tmp_path)), patches=())
     ascend.apply(runner_module)
     # WHEN its runner is constructed
     runner_module.NPUModelRunner()
-    # THEN the overlay steps aside once, naming the additional-config flag
+    # THEN the overlay steps aside once, naming the additional-config flag, and drew nothing
     warnings = [r.getMessage() for r in warnings_of_overlay if r.levelname == "WARNING"]
-    assert len(warnings) == 1 and '"enable_async_exponential": false' in warnings[0]
+    assert len(warnings) == 1 and flag in warnings[0]
     assert active() is None
+    _, lines = read_log(tmp_path)
+    assert lines["step"] == [] and [n["code"] for n in lines["notice"]] == ["not_applicable"]
     ascend.remove()
+
+
+def fake_310p_module(runner_module: types.ModuleType) -> types.ModuleType:
+    """FAKE ``vllm_ascend._310p.model_runner_310p``: as 0.18.0 on, NPUModelRunner310's __init__ runs the
+    base's, then builds ``AscendSampler310`` (vllm_ascend/_310p/sample/sampler.py), whose top-k/top-p
+    sampler samples with ``_random_sample_310p`` and never calls ``random_sample``."""
+    module = types.ModuleType(ascend.RUNNER_310P_MODULE)
+
+    class AscendTopKTopPSampler310:  # FAKE, named as the real class: the name is what the overlay recognises
+        def forward_native(self, logits, generators, k, p):
+            raise AssertionError("not called here")
+
+    class NPUModelRunner310(runner_module.NPUModelRunner):
+        def __init__(self):
+            super().__init__()
+            self.sampler = types.SimpleNamespace(topk_topp_sampler=AscendTopKTopPSampler310())
+
+        def _model_forward(self, num_tokens_padded, **kwargs):
+            return ("forward310", num_tokens_padded)
+
+    module.NPUModelRunner310 = NPUModelRunner310
+    return module
+
+
+def test_the_310p_runner_steps_aside_before_any_draw(tmp_path, vllm_available, warnings_of_overlay):
+    # GIVEN the overlay on, the (FAKE) NPU runner and 310P runner modules patched
+    runner_module = fake_ascend_runner_module(enable_async_exponential=False)
+    plugin.enable(log=EventLog(str(tmp_path)), patches=())
+    ascend.apply(runner_module)
+    module310 = fake_310p_module(runner_module)
+    ascend.apply(module310)
+    # WHEN an A2/A3 runner is built THEN the overlay stays on
+    runner_module.NPUModelRunner()
+    assert active() is not None
+    # WHEN the 310P runner is built (its own sampler, which never calls random_sample)
+    module310.NPUModelRunner310()
+    # THEN the overlay steps aside once, saying why, before any q was drawn
+    warnings = [r.getMessage() for r in warnings_of_overlay if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "310P" in warnings[0] and "never calls random_sample" in warnings[0]
+    assert active() is None
+    _, lines = read_log(tmp_path)
+    assert lines["header"][0]["backend"] == "npu" and lines["step"] == []
+    assert [n["code"] for n in lines["notice"]] == ["not_applicable"]
+    ascend.remove()
+

@@ -11,6 +11,10 @@ from overlay.events import EventLog
 from overlay.lanes import CpuThreadLane
 from overlay.sampler import Overlay, overlay_random_sample
 
+#: Test data drawn from its own generator: probs made after a launch must not move vLLM's
+#: default generator, which the overlay's q is forked from (overlay/rng.py).
+TEST_RNG = torch.Generator().manual_seed(0)
+
 VOCAB = 32
 
 
@@ -19,11 +23,12 @@ def _overlay(tmp_path) -> Overlay:
 
 
 def _probs(rows, vocab=VOCAB, dtype=torch.float32, device="cpu"):
-    return torch.softmax(torch.randn(rows, vocab), dim=-1).to(dtype).to(device)
+    return torch.softmax(torch.randn(rows, vocab, generator=TEST_RNG), dim=-1).to(dtype).to(device)
 
 
-def _step(ov, rows=4, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False, seeded=0):
-    step = ov.begin_step(rows=rows, vocab=vocab, dtype=dtype, device=device, all_greedy=all_greedy, seeded_rows=seeded)
+def _step(ov, rows=4, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False, seeded=0, skip=None):
+    step = ov.begin_step(rows=rows, vocab=vocab, dtype=dtype, device=device, all_greedy=all_greedy, seeded_rows=seeded,
+                         skip=skip)
     if step is not None:
         ov.end_forward(step)
     return step
@@ -41,6 +46,8 @@ def _produce(reason, ov, vllm_random_sample):
         _step(ov, seeded=4)
         gens = {i: torch.Generator().manual_seed(i) for i in range(4)}
         _sample(ov, _probs(4), vllm_random_sample, gens)
+    elif reason == "flashinfer":  # the runner hook saw a batch FlashInfer samples (overlay.dispatch)
+        _step(ov, skip="flashinfer")
     elif reason == "rows_mismatch":  # e.g. speculative decoding's bonus rows
         _step(ov, rows=4)
         _sample(ov, _probs(7), vllm_random_sample)
@@ -58,6 +65,10 @@ def _produce(reason, ov, vllm_random_sample):
         _step(ov, all_greedy=True)  # the next forward closes it
     elif reason == "no_pending":  # the sampler ran with no forward step before it
         ov._close_current()
+        _sample(ov, _probs(4), vllm_random_sample)
+    elif reason == "rng_moved":  # something drew from vLLM's generator during the forward
+        _step(ov)
+        torch.rand(1)
         _sample(ov, _probs(4), vllm_random_sample)
     elif reason == "error":  # the lane itself fails: the CPU lane cannot draw on "meta"
         _step(ov)

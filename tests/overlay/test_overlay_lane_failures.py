@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -19,6 +20,10 @@ from eventlog_schema import check_lines, read_log  # type: ignore[import-not-fou
 from overlay.events import EventLog
 from overlay.lanes import CpuThreadLane
 from overlay.sampler import Overlay, overlay_random_sample
+
+#: Test data drawn from its own generator: probs made after a launch must not move vLLM's
+#: default generator, which the overlay's q is forked from (overlay/rng.py).
+TEST_RNG = torch.Generator().manual_seed(0)
 
 VOCAB = 32
 
@@ -28,7 +33,7 @@ def _overlay(out: Path) -> Overlay:
 
 
 def _probs(rows: int):
-    return torch.softmax(torch.randn(rows, VOCAB), dim=-1)
+    return torch.softmax(torch.randn(rows, VOCAB, generator=TEST_RNG), dim=-1)
 
 
 def _step(ov: Overlay, rows: int = 4):
@@ -42,7 +47,8 @@ def test_draw_failing_on_the_lane_thread_falls_back_at_wait(tmp_path, vllm_rando
     ov = _overlay(tmp_path)
     _step(ov)
     assert overlay_random_sample(_probs(4), {}, False, inline=vllm_random_sample, overlay=ov).shape == (4,)
-    ov.lane.generator = "not a generator"
+    fork = ov._fork
+    ov._fork = lambda device: SimpleNamespace(generator="not a generator", commit=fork(device).commit)
     for _ in range(2):
         # WHEN the launch succeeds but the draw fails on the lane thread, and the sampler waits for it
         step = _step(ov)
@@ -63,10 +69,12 @@ def test_draw_failing_on_the_lane_thread_falls_back_at_wait(tmp_path, vllm_rando
 _FORK_SCRIPT = r"""
 import json, os, sys, time
 import torch
+DATA_RNG = torch.Generator().manual_seed(0)  # test data: never vLLM's generator
 torch.set_num_threads(1)  # libgomp cannot run a parallel region in a child forked after one: not our subject
 from overlay.events import EventLog
 from overlay.lanes import CpuThreadLane
 from overlay.sampler import Overlay, overlay_random_sample
+
 
 def inline(probs, generators, fp64):
     return probs.div(torch.empty_like(probs).exponential_()).argmax(dim=-1)
@@ -76,7 +84,7 @@ def step():
     s = ov.begin_step(rows=4, vocab=32, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
     ov.end_forward(s)
 def probs():
-    return torch.softmax(torch.randn(4, 32), dim=-1)
+    return torch.softmax(torch.randn(4, 32, generator=DATA_RNG), dim=-1)
 
 step()
 overlay_random_sample(probs(), {}, False, inline=inline, overlay=ov)

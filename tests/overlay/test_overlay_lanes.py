@@ -16,6 +16,10 @@ from overlay.lanes import CpuThreadLane, DeviceStreamLane, LaneError
 from overlay.patches.profiler import add_all_threads
 from overlay.sampler import Overlay, overlay_random_sample
 
+#: Test data drawn from its own generator: probs made after a launch must not move vLLM's
+#: default generator, which the overlay's q is forked from (overlay/rng.py).
+TEST_RNG = torch.Generator().manual_seed(0)
+
 VOCAB = 48
 
 
@@ -70,7 +74,7 @@ def test_cpu_lane_step_lines_and_profiler_spans(tmp_path):
     ov = Overlay(EventLog(str(tmp_path / "log")), lane_factory=lambda d, i: CpuThreadLane(seed=5))
     kwargs = {"activities": [torch.profiler.ProfilerActivity.CPU]}
     add_all_threads(kwargs)
-    weights = torch.randn(256, 256)
+    weights = torch.randn(256, 256, generator=TEST_RNG)
     # WHEN three steps run a real torch forward and sample
     with torch.profiler.profile(**kwargs) as prof:
         for _ in range(3):
@@ -78,11 +82,11 @@ def test_cpu_lane_step_lines_and_profiler_spans(tmp_path):
             from overlay.lanes import span
 
             with span(SPAN_FORWARD):
-                x = torch.randn(64, 256)
+                x = torch.randn(64, 256, generator=TEST_RNG)
                 for _ in range(20):
                     x = torch.tanh(x @ weights)
             ov.end_forward(step)
-            probs = torch.softmax(torch.randn(8, VOCAB), dim=-1)
+            probs = torch.softmax(torch.randn(8, VOCAB, generator=TEST_RNG), dim=-1)
             overlay_random_sample(probs, {}, False, inline=_inline, overlay=ov)
     ov.shutdown()
     # THEN the log validates, every step used q, with host windows in order
@@ -111,7 +115,7 @@ def test_instrument_off_writes_steps_without_windows(tmp_path):
                  lane_factory=lambda d, i: CpuThreadLane(seed=5))
     step = ov.begin_step(rows=2, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
     ov.end_forward(step)
-    overlay_random_sample(torch.softmax(torch.randn(2, VOCAB), -1), {}, False, inline=_inline, overlay=ov)
+    overlay_random_sample(torch.softmax(torch.randn(2, VOCAB, generator=TEST_RNG), -1), {}, False, inline=_inline, overlay=ov)
     ov.shutdown()
     # THEN the step is still counted and used, with no timing
     _, lines = read_log(tmp_path)
@@ -132,7 +136,7 @@ def _fake_overlay(tmp_path, fake, instrument=True):
 
 def _stepper(ov, rows):
     """One overlay step (launch, forward, sample) on the fake device, as a function."""
-    probs = torch.softmax(torch.randn(rows, VOCAB), -1)
+    probs = torch.softmax(torch.randn(rows, VOCAB, generator=TEST_RNG), -1)
 
     def one_step():
         step = ov.begin_step(rows=rows, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
@@ -149,7 +153,7 @@ def test_device_lane_times_the_forward_of_an_unsized_step_on_the_device(tmp_path
     # WHEN a forward whose batch the runner hook could not read runs, then the sampler (inline)
     step = ov.begin_unsized_step("cpu")
     ov.end_forward(step)
-    tokens = overlay_random_sample(torch.softmax(torch.randn(3, VOCAB), -1), {}, False,
+    tokens = overlay_random_sample(torch.softmax(torch.randn(3, VOCAB, generator=TEST_RNG), -1), {}, False,
                                    inline=lambda probs, generators, fp64=False: probs.argmax(dim=-1), overlay=ov)
     assert tokens.shape == (3,)
     fake.run_device()  # the device finished the forward
@@ -168,7 +172,7 @@ def test_device_lane_orders_streams_and_keeps_q_alive(tmp_path):
     # WHEN one step launches, forwards and samples
     step = ov.begin_step(rows=3, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
     ov.end_forward(step)
-    probs = torch.softmax(torch.randn(3, VOCAB), -1)
+    probs = torch.softmax(torch.randn(3, VOCAB, generator=TEST_RNG), -1)
     tokens = overlay_random_sample(probs, {}, False, inline=_inline, overlay=ov)
     assert tokens.shape == (3,)
     calls = fake.calls
@@ -232,7 +236,7 @@ def test_device_lane_without_instrumentation_records_only_the_done_event(tmp_pat
     ov = _fake_overlay(tmp_path, fake, instrument=False)
     step = ov.begin_step(rows=2, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
     ov.end_forward(step)
-    overlay_random_sample(torch.softmax(torch.randn(2, VOCAB), -1), {}, False, inline=_inline, overlay=ov)
+    overlay_random_sample(torch.softmax(torch.randn(2, VOCAB, generator=TEST_RNG), -1), {}, False, inline=_inline, overlay=ov)
     ov.shutdown()
     # THEN the only recorded event is the one the consumer waits on, without timing
     records = [c for c in fake.calls if c[0] == "record"]
@@ -255,11 +259,11 @@ def _profile_one_step_with_vllm_profiler(tmp_path, ov):
                                    worker_name="w0", local_rank=0, activities=["CPU"])
     wrapper.start()
     step = ov.begin_step(rows=8, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
-    x = torch.randn(128, 128)
+    x = torch.randn(128, 128, generator=TEST_RNG)
     for _ in range(50):
         x = torch.tanh(x @ x)
     ov.end_forward(step)
-    overlay_random_sample(torch.softmax(torch.randn(8, VOCAB), -1), {}, False, inline=_inline, overlay=ov)
+    overlay_random_sample(torch.softmax(torch.randn(8, VOCAB, generator=TEST_RNG), -1), {}, False, inline=_inline, overlay=ov)
     wrapper.stop()
     (trace,) = trace_dir.glob("*.pt.trace.json.gz")
     events = json.loads(gzip.open(trace).read())["traceEvents"]
@@ -291,6 +295,7 @@ def test_vllm_profiler_records_the_lane_thread_only_with_the_profiler_patch(tmp_
 _PLACEMENT = """
 import os, threading, json
 from overlay.lanes import CpuThreadLane
+
 everything = os.sched_getaffinity(0)
 helper = threading.Thread(target=threading.Event().wait, daemon=True)  # another thread of the process
 if %s:

@@ -176,3 +176,52 @@ def test_reserve_on_the_cpu_lane_launches_exactly_the_asked_q(tmp_path):
     assert draw.q is None and draw.done.is_set()
     ov.release(None)
     ov.shutdown()
+
+
+def test_a_profile_run_calling_its_base_holds_one_q_and_the_summary_says_so(tmp_path, tiny_config_dir):
+    # GIVEN vllm-ascend's shape: the NPU runner's profile_run calls super().profile_run(), and both
+    # classes' profile_run are wrapped (the ascend patch and the V1 patch each wrap their own)
+    from vllm.config import ModelConfig
+    from vllm.v1.sample.sampler import Sampler
+
+    class NpuShapedRunner(_ProfiledRunner):
+        def profile_run(self, alloc):
+            return super().profile_run(alloc)
+
+    config = ModelConfig(model=str(tiny_config_dir), tokenizer=str(tiny_config_dir), dtype="float32",
+                         max_model_len=64, skip_tokenizer_init=True)
+    base, sub = vars(_ProfiledRunner)["profile_run"], vars(NpuShapedRunner)["profile_run"]
+    _ProfiledRunner.profile_run = reserve_during(base)
+    NpuShapedRunner.profile_run = reserve_during(sub)
+    runner = NpuShapedRunner(config, Sampler())
+    fake, alloc = FakeDeviceModule(), FakeAllocator()
+    ov = _overlay(tmp_path, fake, alloc)
+    set_active(ov)
+    try:
+        # WHEN vLLM's memory profiling runs the outer profile_run
+        runner.profile_run(alloc)
+    finally:
+        set_active(None)
+        _ProfiledRunner.profile_run, NpuShapedRunner.profile_run = base, sub
+    gc.collect()
+    # THEN the profiler saw exactly one q of max_num_reqs x vocab held, and the summary says that
+    one_q = ROWS * 96 * 4
+    assert runner.seen == one_q
+    assert ov.log.summary()["q_reserved_bytes"] == one_q
+    assert alloc.live_bytes == 0
+    ov.shutdown()
+
+
+def test_the_summary_counts_every_reserved_q_held_at_once(tmp_path):
+    # GIVEN the overlay WHEN two q are reserved and held together (then released)
+    fake, alloc = FakeDeviceModule(), FakeAllocator()
+    ov = _overlay(tmp_path, fake, alloc)
+    first = ov.reserve(ROWS, VOCAB, torch.float32, "cpu")
+    second = ov.reserve(2 * ROWS, VOCAB, torch.float32, "cpu")
+    ov.release(second)
+    ov.release(first)
+    third = ov.reserve(ROWS, VOCAB, torch.float32, "cpu")
+    ov.release(third)
+    # THEN q_reserved_bytes is what was held at once at most (3 q), not the largest single one (2 q)
+    assert ov.log.summary()["q_reserved_bytes"] == 3 * Q_BYTES
+    ov.shutdown()

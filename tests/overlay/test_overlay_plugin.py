@@ -14,6 +14,10 @@ from overlay.contract import ENV_OUT, ENV_SWITCH, ENV_SWITCH_ALIAS
 from overlay.events import EventLog
 from overlay.sampler import active
 
+#: Test data drawn from its own generator: probs made after a launch must not move vLLM's
+#: default generator, which the overlay's q is forked from (overlay/rng.py).
+TEST_RNG = torch.Generator().manual_seed(0)
+
 
 def _vllm_targets():
     import vllm.profiler.wrapper as profiler_wrapper
@@ -125,7 +129,7 @@ def test_internal_error_disables_with_exactly_one_warning(tmp_path, topk_module,
     # (lane placement "inherit": no placement notice, so the first write is the step's)
     ov = plugin.enable(log=EventLog(str(not_a_dir / "sub")), patches=(topk_topp,), lane_cpus="inherit")
     assert topk_module.random_sample is not original
-    probs = torch.softmax(torch.randn(4, 32), -1)
+    probs = torch.softmax(torch.randn(4, 32, generator=TEST_RNG), -1)
     # WHEN a step completes and the overlay fails to log it, inside vLLM's random_sample
     step = ov.begin_step(rows=4, vocab=32, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
     ov.end_forward(step)
@@ -162,7 +166,7 @@ def test_flashinfer_sampler_is_partly_applicable_and_batches_without_topk_use_th
     # AND a batch without top-k/top-p goes through vLLM's real forward_cuda into the overlay's q
     step = ov.begin_step(rows=2, vocab=32, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
     ov.end_forward(step)
-    sampler.forward_cuda(torch.randn(2, 32), {}, None, None)
+    sampler.forward_cuda(torch.randn(2, 32, generator=TEST_RNG), {}, None, None)
     assert step.used
     ov.shutdown()
     _, lines = read_log(tmp_path)

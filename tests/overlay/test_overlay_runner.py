@@ -43,7 +43,7 @@ class TinyLM(nn.Module):
         return hidden @ self.head.T
 
 
-def _runner(tiny_config_dir, requests):
+def _runner(tiny_config_dir, requests, top_k=20):
     from vllm.config import ModelConfig, VllmConfig
     from vllm.sampling_params import SamplingParams
     from vllm.v1.sample.sampler import Sampler
@@ -55,7 +55,7 @@ def _runner(tiny_config_dir, requests):
     batch = InputBatch(max_num_reqs=8, max_model_len=64, max_num_batched_tokens=64,
                        device=torch.device("cpu"), vocab_size=VOCAB, block_sizes=[16], max_num_blocks_per_req=[4])
     for i, (temperature, seed) in enumerate(requests):
-        params = SamplingParams(temperature=temperature, seed=seed, top_k=20)
+        params = SamplingParams(temperature=temperature, seed=seed, top_k=top_k)
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
         batch.add_request(CachedRequestState(
             req_id=f"r{i}", prompt_token_ids=[1, 2, 3], mm_features=[], sampling_params=params,
@@ -165,3 +165,109 @@ def test_overlay_error_in_the_runner_hook_disables_it_and_vllm_keeps_going(tmp_p
     assert vars(runner_module.GPUModelRunner)["_model_forward"] is original_forward
     warnings = [r.getMessage() for r in warnings_of_overlay if r.levelname == "WARNING"]
     assert len(warnings) == 1 and "disabled after an internal error" in warnings[0]
+
+
+# -- FlashInfer batches (overlay.dispatch) and dummy runs inside execute_model ----------------------------
+
+
+class FakeFlashInfer:
+    """FAKE ``flashinfer_sample`` (FlashInfer has no CPU build): records the batches vLLM sent to it."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, logits, k, p, generators):
+        self.calls += 1
+        return logits.argmax(dim=-1)
+
+
+@pytest.mark.parametrize(
+    ("requests", "top_k", "expect"),
+    [
+        ([(1.0, None), (0.8, None)], 20, {"launched": False, "used": False, "fallback": "flashinfer"}),
+        ([(1.0, None), (0.8, 7)], 20, {"launched": True, "used": True, "fallback": None}),
+        ([(1.0, None), (0.8, None)], -1, {"launched": True, "used": True, "fallback": None}),
+    ],
+    ids=["top-k-no-seed-goes-to-flashinfer", "a-seeded-row-goes-native", "no-top-k-goes-native"],
+)
+def test_flashinfer_batches_draw_nothing_and_the_others_use_q(
+        tmp_path, tiny_config_dir, patched, topk_module, monkeypatch, requests, top_k, expect):
+    # GIVEN vLLM's real Sampler dispatching through forward_cuda (what __init__ picks on CUDA with
+    # FlashInfer), vLLM's FlashInfer call stood in by a FAKE, and a batch with or without top-k / seeds
+    fake = FakeFlashInfer()
+    monkeypatch.setattr(topk_module, "flashinfer_sample", fake)
+    runner = _runner(tiny_config_dir, requests, top_k=top_k)
+    inner = runner.sampler.topk_topp_sampler
+    inner.forward = inner.forward_cuda
+    # WHEN execute_model runs two steps
+    for _ in range(2):
+        execute(runner)
+    patched.shutdown()
+    # THEN q was drawn exactly for the batches vLLM's dispatch takes to random_sample, and used there;
+    # the FlashInfer batches drew nothing and say why
+    _, lines = read_log(tmp_path)
+    assert [{k: s[k] for k in expect} for s in lines["step"]] == [expect, expect]
+    assert patched.log.launched == (0 if expect["fallback"] else 2)
+    assert fake.calls == (2 if expect["fallback"] else 0)
+
+
+def test_the_dispatch_rule_is_vllms_own_forward_cuda(topk_module, monkeypatch):
+    # GIVEN the installed vLLM's real TopKTopPSampler.forward_cuda, with FlashInfer stood in by a FAKE
+    # and its native path recorded
+    from overlay.dispatch import FLASHINFER_FORWARD, reaches_random_sample
+
+    fake = FakeFlashInfer()
+    monkeypatch.setattr(topk_module, "flashinfer_sample", fake)
+    sampler = topk_module.TopKTopPSampler()
+    native = []
+    sampler.forward_native = lambda logits, generators, k, p: native.append(1) or (logits.argmax(-1), None)
+    logits = torch.zeros(2, VOCAB)
+    k, p = torch.tensor([5, 5]), torch.tensor([0.9, 0.9])
+    for has_k in (False, True):
+        for has_p in (False, True):
+            for gens in ({}, {1: torch.Generator()}):
+                for fp64 in (False, True):
+                    # WHEN forward_cuda dispatches a batch with these properties
+                    sampler.use_fp64_gumbel = fp64
+                    native.clear()
+                    fake.calls = 0
+                    sampler.forward_cuda(logits, gens, k if has_k else None, p if has_p else None)
+                    # THEN the overlay predicted the same path
+                    predicted = reaches_random_sample(FLASHINFER_FORWARD, has_k=has_k, has_p=has_p,
+                                                      has_generators=bool(gens), use_fp64_gumbel=fp64)
+                    assert (bool(native), bool(fake.calls)) == (predicted, not predicted), (has_k, has_p, gens, fp64)
+
+
+def test_a_dummy_run_inside_execute_model_is_not_a_step(tmp_path, tiny_config_dir, patched):
+    # GIVEN a runner whose execute_model runs vLLM's _dummy_run when this data-parallel rank has no
+    # requests (and the real forward otherwise), both wrapped by the real runner wrappers
+    from overlay.patches._runner import patch_runner_class
+    from overlay.patches._util import Patcher
+    from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+
+    class DataParallelRunner(CPUModelRunner):
+        def execute_model(self, idle):
+            if idle:
+                return self._dummy_run(4)
+            return _one_step(self)
+
+        def _dummy_run(self, num_tokens):
+            return self._model_forward(input_ids=torch.zeros(num_tokens, dtype=torch.long),
+                                       positions=torch.arange(num_tokens))
+
+    patcher = Patcher()
+    patch_runner_class(patcher, DataParallelRunner)
+    try:
+        runner = object.__new__(DataParallelRunner)
+        vars(runner).update(vars(_runner(tiny_config_dir, [(1.0, None)])))
+        # WHEN execute_model runs the dummy batch twice, then one real step
+        runner.execute_model(True)
+        runner.execute_model(True)
+        runner.execute_model(False)
+    finally:
+        patcher.undo()
+    patched.shutdown()
+    # THEN only the real step is a step: the dummy runs drew nothing
+    _, lines = read_log(tmp_path)
+    assert [(s["launched"], s["used"]) for s in lines["step"]] == [(True, True)]
+    assert patched.log.launched == 1

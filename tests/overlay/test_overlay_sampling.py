@@ -163,19 +163,25 @@ def test_all_seeded_batch_launches_nothing_and_repeats(tmp_path, vllm_random_sam
     assert torch.equal(runs[0], runs[1])
 
 
-def test_unseeded_stream_repeats_with_a_fixed_lane_seed(tmp_path, vllm_random_sample):
-    # GIVEN two overlays whose CPU lanes start from the same seed
+def test_unseeded_noise_is_vllms_own_inline_draw_bit_for_bit(tmp_path, vllm_random_sample):
+    # GIVEN vLLM's default generator seeded (as vLLM's --seed does) and an unseeded batch
     probs = _processed_probs().repeat(50, 1)
-    results = []
+    torch.manual_seed(2024)
+    want = vllm_random_sample(probs.clone(), {}, False)
+    after_inline = torch.default_generator.get_state()
     for run in range(2):
-        ov = _overlay(tmp_path / str(run), seed=2024)
+        # WHEN the overlay (a CPU lane seeded differently each run) launches q and the sampler takes it
+        torch.manual_seed(2024)
+        ov = _overlay(tmp_path / str(run), seed=run)
         step = ov.begin_step(rows=200, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
         ov.end_forward(step)
-        # WHEN the same unseeded batch is sampled
-        results.append(overlay_random_sample(probs.clone(), {}, False, inline=vllm_random_sample, overlay=ov))
+        got = overlay_random_sample(probs.clone(), {}, False, inline=vllm_random_sample, overlay=ov)
         ov.shutdown()
-    # THEN the tokens are identical (a fixed --seed keeps runs repeatable with the overlay on)
-    assert torch.equal(results[0], results[1])
+        # THEN the side lane's q was used, the tokens are vLLM's inline tokens, and the default
+        # generator is where vLLM's inline draw leaves it (a fixed --seed keeps runs repeatable)
+        assert step.used
+        assert torch.equal(got, want)
+        assert torch.equal(torch.default_generator.get_state(), after_inline)
 
 
 def test_greedy_rows_untouched_in_a_mixed_batch_through_vllms_sampler(tmp_path, topk_module):

@@ -24,6 +24,10 @@ from overlay.events import EventLog
 from overlay.lanes import CpuThreadLane, Draw
 from overlay.sampler import Overlay, overlay_random_sample
 
+#: Test data drawn from its own generator: probs made after a launch must not move vLLM's
+#: default generator, which the overlay's q is forked from (overlay/rng.py).
+TEST_RNG = torch.Generator().manual_seed(0)
+
 
 def _overlay(tmp_path, lane=None, **kw) -> Overlay:
     made = lane if lane is not None else CpuThreadLane(seed=1)
@@ -31,7 +35,7 @@ def _overlay(tmp_path, lane=None, **kw) -> Overlay:
 
 
 def _probs(rows, vocab=16, dtype=torch.float32):
-    return torch.softmax(torch.randn(rows, vocab), dim=-1).to(dtype)
+    return torch.softmax(torch.randn(rows, vocab, generator=TEST_RNG), dim=-1).to(dtype)
 
 
 def _lines(ov, tmp_path):
@@ -230,7 +234,7 @@ def test_a_lane_failure_while_waiting_draws_inline_and_keeps_the_overlay_on(tmp_
 def test_a_lane_failure_at_launch_is_noticed_with_the_exception(tmp_path, warnings_of_overlay):
     # GIVEN a lane whose launch fails
     class Failing(CpuThreadLane):
-        def launch(self, *a):
+        def launch(self, *a, **k):
             raise RuntimeError("no memory for q")
 
     ov = _overlay(tmp_path, lane=Failing(seed=1))

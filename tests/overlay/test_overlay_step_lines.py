@@ -17,13 +17,17 @@ from overlay.events import EventLog
 from overlay.lanes import CpuThreadLane
 from overlay.sampler import Overlay, overlay_random_sample
 
+#: Test data drawn from its own generator: probs made after a launch must not move vLLM's
+#: default generator, which the overlay's q is forked from (overlay/rng.py).
+TEST_RNG = torch.Generator().manual_seed(0)
+
 
 def _overlay(tmp_path) -> Overlay:
     return Overlay(EventLog(str(tmp_path)), lane_factory=lambda device, instrument: CpuThreadLane(seed=1))
 
 
 def _probs(rows, vocab=32, dtype=torch.float32):
-    return torch.softmax(torch.randn(rows, vocab), dim=-1).to(dtype)
+    return torch.softmax(torch.randn(rows, vocab, generator=TEST_RNG), dim=-1).to(dtype)
 
 
 def test_sampler_calls_without_a_forward_are_their_own_steps(tmp_path, vllm_random_sample):

@@ -19,6 +19,10 @@ from overlay.contract import EVENT_LOG_SCHEMA, PHASE_OFF, PHASE_ON
 from overlay.events import EventLog
 from overlay.sampler import switchback_phase
 
+#: Test data drawn from its own generator: probs made after a launch must not move vLLM's
+#: default generator, which the overlay's q is forked from (overlay/rng.py).
+TEST_RNG = torch.Generator().manual_seed(0)
+
 VOCAB = 64
 ROWS = 4
 
@@ -125,7 +129,7 @@ def test_greedy_steps_count_in_the_blocks_and_say_why_nothing_was_launched(tmp_p
                              seeded_rows=0)
         ov.end_forward(step)
         if not greedy:  # vLLM's sampler skips random sampling for an all-greedy batch
-            overlay_random_sample(torch.softmax(torch.randn(ROWS, VOCAB), -1), {}, inline=inline, overlay=ov)
+            overlay_random_sample(torch.softmax(torch.randn(ROWS, VOCAB, generator=TEST_RNG), -1), {}, inline=inline, overlay=ov)
     ov.shutdown()
     _path, lines = read_log(tmp_path)
     steps = lines["step"]

@@ -1,0 +1,58 @@
+"""Tensor-parallel ranks stay in lockstep whatever each rank's overlay does (overlay/rng.py).
+
+Two real processes joined by torch.distributed (gloo on 127.0.0.1) run the same batches through
+vLLM's real ``random_sample``; rank 1's overlay is switched off by an internal error partway, rank
+0's lane fails once, one launched q goes unused and one step's rows do not match. Every rank must
+still draw the same noise and leave torch's default generator in the same state: with async
+scheduling each rank feeds its own sampled tokens back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from eventlog_schema import read_log
+from shared_paths import REPO
+
+HERE = Path(__file__).resolve().parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ranks_draw_the_same_noise_when_one_ranks_overlay_is_off(tmp_path, vllm_available):
+    # GIVEN two ranks, rank 1's overlay disabled at step 3, rank 0's lane failing at step 6
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")])}
+    procs = []
+    for rank in (0, 1):
+        (tmp_path / f"log{rank}").mkdir()
+        cmd = [sys.executable, str(HERE / "lockstep_rank.py"), "--rank", str(rank), "--port", str(port),
+               "--out", str(tmp_path / f"rank{rank}.json"), "--log-dir", str(tmp_path / f"log{rank}")]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    # WHEN both run their ten steps
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    seen = json.loads((tmp_path / "rank0.json").read_text())
+    # THEN the overlay really differed between the ranks (on at rank 0, off at rank 1 from step 3) ...
+    assert [(a["overlay_on"], b["overlay_on"]) for a, b in seen] == [(True, True)] * 3 + [(True, False)] * 7
+    # ... and at every step both ranks sampled the same tokens and hold the same generator state
+    for i, (a, b) in enumerate(seen):
+        assert a["tokens"] == b["tokens"], (i, a, b)
+        assert a["rng"] == b["rng"], i
+    # AND rank 0 used its side-lane q after rank 1 was off (what made the comparison bite)
+    _, lines = read_log(tmp_path / "log0")
+    used = [s["step"] for s in lines["step"] if s["used"]]
+    assert [s["fallback"] for s in lines["step"]] == [None, None, "not_consumed", None, "rows_mismatch",
+                                                      None, "error", None, None, None]
+    assert {3, 5, 7, 8, 9} <= set(used)
+    _, lines1 = read_log(tmp_path / "log1")
+    assert [n["code"] for n in lines1["notice"] if n["code"] == "disabled"] == ["disabled"]
