@@ -3,7 +3,7 @@
 Run directories written here follow the layout of ``expo_prof/record/rundir.py``
 (manifest / workload.json) and carry ``analysis.json`` encoded from the real
 analysis result model, so what the loaders read is what ``record`` and
-``analyze`` write. The real end-to-end A/B (test_ab_e2e.py) checks the same
+``analyze`` write. The real end-to-end A/B (tests/e2e/test_switchback_vs_ab.py) checks the same
 loaders on directories recorded from a live vLLM server.
 """
 

@@ -78,7 +78,14 @@ def test_the_ab_session_is_what_ab_promises(measured):
     by = {x["name"]: x for x in result["metrics"]}
     assert by["forward_us_per_step"]["b"]["n"] == 3 and by["critical_us_per_step"]["b"]["n"] == 3
     assert result["mechanism"]["available"] is True
+    assert result["mechanism"]["removed_basis"].startswith(("measured", "estimated"))
     assert all((session / d / "analysis.json").is_file() for d in ("02-on", "04-on", "06-on"))
+    # AND compare on the kept session prints both tables, the why line and the verdict, and gives the same
+    # numbers as JSON again (what `ab --json -o FILE` wrote)
+    out = _cli("compare", str(session)).stdout
+    assert "each run" in out and "change of the means" in out and "why:" in out and "verdict:" in out
+    again = json.loads(_cli("compare", str(session), "--json").stdout)
+    assert {x["name"]: x for x in again["metrics"]}["output_throughput"] == tput
     assert not os.environ.get("EXPO_PROF_ASYNC_EXPONENTIAL")  # the switch never leaked into the test process
 
 
