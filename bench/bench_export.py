@@ -48,7 +48,7 @@ def status(key):
 from pathlib import Path
 from expo_prof.pipeline import Options, run
 from expo_prof import output
-import expo_prof.export, expo_prof.export.chrome, expo_prof.export.perfetto, expo_prof.readers.chrome
+import expo_prof.export, expo_prof.export.chrome, expo_prof.export.perfetto, expo_prof.readers.chrome.reader
 base = status("VmRSS"); t = time.perf_counter()
 opts = Options.make(op=op)
 size = 0

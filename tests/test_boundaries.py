@@ -95,7 +95,7 @@ LAYERS: dict[str, set[str] | None] = {
     "html": {"pipeline", "analysis", "timeline", "clocks", "errors"},
     "export": {"pipeline", "readers", "analysis", "timeline", "clocks", "errors", "html"},
     "abtest": {"pipeline", "runs", "errors"},
-    # readers: the run's Nsight Systems report exported to SQLite at its end (readers.nsys_rep.export_sqlite).
+    # readers: the run's Nsight Systems report exported to SQLite at its end (readers.nsys.report.export_sqlite).
     "record": {"pipeline", "readers", "runs", "server", "workload", "console", "errors"},
     "server": {"errors"},
     "workload": {"errors"},

@@ -1,13 +1,13 @@
 """``expo-prof export``: one recording's traces with the analysis added as tracks.
 
-Two formats: the Chrome Trace Event JSON (:mod:`.chrome`; the source's own
+Two formats: the Chrome Trace Event JSON (:mod:`.chrome`; the trace's own
 events, flows, metadata and args passed through) and Perfetto's native
 protobuf (:mod:`.perfetto`; TrackDescriptor / TrackEvent packets: the
-sources' timed events, without args, metadata or counters, and a count of
+traces' timed events, without args, metadata or counters, and a count of
 what it leaves out). Both add the same tracks (:mod:`.tracks`). Like every
 command, the figures come from :func:`expo_prof.pipeline.run`; only the
-writers read a source's bytes again, for what the Timeline does not keep
-(:mod:`.chrome_source`, :mod:`.perfetto_source`).
+writers read a trace's bytes again, for what the Timeline does not keep
+(:mod:`.raw_trace`, :mod:`.perfetto_carry`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from expo_prof.pipeline import Options, run
-from expo_prof.readers.source import DEFAULT_MAX_DECOMPRESSED
+from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED
 
 #: ``--format`` values.
 FORMATS = ("json", "perfetto")

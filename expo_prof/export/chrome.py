@@ -8,7 +8,7 @@ through, the top-level keys the export could not keep at the top).
 
 * **The source, whole.** A Chrome-trace source (Kineto, Ascend
   ``trace_view.json``, msprof JSON) is passed through from its own bytes
-  (:mod:`.chrome_source`): every event, flow event, metadata event and arg,
+  (:mod:`.raw_trace`): every event, flow event, metadata event and arg,
   and its top-level keys (``deviceProperties``, ``distributedInfo``,
   ``baseTimeNanoseconds`` …). With one rank the events are copied byte for
   byte and the export's ``baseTimeNanoseconds`` is the source's, so every
@@ -49,7 +49,7 @@ import orjson
 from expo_prof import __version__
 from expo_prof.clocks import clock_offsets
 from expo_prof.errors import BadInput
-from expo_prof.export import chrome_source as cs
+from expo_prof.export import raw_trace
 from expo_prof.export.tracks import ADDED_CAT, analysis_tracks
 from expo_prof.pipeline.result import RecordingResult
 from expo_prof.timeline import Kind, LaneKind, Timeline
@@ -58,8 +58,8 @@ from expo_prof.timeline import Kind, LaneKind, Timeline
 ANALYSIS_PID = 2_000_000_000
 #: First pid of the processes written from a Timeline (non-JSON sources) when ranks are not merged.
 TIMELINE_PID = 1_500_000_000
-RANK_PID = cs.RANK_PID
-UNCOUNTED_CAT = cs.UNCOUNTED_CAT
+RANK_PID = raw_trace.RANK_PID
+UNCOUNTED_CAT = raw_trace.UNCOUNTED_CAT
 
 _STREAM_CAT = {Kind.KERNEL: "kernel", Kind.COMM: "kernel", Kind.MEMCPY: "gpu_memcpy", Kind.ANNOTATION: "gpu_user_annotation",
                Kind.STEP: "gpu_user_annotation", Kind.OTHER: "cuda_sync"}
@@ -87,8 +87,8 @@ def _meta(pid: int, tid: int | None, what: str, value: Any) -> dict:
 
 
 def _dump(events: list[dict]) -> Iterator[bytes]:
-    for i in range(0, len(events), cs.CHUNK):
-        yield b",".join(orjson.dumps(e) for e in events[i : i + cs.CHUNK])
+    for i in range(0, len(events), raw_trace.CHUNK):
+        yield b",".join(orjson.dumps(e) for e in events[i : i + raw_trace.CHUNK])
 
 
 class _Plan:
@@ -107,7 +107,7 @@ class _Plan:
         self.files: list[list[Path] | None] = []
         for t in self.tls:
             # (One rank of a multi-rank export read back: its file holds the other ranks too; from the timeline.)
-            self.files.append(cs.source_files(t))
+            self.files.append(raw_trace.trace_files(t))
         # Passed-through files first (the source's events open the array), then what is written from Timelines.
         order = sorted(range(len(self.tls)), key=lambda i: self.files[i] is None)
         self.tls = [self.tls[i] for i in order]
@@ -116,7 +116,7 @@ class _Plan:
         self.files = [self.files[i] for i in order]
         self.max_bytes = max_bytes
         self.warnings = warnings
-        self.first: cs.RawSource | None = self.load(0) if self.files and self.files[0] is not None else None
+        self.first: raw_trace.RawTrace | None = self.load(0) if self.files and self.files[0] is not None else None
         # The export's clock: the first passed-through source's own base (its ts stay as they are) with one
         # rank; the earliest event with several (every ts is rewritten anyway).
         firsts = [int(t.start.min()) + o for t, o in zip(self.tls, offs) if len(t)]
@@ -128,13 +128,13 @@ class _Plan:
             self.base = min(firsts) if firsts else 0
         self.used_pids = {int(ln.pid) for t in self.tls for ln in t.lanes}
 
-    def load(self, i: int) -> cs.RawSource | None:
+    def load(self, i: int) -> raw_trace.RawTrace | None:
         """Source ``i``'s own bytes, or None (with a warning) when they cannot be passed through."""
         files = self.files[i]
         if files is None:
             return None
         try:
-            return cs.load_raws(files, self.max_bytes)
+            return raw_trace.load_raws(files, self.max_bytes)
         except BadInput as exc:
             self.warnings.append(f"export: {exc}; its events are written from the timeline (flows, args and "
                                  "metadata of that file are not kept)")
@@ -186,7 +186,7 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
             sources[0]["top"] = top
     other = {"tool": f"expo-prof {__version__} export", "format": "expo-prof export 2",
              "ranks_merged": plan.merge_ranks, "sources": sources}
-    rank_pids = {r: cs.RankPids(r) for r in plan.ranks}
+    rank_pids = {r: raw_trace.RankPids(r) for r in plan.ranks}
     # The head: otherData is written at the end (it gathers per-source process metadata on the way).
     yield b'{"schemaVersion":1,"displayTimeUnit":"ns","otherData":' + orjson.dumps(
         {"tool": other["tool"], "format": other["format"]}) + b',"baseTimeNanoseconds":' + str(plan.base).encode()
@@ -218,14 +218,14 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
             if plan.merge_ranks or shift or not plan.counted[i]:
                 # several ranks; a second file of the rank on another base; a source not counted
                 stats["source_events"] += len(src.events)
-                rw = cs.Rewriter(rank_pids[t.rank] if plan.merge_ranks else None, shift,
+                rw = raw_trace.Rewriter(rank_pids[t.rank] if plan.merge_ranks else None, shift,
                                  (i + 1) * 10**12 if plan.merge_ranks else 0, inert=not plan.counted[i])
                 for c in rw.chunks(src):
                     yield sep(c)
             else:  # byte for byte, undecoded; the count is the reader's
                 n = t.meta.get("events_in_file")
                 stats["source_events"] += n if isinstance(n, int) and len(src.arrays) == 1 else len(src.events)
-                for new_item, piece in cs.verbatim_pieces(src):
+                for new_item, piece in raw_trace.verbatim_pieces(src):
                     yield sep(piece) if new_item else piece
             src.free()  # the file's bytes go before the next source is read
             continue
@@ -237,7 +237,7 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
     if plan.merge_ranks:
         meta: list[dict] = []
         for r in plan.ranks:
-            meta += cs.rank_labels(rank_pids[r])
+            meta += raw_trace.rank_labels(rank_pids[r])
             other.setdefault("rank_pids", {}).update({str(p): r for p in rank_pids[r].pids.values()})
         for c in _dump(meta):
             yield sep(c)
@@ -266,7 +266,7 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
     yield b'],"expoProf":' + orjson.dumps(other) + b"}\n"
 
 
-def _timeline_events(t: Timeline, plan: _Plan, i: int, rank_pids: dict[int, cs.RankPids]) -> list[dict]:
+def _timeline_events(t: Timeline, plan: _Plan, i: int, rank_pids: dict[int, raw_trace.RankPids]) -> list[dict]:
     """A source without its own bytes (overlay log, CSV, SQLite, or JSON that could not be passed through):
     one X event per Timeline event, the lanes as threads."""
     events: list[dict] = []
@@ -282,7 +282,7 @@ def _timeline_events(t: Timeline, plan: _Plan, i: int, rank_pids: dict[int, cs.R
             dev = ln.device if ln.kind == LaneKind.STREAM else "host"
             if plan.merge_ranks:  # in the rank's block, apart from its trace's own processes
                 p = pid_of[ln.pid] = rank_pids[t.rank].of(("timeline", i, int(ln.pid)))
-                sort = t.rank * cs.RANK_STRIDE + (p - RANK_PID) % cs.RANK_STRIDE
+                sort = t.rank * raw_trace.RANK_STRIDE + (p - RANK_PID) % raw_trace.RANK_STRIDE
             else:
                 p = pid_of[ln.pid] = plan.free_pid(TIMELINE_PID + 1000 * i + len(pid_of))
                 sort = p - TIMELINE_PID

@@ -29,7 +29,7 @@ unchanged). What it holds, following Perfetto's track-event rules
 
 A source holds more than its Timeline: a Chrome-trace source's other
 complete events (Python frames, the whole-trace span, Ascend's derived lanes)
-and its instants are read again from its bytes (:mod:`.perfetto_source`) and
+and its instants are read again from its bytes (:mod:`.perfetto_carry`) and
 written on the tracks of their threads; what is still left out (metadata,
 counters, args, flows with one end) is counted per category in the stats
 (``written`` / ``left``) that the command prints. Args are kept only by the
@@ -48,12 +48,12 @@ import numpy as np
 from expo_prof import __version__
 from expo_prof.clocks import clock_offsets
 from expo_prof.errors import BadInput
-from expo_prof.export import chrome_source as cs
+from expo_prof.export import raw_trace
 from expo_prof.export.chrome import _cat
-from expo_prof.export.perfetto_source import Carried, carry
+from expo_prof.export.perfetto_carry import Carried, carry
 from expo_prof.export.tracks import ADDED_CAT, analysis_tracks
 from expo_prof.pipeline.result import RecordingResult
-from expo_prof.readers.source import DEFAULT_MAX_DECOMPRESSED
+from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED
 from expo_prof.timeline import LaneKind, Timeline
 
 #: The one packet sequence of the file.
@@ -378,7 +378,7 @@ def export_perfetto(rr: RecordingResult, op: str | None,
     """The recording as a Perfetto protobuf trace: byte chunks, counts, warnings.
 
     ``stats["written"]`` / ``stats["left"]`` count the sources' events by category: what the file holds and
-    what it leaves out (:mod:`.perfetto_source`).
+    what it leaves out (:mod:`.perfetto_carry`).
     """
     w = _Writer()
     warnings: list[str] = []
@@ -458,11 +458,11 @@ def export_perfetto(rr: RecordingResult, op: str | None,
 
 def _carried(t: Timeline, max_bytes: int, warnings: list[str]) -> Carried | None:
     """What the source of ``t`` holds beyond it (None when it is no Chrome trace, or cannot be read again)."""
-    files = cs.source_files(t, split_ok=True)
+    files = raw_trace.trace_files(t, split_ok=True)
     if files is None:
         return None
     try:
-        src = cs.load_raws(files, max_bytes)
+        src = raw_trace.load_raws(files, max_bytes)
     except BadInput as exc:
         warnings.append(f"export: {exc}; only the events the timeline holds are in the file")
         return None

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from expo_prof.analysis.aggregate import SOURCES, check_source, compile_op
 from expo_prof.errors import BadInput
-from expo_prof.readers.source import DEFAULT_MAX_DECOMPRESSED
+from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 

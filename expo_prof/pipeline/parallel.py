@@ -31,7 +31,7 @@ from expo_prof.analysis.aggregate import compile_op
 from expo_prof.analysis.hidden import TimelineAnalysis, analyze_timeline
 from expo_prof.readers import LoadResult, Task, TaskOutput, assemble, read_task, tasks
 from expo_prof.readers import detect
-from expo_prof.readers.source import DEFAULT_MAX_DECOMPRESSED
+from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED
 from expo_prof.timeline import compact
 
 ProgressFn = Callable[[int, int], None]

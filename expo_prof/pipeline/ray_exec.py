@@ -32,7 +32,7 @@ from pathlib import Path
 from expo_prof.errors import BadInput
 from expo_prof.pipeline.parallel import Parallel, Unit, collect, work
 from expo_prof.readers import detect, tasks
-from expo_prof.readers.source import DEFAULT_MAX_DECOMPRESSED
+from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED
 
 #: The custom resource that names a node for ``NODE:PATH`` inputs (``expo-prof-host:NAME``).
 HOST_RESOURCE = "expo-prof-host:"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from expo_prof.errors import BadInput
 from expo_prof.readers import detect
-from expo_prof.readers.source import DEFAULT_MAX_DECOMPRESSED, file_size, read_bytes
+from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED, file_size, read_bytes
 from expo_prof.timeline import Timeline
 
 __all__ = ["DEFAULT_MAX_DECOMPRESSED", "LoadResult", "Task", "TaskOutput", "assemble", "load", "read_file", "read_task",
@@ -205,7 +205,7 @@ def read_file(job: detect.Job | str | Path, *, max_bytes: int = DEFAULT_MAX_DECO
         job = pl.jobs[0]
     r = job.reader
     if r in (detect.KINETO, detect.TRACE_VIEW, detect.MSPROF_JSON):
-        from expo_prof.readers.chrome import read_chrome_file
+        from expo_prof.readers.chrome.reader import read_chrome_file
 
         tl = read_chrome_file(job.path, max_bytes=max_bytes, progress=progress,
                               fmt_hint=None if r == detect.KINETO else r, rank_hint=job.rank_hint)
@@ -216,21 +216,21 @@ def read_file(job: detect.Job | str | Path, *, max_bytes: int = DEFAULT_MAX_DECO
         tl = read_overlay_log(loaded.data, job.path)
         tl.warnings[:0] = loaded.warnings
     elif r in (detect.KERNEL_CSV, detect.MSPROF_OP_SUMMARY, detect.MSPROF_TASK_TIME):
-        from expo_prof.readers.ascend_csv import read_kernel_csv
+        from expo_prof.readers.ascend.kernel_csv import read_kernel_csv
 
         loaded = read_bytes(job.path, max_bytes=max_bytes, progress=progress)
         tl = read_kernel_csv(loaded.data, job.path, fmt=r, rank_hint=job.rank_hint)
         tl.warnings[:0] = loaded.warnings
     elif r in (detect.ASCEND_DB, detect.MSPROF_DB):
-        from expo_prof.readers.ascend_db import read_profiler_db
+        from expo_prof.readers.ascend.profiler_db import read_profiler_db
 
         tl = read_profiler_db(job.path, fmt=r, rank_hint=job.rank_hint, max_bytes=max_bytes)
     elif r in (detect.NSYS, detect.NSYS_REP):
-        from expo_prof.readers.nsys import read_nsys_export
+        from expo_prof.readers.nsys.tables import read_nsys_export
 
         export = job.path
         if r == detect.NSYS_REP:
-            from expo_prof.readers.nsys_rep import sqlite_for
+            from expo_prof.readers.nsys.report import sqlite_for
 
             export = sqlite_for(job.path)
         tl = read_nsys_export(export, max_bytes=max_bytes, source=str(job.path))
@@ -241,7 +241,7 @@ def read_file(job: detect.Job | str | Path, *, max_bytes: int = DEFAULT_MAX_DECO
     if len(tl) == 0:
         raise BadInput(f"{job.path}: no usable events")
     if job.companions:
-        from expo_prof.readers.ascend_csv import attach_companions
+        from expo_prof.readers.ascend.kernel_csv import attach_companions
 
         attach_companions(tl, job.companions)
     if tl.backend == "npu":
@@ -250,7 +250,7 @@ def read_file(job: detect.Job | str | Path, *, max_bytes: int = DEFAULT_MAX_DECO
 
 
 def _name_npu_device(tl: Timeline) -> None:
-    from expo_prof.readers.chrome import relabel_lanes
+    from expo_prof.readers.chrome.reader import relabel_lanes
 
     dev = tl.meta.get("device_id")
     if isinstance(dev, int):

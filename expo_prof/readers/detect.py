@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from expo_prof.readers.source import _GZIP_MAGIC
+from expo_prof.readers.file_bytes import _GZIP_MAGIC
 
 # Reader names (also Timeline.fmt values).
 KINETO = "kineto"
@@ -28,7 +28,7 @@ MSPROF_TASK_TIME = "msprof-task-time"
 MSPROF_DB = "msprof-db"
 OVERLAY = "overlay-log"
 NSYS = "nsys"  # Nsight Systems SQLite export (by content)
-NSYS_REP = "nsys-rep"  # Nsight Systems report, exported to SQLite first (readers/nsys_rep.py)
+NSYS_REP = "nsys-rep"  # Nsight Systems report, exported to SQLite first (readers/nsys/report.py)
 
 #: Preference inside one profile directory (lower = richer, read first).
 _RANK_IN_PROFILE = {
@@ -142,8 +142,8 @@ def sniff_sqlite(path: Path) -> tuple[str | None, str | None]:
     import sqlite3
 
     from expo_prof.errors import BadInput
-    from expo_prof.readers.ascend_db import connect_readonly
-    from expo_prof.readers.nsys import is_nsys_export
+    from expo_prof.readers.nsys.tables import is_nsys_export
+    from expo_prof.readers.sqlite_readonly import connect_readonly
 
     try:
         con = connect_readonly(path)

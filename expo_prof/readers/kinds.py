@@ -73,7 +73,7 @@ ASCEND_TASK_KIND: dict[str, Kind] = {
     "CAPTURE_WAIT": Kind.OTHER,
 }
 
-# Nsight Systems export tables -> Kind (readers/nsys.py). Kernels with a collective's name become COMM
+# Nsight Systems export tables -> Kind (readers/nsys/tables.py). Kernels with a collective's name become COMM
 # (is_comm_kernel); synchronisation waits are Kineto's cuda_sync: not busy time.
 NSYS_TABLE_KIND: dict[str, Kind] = {
     "CUPTI_ACTIVITY_KIND_KERNEL": Kind.KERNEL,

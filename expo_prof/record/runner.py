@@ -422,7 +422,7 @@ class Recorder:
         """nsys wrote ``nsys/profile.nsys-rep`` when the server stopped: export it beside it (``profile.sqlite``),
         which every command then reads (the report is kept; a directory read takes the export)."""
         from expo_prof.errors import BadInput
-        from expo_prof.readers.nsys_rep import export_sqlite
+        from expo_prof.readers.nsys.report import export_sqlite
 
         pdir = self.inj.profiler_dir
         rep = pdir / f"{cmdmod.NSYS_REPORT}.nsys-rep"

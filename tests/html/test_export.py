@@ -14,7 +14,7 @@ from expo_prof import readers
 from expo_prof.analysis import analyze
 from expo_prof.analysis.hidden import analyze_timeline
 from expo_prof.export.chrome import ANALYSIS_PID, RANK_PID, UNCOUNTED_CAT
-from expo_prof.export.chrome_source import us_to_ns
+from expo_prof.export.raw_trace import us_to_ns
 from expo_prof.export.tracks import ADDED_CAT
 from expo_prof.analysis.pieces import instance_pieces
 

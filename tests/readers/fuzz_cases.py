@@ -33,7 +33,7 @@ REGRESSIONS: list[tuple[str, str, list[tuple[str, int, bytes | int]]]] = [
     # A "-" before a Kineto "dur" value.
     ("negative Kineto dur", "k.pt.trace.json", [("insert_after", b'"dur": ', b"-")]),
     # Seed 4 of op_summary_1.csv: a 20-digit Step Id overflowed the int64 step column (an internal error,
-    # not a clean result; fixed in readers/ascend_csv.py: such a cell is "no step").
+    # not a clean result; fixed in readers/ascend/kernel_csv.py: such a cell is "no step").
     ("20-digit step id", "op_summary_1.csv", [("insert", 5368, b"1e999"), ("insert", 5353, b"99999999999999999999"),
                                               ("insert", 460, b"\x06={H\xbf")]),
     # Seed 63 of the overlay event log: a 20-digit t0_ns overflowed the int64 column (an internal error;

@@ -187,7 +187,7 @@ def test_size_cap_holds_on_the_careful_gzip_path(tmp_path):
     """GIVEN a gzip bomb (60 MB of zeros) that is also truncated, so only the careful inflater can read it
     WHEN read with an 8 MB cap THEN one-line BadInput names the cap; with a cap above what the cut file holds,
     the readable bytes come back with a truncation warning."""
-    from expo_prof.readers.source import read_bytes
+    from expo_prof.readers.file_bytes import read_bytes
 
     comp = gzip.compress(b"\0" * 60_000_000, compresslevel=9)
     p = tmp_path / "cut-bomb.json.gz"

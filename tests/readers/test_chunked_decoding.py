@@ -2,7 +2,7 @@
 
 The reader cuts the event array into chunks at ``}`` ``,`` ``{"`` matches
 without parsing, accepts a chunk only when it decodes, and reads files through
-a small reused window (expo_prof/readers/chrome_decode.py, chrome_stream.py).
+a small reused window (expo_prof/readers/chrome/decode.py, stream.py).
 Every expectation here comes from the stdlib (json + Decimal) or from the
 reader's whole-file path, never from the streaming path itself.
 """
@@ -21,9 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from expo_prof.errors import BadInput
-from expo_prof.readers import chrome_decode, load, window
-from expo_prof.readers.chrome import read_chrome, read_chrome_file
-from expo_prof.readers.source import read_bytes
+from expo_prof.readers import load
+from expo_prof.readers.chrome import decode, window
+from expo_prof.readers.chrome.reader import read_chrome, read_chrome_file
+from expo_prof.readers.file_bytes import read_bytes
 from expo_prof.timeline import Kind
 from readers_helpers import plain_json, us_to_ns
 
@@ -42,7 +43,7 @@ TRACE_VIEW = "msinsight/test/data/pytorch/text/level1/rank0_ascend_pt/ASCEND_PRO
 def tiny_chunks(monkeypatch):
     """Chunks of ~2 KB and a 3 KB window read 777 bytes at a time: every file crosses hundreds of boundaries,
     window refills and window growths (single events larger than the window)."""
-    monkeypatch.setattr(chrome_decode, "CHUNK_BYTES", 2000)
+    monkeypatch.setattr(decode, "CHUNK_BYTES", 2000)
     monkeypatch.setattr(window, "CAPACITY", 3000)
     monkeypatch.setattr(window, "PIECE", 777)
 
@@ -65,7 +66,7 @@ def test_streaming_in_tiny_chunks_equals_whole_file(rt, rel, tiny_chunks, monkey
     one read with default chunks from the whole file in memory."""
     path = rt / rel
     small = read_chrome_file(path)
-    monkeypatch.setattr(chrome_decode, "CHUNK_BYTES", 1 << 19)
+    monkeypatch.setattr(decode, "CHUNK_BYTES", 1 << 19)
     whole = read_chrome(read_bytes(path), path)
     _same(small, whole)
 

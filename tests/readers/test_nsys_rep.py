@@ -21,7 +21,7 @@ from shared_paths import REPO  # type: ignore[import-not-found]
 
 from expo_prof.errors import BadInput
 from expo_prof.readers import load
-from expo_prof.readers.nsys_rep import CACHE_ENV, NSYS_ENV
+from expo_prof.readers.nsys.report import CACHE_ENV, NSYS_ENV
 
 FAKE_NSYS = """#!{python}
 # FAKE nsys (a test stand-in, not NVIDIA's): logs argv, then writes a GENERATED export to --output.

@@ -6,7 +6,7 @@ event and the byte after its last are swapped for ``[`` and ``]`` for the time
 of one msgspec decode and put back after. Nothing is copied and no object
 exists per undecoded event, and only one chunk of decoded events is alive at a
 time (bounded memory, and the few thousand Structs stay in the CPU cache while
-:mod:`.chrome_batch` makes columns of them).
+:mod:`.batch` makes columns of them).
 
 Finding boundaries without parsing: a chunk ends at a match of
 ``}`` ws ``,`` ws ``{`` ws ``"`` (:data:`_BOUNDARY`) after its target size.
@@ -22,7 +22,7 @@ too the end was not a boundary and the next candidate is taken.
 
 Chunks that only split into raw slices (invalid UTF-8 or control characters in
 strings, a field of the wrong type) go through :func:`collect_raws`: batches
-joined, repaired (:func:`~expo_prof.readers.source.repair`) and, if need be,
+joined, repaired (:func:`~expo_prof.readers.file_bytes.repair`) and, if need be,
 decoded event by event, skipping the malformed ones.
 """
 
@@ -37,9 +37,9 @@ import msgspec
 import numpy as np
 
 from expo_prof.errors import BadInput
-from expo_prof.readers.chrome_batch import collect_events
-from expo_prof.readers.chrome_columns import Cols
-from expo_prof.readers.source import decode_json, repair
+from expo_prof.readers.chrome.batch import collect_events
+from expo_prof.readers.chrome.columns import Cols
+from expo_prof.readers.file_bytes import decode_json, repair
 
 __all__ = [
     "BATCH", "CHUNK_BYTES", "EVENTS_KEY", "NON_SPACE", "Ends", "NotAnArray", "Trace", "buffer_address",
@@ -155,7 +155,7 @@ def read_events(data: Any, where: str) -> tuple[Trace | None, Cols, list[str]]:
     unusual (truncated or damaged JSON, a layout the fast path does not
     recognise) makes it start over on the careful path: one skimming parse of
     the whole document (repairing or cutting back damaged input, see
-    :func:`~expo_prof.readers.source.decode_json`), then the same chunks.
+    :func:`~expo_prof.readers.file_bytes.decode_json`), then the same chunks.
     """
     if not isinstance(data, bytearray):
         data = bytearray(data)

@@ -1,12 +1,12 @@
-"""A Chrome-trace source's events beyond its Timeline, for ``export --format perfetto``, and a tally of all of them.
+"""What a Chrome trace holds beyond its Timeline, carried into ``export --format perfetto``, and a tally of its events.
 
 The readers keep what the analysis needs. Python frames (``python_function``:
 94 % of a vLLM trace recorded with stacks), the whole-trace span (``Trace``),
 profiler overhead and instants are dropped while decoding
-(:data:`expo_prof.readers.chrome_batch.DROP_CATS`), and an Ascend trace's
+(:data:`expo_prof.readers.chrome.batch.DROP_CATS`), and an Ascend trace's
 derived lanes (Overlap Analysis, HCCL planes) by their process. The Perfetto
 export therefore reads the source's bytes again, as the JSON export does
-(:func:`.chrome_source.load_raws`), and :func:`carry` takes from them:
+(:func:`.raw_trace.load_raws`), and :func:`carry` takes from them:
 
 * every complete event the Timeline does not hold, as a slice on the track of
   its thread: the Timeline's lane of that pid and tid where there is one (so a
@@ -21,7 +21,7 @@ export therefore reads the source's bytes again, as the JSON export does
   flow events that bind no two exported slices.
 
 Times are converted as the reader converts them
-(:func:`~expo_prof.readers.chrome_columns.times_to_ns`: exact ns from the µs
+(:func:`~expo_prof.readers.chrome.columns.times_to_ns`: exact ns from the µs
 numbers, the number's text where a float cannot hold it), so a frame and the
 op it calls keep their order to the ns. Only names, times, threads and
 categories are carried: the sources' args stay in the JSON export.
@@ -43,10 +43,10 @@ import msgspec
 import numpy as np
 import orjson
 
-from expo_prof.export import chrome_source as cs
-from expo_prof.readers.chrome_batch import DROP_CATS
-from expo_prof.readers.chrome_columns import _int_or, times_to_ns
-from expo_prof.readers.chrome_decode import _Event, _EventRawTs
+from expo_prof.export import raw_trace
+from expo_prof.readers.chrome.batch import DROP_CATS
+from expo_prof.readers.chrome.columns import _int_or, times_to_ns
+from expo_prof.readers.chrome.decode import _Event, _EventRawTs
 from expo_prof.readers.timeparse import FLOAT_EXACT_LIMIT_US
 from expo_prof.timeline import Timeline
 
@@ -102,7 +102,7 @@ class Carried:
     kept: int = 0
 
 
-def carry(t: Timeline, src: cs.RawSource) -> Carried:
+def carry(t: Timeline, src: raw_trace.RawTrace) -> Carried:
     """The events of ``src`` (the bytes ``t`` was read from) that ``t`` does not hold, and the tally of all."""
     p = _Pass(t, src)
     for batch in _batches(src):
@@ -114,7 +114,7 @@ def carry(t: Timeline, src: cs.RawSource) -> Carried:
 BATCH = 16384
 
 
-def _batches(src: cs.RawSource) -> Iterator[list[msgspec.Raw]]:
+def _batches(src: raw_trace.RawTrace) -> Iterator[list[msgspec.Raw]]:
     """The source's events as undecoded slices, ``BATCH`` at a time."""
     for a in src.arrays:
         raws = _DEC_RAWS.decode(a)
@@ -125,7 +125,7 @@ def _batches(src: cs.RawSource) -> Iterator[list[msgspec.Raw]]:
 class _Pass:
     """One pass over a source's events: what becomes of each (ph, cat, pid, tid), and what is collected."""
 
-    def __init__(self, t: Timeline, src: cs.RawSource) -> None:
+    def __init__(self, t: Timeline, src: raw_trace.RawTrace) -> None:
         self.mine, self.others, self.first_rank = _rank_pids(src, t)
         self.base = int(t.meta.get("base_time_ns") or 0)
         self.lane_of: dict[tuple[int, int], int] = {}
@@ -321,7 +321,7 @@ def _thread_name(pid: Any, tid: Any, names: dict) -> str:
     return f"{p} · {t}"
 
 
-def _rank_pids(src: cs.RawSource, t: Timeline) -> tuple[frozenset | None, frozenset, bool]:
+def _rank_pids(src: raw_trace.RawTrace, t: Timeline) -> tuple[frozenset | None, frozenset, bool]:
     """For one rank of a multi-rank export (``split_from``): its pids, the other ranks' pids, and whether it is
     the export's first rank (which tallies the events of no rank); (None, {}, False) for any other source."""
     if "split_from" not in t.meta:

@@ -37,17 +37,17 @@ from typing import Any
 import numpy as np
 
 from expo_prof.errors import BadInput
-from expo_prof.readers.ascend_db import reading
 from expo_prof.readers.builder import LaneTable, build_timeline
+from expo_prof.readers.host_ranges import OVERLAY_SPANS, launched_windows
 from expo_prof.readers.kinds import NSYS_TABLE_KIND, is_comm_kernel
-from expo_prof.readers.mstx_device import OVERLAY_SPANS, launched_windows
-from expo_prof.readers.nsys_meta import (
+from expo_prof.readers.nsys.meta import (
     export_meta,
     gpu_names,
     rank_pids,
     stream_info,
     thread_names,
 )
+from expo_prof.readers.sqlite_readonly import reading
 from expo_prof.timeline import Interner, Kind, Lane, LaneKind, Timeline
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"

@@ -14,7 +14,7 @@ import sqlite3
 import pytest
 
 import expo_prof
-from expo_prof.readers.mstx_device import device_windows
+from expo_prof.readers.host_ranges import device_windows
 from overlay.contract import SPAN_EXPONENTIAL, SPAN_FORWARD
 from shared_paths import REALTRACES
 
@@ -79,9 +79,9 @@ def test_mstx_ranges_are_the_overlay_spans_of_an_msprof_db(overlay_db):
 def test_without_the_device_projection_the_ranges_are_not_found(overlay_db, monkeypatch):
     # GIVEN the same DB WHEN the reader does not project the ranges onto the streams
     from expo_prof.errors import NothingFound
-    from expo_prof.readers import ascend_db
+    from expo_prof.readers.ascend import profiler_db
 
-    monkeypatch.setattr(ascend_db, "device_windows", lambda *a: [])
+    monkeypatch.setattr(profiler_db, "device_windows", lambda *a: [])
     # THEN host ranges alone are not instances on a trace with device work (the projection is what finds them)
     with pytest.raises(NothingFound):
         expo_prof.analyze(overlay_db)

@@ -7,11 +7,11 @@ events are classified (Kineto by ``cat``; Ascend by the process they sit in:
 ``ts`` (numbers for Kineto, decimal strings for Ascend). See
 docs/trace-formats.md.
 
-Speed: a file is decoded while it is read (:mod:`.chrome_stream`, through a
+Speed: a file is decoded while it is read (:mod:`.stream`, through a
 small reused window), the event array a chunk at a time straight from the
-buffer (:mod:`.chrome_decode`) into small typed Structs, turned into numpy
-column chunks without a per-event Python loop (:mod:`.chrome_batch`); the
-columns are then classified per file (:mod:`.chrome_columns`). See the
+buffer (:mod:`.decode`) into small typed Structs, turned into numpy
+column chunks without a per-event Python loop (:mod:`.batch`); the
+columns are then classified per file (:mod:`.columns`). See the
 "Speed and memory" section of docs/trace-formats.md.
 """
 
@@ -25,7 +25,7 @@ import numpy as np
 
 from expo_prof.errors import BadInput
 from expo_prof.readers.builder import build_timeline, step_number
-from expo_prof.readers.chrome_columns import (
+from expo_prof.readers.chrome.columns import (
     Cols,
     cat,
     cat_times,
@@ -35,9 +35,9 @@ from expo_prof.readers.chrome_columns import (
     relabel_lanes,
     top_meta,
 )
-from expo_prof.readers.chrome_decode import Trace, read_events
-from expo_prof.readers.chrome_stream import stream_events
-from expo_prof.readers.source import DEFAULT_MAX_DECOMPRESSED, Loaded, Progress, read_bytes, repair_message
+from expo_prof.readers.chrome.decode import Trace, read_events
+from expo_prof.readers.chrome.stream import stream_events
+from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED, Loaded, Progress, read_bytes, repair_message
 from expo_prof.readers.timeparse import FLOAT_EXACT_LIMIT_US
 from expo_prof.timeline import Kind, LaneKind, Timeline
 
@@ -81,7 +81,7 @@ def read_chrome_file(
 ) -> Timeline:
     """:func:`read_chrome` on a file (plain or gzip); the reading warnings come first in the Timeline's.
 
-    The file is decoded while it is read (:mod:`.chrome_stream`); damaged or
+    The file is decoded while it is read (:mod:`.stream`); damaged or
     unusual input is read whole and goes the careful way.
     """
     got = stream_events(path, max_bytes=max_bytes, progress=progress)

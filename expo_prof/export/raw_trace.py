@@ -1,8 +1,8 @@
-"""The source's own bytes, for ``export``: every event, flow, metadata entry and top-level key of a Chrome trace.
+"""A Chrome trace's own bytes, for ``export``: every event, flow, metadata entry and top-level key, undecoded.
 
 The readers keep only the columns the analysis needs; an export must keep
 everything else too (flow arrows, ``deviceProperties``, kernel args). So the
-JSON source is read a second time here, as raw slices: msgspec splits the
+JSON trace is read a second time here, as raw slices: msgspec splits the
 top level into undecoded values and the event array into one undecoded slice
 per event (:class:`msgspec.Raw`, views of one buffer). A lone rank is copied
 byte for byte; several ranks are rewritten event by event (pid, tid, ts,
@@ -26,7 +26,7 @@ import msgspec
 import orjson
 
 from expo_prof.errors import BadInput
-from expo_prof.readers.source import read_bytes
+from expo_prof.readers.file_bytes import read_bytes
 
 #: Reader formats whose file is a Chrome trace that can be passed through.
 JSON_FMTS = ("kineto", "ascend-trace-view", "msprof")
@@ -40,7 +40,7 @@ _NON_SPACE = re.compile(rb"[^ \t\r\n]")
 
 
 @dataclass
-class RawSource:
+class RawTrace:
     """One Chrome-trace file (or the slices of one) as undecoded pieces: its top-level keys (minus the events)
     and its event arrays, each one undecoded slice (:attr:`events` splits them when an export must rewrite)."""
 
@@ -61,7 +61,7 @@ class RawSource:
         self.top, self.arrays, self.data, self._events = {}, [], None, None
 
 
-def load_raw(path: Path, max_bytes: int) -> RawSource:
+def load_raw(path: Path, max_bytes: int) -> RawTrace:
     """Split ``path`` (plain or gzip) into top-level keys and its event array; BadInput when it is not plain valid
     JSON (the readers repair cut or damaged files; an export then falls back to what the timeline holds)."""
     loaded = read_bytes(path, max_bytes=max_bytes)
@@ -77,10 +77,10 @@ def load_raw(path: Path, max_bytes: int) -> RawSource:
             raise BadInput(f"{path}: traceEvents is not an array")
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise BadInput(f"{path}: not plain valid JSON ({str(exc).splitlines()[0]})") from None
-    return RawSource(path, top, [ev] if ev is not None else [], data)
+    return RawTrace(path, top, [ev] if ev is not None else [], data)
 
 
-def source_files(t: Any, *, split_ok: bool = False) -> list[Path] | None:
+def trace_files(t: Any, *, split_ok: bool = False) -> list[Path] | None:
     """The files a Timeline was read from when they are a Chrome trace that can be read again (None if not).
 
     One rank of a multi-rank export (``split_from``) shares its file with the other ranks: only with
@@ -99,7 +99,7 @@ def us_to_ns(ts: float | int) -> int:
     return int((Decimal(repr(ts)) * 1000).to_integral_value(ROUND_HALF_EVEN))
 
 
-def load_raws(paths: list[Path], max_bytes: int) -> RawSource:
+def load_raws(paths: list[Path], max_bytes: int) -> RawTrace:
     """Several files read as one Timeline (msprof JSON slices): their events one after the other, the first's
     top-level keys."""
     parts = [load_raw(p, max_bytes) for p in paths]
@@ -113,7 +113,7 @@ def load_raws(paths: list[Path], max_bytes: int) -> RawSource:
 PIECE = 1 << 23
 
 
-def verbatim_pieces(src: RawSource) -> Iterator[tuple[bool, Any]]:
+def verbatim_pieces(src: RawTrace) -> Iterator[tuple[bool, Any]]:
     """The event arrays' contents exactly as in the files, in pieces of at most ``PIECE`` bytes: (starts a new
     list item, bytes). Nothing is decoded: the text between the brackets is written as it is."""
     for a in src.arrays:
@@ -148,13 +148,13 @@ class RankPids:
     #: new pids that got a process_labels event from their source
     labelled: set[int] = field(default_factory=set)
 
-    def of(self, source_pid: Any) -> int:
-        p = self.pids.get(source_pid)
+    def of(self, orig_pid: Any) -> int:
+        p = self.pids.get(orig_pid)
         if p is None:
             n = len(self.pids)
             if n >= RANK_STRIDE:
                 raise BadInput(f"rank {self.rank} has over {RANK_STRIDE} processes; export fewer sources at once")
-            p = self.pids[source_pid] = RANK_PID + self.rank * RANK_STRIDE + n
+            p = self.pids[orig_pid] = RANK_PID + self.rank * RANK_STRIDE + n
         return p
 
 
@@ -179,7 +179,7 @@ class Rewriter:
     #: category ``expo_prof_source`` (the original in ``args.source_cat``), which the readers drop.
     inert: bool = False
 
-    def chunks(self, src: RawSource) -> Iterator[bytes]:
+    def chunks(self, src: RawTrace) -> Iterator[bytes]:
         out: list[bytes] = []
         for r in src.events:
             out.append(self.one(orjson.loads(bytes(r))))

@@ -11,7 +11,7 @@ by the CANN calls that start inside the range on the range's thread.
 
 Nsight Systems links NVTX ranges the same way: CUDA runtime calls
 (``CUPTI_ACTIVITY_KIND_RUNTIME``) and the kernels and copies they launched
-share a ``correlationId`` (:mod:`expo_prof.readers.nsys`).
+share a ``correlationId`` (:mod:`expo_prof.readers.nsys.tables`).
 """
 
 from __future__ import annotations

@@ -7,26 +7,25 @@ Both share the MindStudio "unified DB" schema: ``TASK`` (device tasks,
 ``MSTX_EVENTS``, communication ops in ``COMMUNICATION_OP``. Times are
 already integer ns, so nothing is lost.
 
-The file is opened read-only *and* immutable (``?mode=ro&immutable=1``):
-some of these databases are in WAL mode, and even a read-only open would
-otherwise create ``-wal``/``-shm`` files next to the user's data.
+The file is opened read-only *and* immutable
+(:mod:`expo_prof.readers.sqlite_readonly`): some of these databases are in WAL
+mode, and even a read-only open would otherwise create ``-wal``/``-shm`` files
+next to the user's data.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import numpy as np
 
 from expo_prof.errors import BadInput
 from expo_prof.readers.builder import LaneTable, build_timeline, step_number
+from expo_prof.readers.host_ranges import OVERLAY_SPANS, device_windows
 from expo_prof.readers.kinds import ascend_task_kind
-from expo_prof.readers.mstx_device import OVERLAY_SPANS, device_windows
+from expo_prof.readers.sqlite_readonly import reading
 from expo_prof.timeline import Interner, Kind, Lane, LaneKind, Timeline
 
 # TASK.taskType strings (db flavour) that are not in the trace_view table.
@@ -41,38 +40,6 @@ _DB_TASK_KIND = {
 # PYTORCH_API.type: ENUM_API_TYPE ids. 50003 "trace" = Python frames (dropped like python_function).
 _API_TRACE = 50003
 _API_MSTX = 50004
-
-
-def connect_readonly(path: Path) -> sqlite3.Connection:
-    """Open a SQLite file without ever writing next to it (read-only, immutable)."""
-    uri = f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
-    try:
-        con = sqlite3.connect(uri, uri=True)
-        # Damaged TEXT cells must not stop the read: undecodable bytes become U+FFFD.
-        con.text_factory = lambda b: b.decode("utf-8", "replace")
-        con.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
-    except sqlite3.Error as exc:
-        raise BadInput(f"{path}: not a readable SQLite database ({exc})") from None
-    except UnicodeDecodeError:  # sqlite's own message about a damaged schema is not UTF-8
-        raise BadInput(f"{path}: damaged SQLite database (unreadable schema)") from None
-    return con
-
-
-@contextmanager
-def reading(path: Path, max_bytes: int | None) -> Iterator[sqlite3.Connection]:
-    """A profiler database open read-only (under the size cap); SQLite's errors inside become one-line BadInput."""
-    where = str(path)
-    if max_bytes is not None and path.stat().st_size > max_bytes:
-        raise BadInput(f"{where}: {path.stat().st_size / 1e6:.1f} MB is over the size cap (raise --max-bytes)")
-    con = connect_readonly(path)
-    try:
-        yield con
-    except sqlite3.Error as exc:
-        raise BadInput(f"{where}: SQLite error while reading ({exc})") from None
-    except UnicodeDecodeError:
-        raise BadInput(f"{where}: damaged SQLite database (undecodable error or text)") from None
-    finally:
-        con.close()
 
 
 def _tables(con: sqlite3.Connection) -> set[str]:
@@ -138,7 +105,7 @@ def _read(con: sqlite3.Connection, path: Path, where: str, fmt: str, rank_hint: 
     kind_cache: dict[str, Kind] = {}
     bad = 0
     no_info = 0
-    # For the overlay's mstx ranges (mstx_device): tasks, CANN launches, ranges.
+    # For the overlay's mstx ranges (host_ranges): tasks, CANN launches, ranges.
     task_conn: list[tuple[int, int, int, int]] = []
     launches: list[tuple[int, int, int]] = []
     overlay_ranges: list[tuple[int, int, int, str]] = []

@@ -11,7 +11,7 @@ gzip input is inflated straight into the window by ISA-L's C reader
 (``isal_zlib._GzipReader.readinto``): no intermediate piece is allocated or
 copied. Damaged gzip data (truncated, corrupt, garbage after the stream) makes
 that reader raise, and :meth:`Window.more` raises :class:`DamagedGzip`: the
-caller then reads the file the careful way (:func:`.source.read_bytes`), which
+caller then reads the file the careful way (:func:`~expo_prof.readers.file_bytes.read_bytes`), which
 keeps what is readable and says what was lost.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from expo_prof.errors import BadInput
-from expo_prof.readers.source import _GZIP_MAGIC, Progress, _mb, gzip_size_hint, inflate
+from expo_prof.readers.file_bytes import _GZIP_MAGIC, Progress, _mb, gzip_size_hint, inflate
 
 try:
     from isal.isal_zlib import _GzipReader

@@ -1,13 +1,13 @@
 """Decoding a Chrome-trace file while reading it: the whole file is never in memory.
 
-The event array is decoded chunk by chunk (:mod:`.chrome_decode`) straight
-from a :class:`~expo_prof.readers.window.Window` that holds only the bytes not
+The event array is decoded chunk by chunk (:mod:`.decode`) straight
+from a :class:`~expo_prof.readers.chrome.window.Window` that holds only the bytes not
 decoded yet. The beginning of the document up to the array's ``[`` is kept
 (the top-level keys Kineto writes first: ``deviceProperties``,
 ``distributedInfo``); once the file is all read, the window holds the last
 events and the keys written after the array (``traceName``,
 ``baseTimeNanoseconds``), and the array's end is found as in the in-memory
-path (:func:`~expo_prof.readers.chrome_decode.end_candidates`).
+path (:func:`~expo_prof.readers.chrome.decode.end_candidates`).
 
 Damaged or unusual input (the array not found in the first 8 MB, JSON that is
 cut or broken, gzip data that is cut, corrupt or followed by garbage) returns None: the caller then
@@ -20,9 +20,9 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
-from expo_prof.readers.chrome_columns import Cols
-from expo_prof.readers import chrome_decode
-from expo_prof.readers.chrome_decode import (
+from expo_prof.readers.chrome import decode
+from expo_prof.readers.chrome.columns import Cols
+from expo_prof.readers.chrome.decode import (
     EVENTS_KEY,
     NON_SPACE,
     Ends,
@@ -33,8 +33,8 @@ from expo_prof.readers.chrome_decode import (
     end_candidates,
     next_boundary,
 )
-from expo_prof.readers.source import Progress
-from expo_prof.readers.window import DamagedGzip, Window
+from expo_prof.readers.chrome.window import DamagedGzip, Window
+from expo_prof.readers.file_bytes import Progress
 
 __all__ = ["stream_events"]
 
@@ -87,7 +87,7 @@ def _stream(w: Window) -> tuple[Trace | None, Cols, list[str]] | None:
     head = bytes(w.buf[: a0 + 1])  # nothing was dropped yet: window offsets are file offsets
     c = Cols()
     # Absolute offsets: s = start of the first event not decoded, pos = where its chunk's end is looked for.
-    chunk = chrome_decode.CHUNK_BYTES
+    chunk = decode.CHUNK_BYTES
     look = min(chunk, _LOOKAHEAD)
     s = a0 + 1
     pos = s + chunk

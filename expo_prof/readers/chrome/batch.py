@@ -1,19 +1,19 @@
 """One batch of decoded Chrome-trace events → numpy column chunks, without a per-event Python loop.
 
-:mod:`expo_prof.readers.chrome_decode` decodes a few thousand events at a
+:mod:`expo_prof.readers.chrome.decode` decodes a few thousand events at a
 time into small typed Structs; here every column is built by one list
 comprehension over the batch (``[e.ts for e in evs]``) and numpy:
 
 * each distinct ``(ph, cat, pid, tid)`` gets a small integer code
-  (:class:`~expo_prof.readers.chrome_columns.CodeTable`; one tuple and one
+  (:class:`~expo_prof.readers.chrome.columns.CodeTable`; one tuple and one
   lookup per event, the costliest step per event after the decode itself), and
   what an event is (kept complete event, dropped category such as
   ``python_function``, flow, metadata, instant or counter) and its lane follow
   from its code through small per-code tables: numpy masks, no per-event branch;
 * the kept events are picked with :func:`itertools.compress`, their names
   interned the same way, times converted exactly by
-  :func:`~expo_prof.readers.chrome_columns.times_to_ns` (float µs once per
-  file, by :func:`~expo_prof.readers.chrome_columns.cat_times`).
+  :func:`~expo_prof.readers.chrome.columns.times_to_ns` (float µs once per
+  file, by :func:`~expo_prof.readers.chrome.columns.cat_times`).
 
 An event whose ``pid``/``tid``/``cat``/``name``/``id``/``Task Type`` is a
 JSON object or array (unhashable) makes the batch go through
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from expo_prof.readers.chrome_columns import Cols, times_to_ns
+from expo_prof.readers.chrome.columns import Cols, times_to_ns
 from expo_prof.readers.kinds import KINETO_CATS
 from expo_prof.readers.timeparse import FLOAT_EXACT_LIMIT_US
 

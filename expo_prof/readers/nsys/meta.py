@@ -1,6 +1,6 @@
 """What an nsys SQLite export says about itself: version, GPUs, streams, thread names, GPU processes.
 
-Used by :mod:`expo_prof.readers.nsys`; every table here is optional (nsys
+Used by :mod:`expo_prof.readers.nsys.tables`; every table here is optional (nsys
 creates tables lazily), so each function returns an empty value when its table
 or column is missing.
 """

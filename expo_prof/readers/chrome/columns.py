@@ -1,6 +1,6 @@
 """Column building for the Chrome-trace reader: exact times, lanes, kinds, flows, top-level metadata.
 
-:mod:`expo_prof.readers.chrome` decodes events in batches into :class:`Cols`;
+:mod:`expo_prof.readers.chrome.reader` decodes events in batches into :class:`Cols`;
 the functions here turn those into Timeline columns (all vectorised, per
 file, after the last batch).
 """
@@ -62,9 +62,9 @@ class Cols:
 
     def __init__(self) -> None:
         # Code tables.
-        self.known_cats = True  # chunks decoded with the Kineto-categories decoder until one fails (chrome_decode)
+        self.known_cats = True  # chunks decoded with the Kineto-categories decoder until one fails (decode.py)
         self.evkey = CodeTable()  # (ph, cat, pid, tid) of every event
-        self.key_tables: Any = None  # chrome_batch.KeyTables of the evkey codes
+        self.key_tables: Any = None  # batch.KeyTables of the evkey codes
         self.cat = CodeTable()
         self.name = CodeTable()
         self.lane = CodeTable()  # (pid, tid) of complete events

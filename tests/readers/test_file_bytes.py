@@ -1,10 +1,10 @@
-"""readers/source.py on small files: reading, gzip, size caps and JSON repair, checked against gzip/zlib/json.
+"""readers/file_bytes.py on small files: reading, gzip, size caps and JSON repair, checked against gzip/zlib/json.
 
 GIVEN small files written here (plain, gzip, several gzip members, padded,
 truncated, corrupt) and small JSON documents with one kind of damage each,
 WHEN read / decoded, THEN the bytes equal what Python's own gzip / json give
 for the intact part, caps hold at exactly the limit, and each warning or error
-is the one line documented in source.py.
+is the one line documented in file_bytes.py.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import msgspec
 import pytest
 
 from expo_prof.errors import BadInput
-from expo_prof.readers import source
-from expo_prof.readers.source import Sink, decode_json, gzip_size_hint, inflate, read_bytes
+from expo_prof.readers import file_bytes
+from expo_prof.readers.file_bytes import Sink, decode_json, gzip_size_hint, inflate, read_bytes
 
 DOC = json.dumps({"traceEvents": [{"name": f"e{i}", "ts": i, "dur": 1} for i in range(300)]}).encode()
 
@@ -54,16 +54,16 @@ def test_missing_file_is_bad_input(tmp_path):
     with pytest.raises(BadInput) as ei:
         read_bytes(p)
     assert str(ei.value) == f"{p}: cannot read (No such file or directory)"
-    assert source.file_size(p) == 0
+    assert file_bytes.file_size(p) == 0
     p.write_bytes(b"abc")
-    assert source.file_size(p) == 3
+    assert file_bytes.file_size(p) == 3
 
 
 def test_gzip_is_detected_by_magic_and_capped_at_exactly_the_limit(tmp_path):
     p = _gz(tmp_path, "no-gz-suffix.json", DOC)
     plain = tmp_path / "plain.json.gz"  # a gzip-looking name on a plain file
     plain.write_bytes(DOC)
-    assert source.is_gzip(p) and not source.is_gzip(plain)
+    assert file_bytes.is_gzip(p) and not file_bytes.is_gzip(plain)
     assert read_bytes(plain).compressed is False
     seen = []
     got = read_bytes(p, progress=seen.append)
@@ -148,7 +148,7 @@ def test_sink_grows_past_its_capacity():
 
 def test_mb_formatting():
     # decimal units (10**6, 10**9 bytes), one rounding: 1.35 MB and 1.235 GB round up
-    assert [source._mb(n) for n in (0, 1_234_567, 1_350_000, 999_999_999, 10**9, 1_235_000_000, 2_345_678_901)] == [
+    assert [file_bytes._mb(n) for n in (0, 1_234_567, 1_350_000, 999_999_999, 10**9, 1_235_000_000, 2_345_678_901)] == [
         "0.0 MB", "1.2 MB", "1.4 MB", "1000.0 MB", "1.00 GB", "1.24 GB", "2.35 GB"]
 
 
@@ -208,12 +208,12 @@ def test_repair_names_what_it_fixed_and_counts_only_new_replacements():
     raw = '{"n": "\ufffd'.encode() + b'\xff"}'
     for msg in ("Invalid UTF-8 encoded string", "JSON is malformed: invalid utf-8 sequence"):
         # WHEN repaired THEN the invalid byte becomes U+FFFD and only that one is counted (not the one already there)
-        fixed, what, count = source.repair(raw, msg)
+        fixed, what, count = file_bytes.repair(raw, msg)
         assert (what, count) == ("utf8", 1) and json.loads(fixed) == {"n": "\ufffd\ufffd"}
     # AND raw control characters are "ctrl", each counted; tabs/newlines are fixed but not counted as control
-    assert source.repair(b'["a\x01b\tc"]', "JSON is malformed: invalid character (byte 3)") == (b'["a b c"]', "ctrl", 1)
+    assert file_bytes.repair(b'["a\x01b\tc"]', "JSON is malformed: invalid character (byte 3)") == (b'["a b c"]', "ctrl", 1)
     # AND other damage is not repaired here
-    assert source.repair(b'["a"', "Input data was truncated") is None
+    assert file_bytes.repair(b'["a"', "Input data was truncated") is None
 
 
 def test_salvage_reports_the_exact_byte_kept_and_steps_over_nested_objects():
@@ -271,13 +271,13 @@ class _Pieces:
 
 def test_compressed_bytes_are_read_and_reported_a_chunk_at_a_time(tmp_path):
     # GIVEN a gzip file of 2.5 chunks of incompressible bytes
-    raw = random.Random(3).randbytes(5 * source._CHUNK // 2)
+    raw = random.Random(3).randbytes(5 * file_bytes._CHUNK // 2)
     p = _gz(tmp_path, "r.gz", raw)
     seen: list[int] = []
     # WHEN inflated with progress THEN progress comes per read of at most one chunk, adding up to the file size
     with open(p, "rb") as f:
         assert b"".join(inflate(p, f, 10**9, seen.append, [])) == raw
-    assert len(seen) >= 3 and max(seen) <= source._CHUNK and sum(seen) == p.stat().st_size
+    assert len(seen) >= 3 and max(seen) <= file_bytes._CHUNK and sum(seen) == p.stat().st_size
 
 
 def test_a_truncated_stream_of_exactly_the_cap_is_kept_with_a_warning(tmp_path):
@@ -317,9 +317,9 @@ class _Recording:
 
 def test_zlib_is_never_asked_for_more_than_one_byte_past_the_cap(monkeypatch):
     # GIVEN a 100-byte stream, a cap of 10 bytes and pieces of 4, with the inflater's calls recorded
-    real = source._inflate
+    real = file_bytes._inflate
     limits: list[int] = []
-    monkeypatch.setattr(source, "_inflate", types.SimpleNamespace(
+    monkeypatch.setattr(file_bytes, "_inflate", types.SimpleNamespace(
         decompressobj=lambda **kw: _Recording(real.decompressobj(**kw), limits)))
     got: list[bytes] = []
     # WHEN inflated THEN it stops with the size-cap error after 8 bytes, having asked for 4, 4 and then 3 bytes:
@@ -361,7 +361,7 @@ class _EagerInflater:
 
 def test_output_held_inside_the_inflater_is_asked_for_again(monkeypatch):
     # GIVEN an inflater that eats the whole input and holds its output back (FAKE, see _EagerInflater)
-    monkeypatch.setattr(source, "_inflate", types.SimpleNamespace(decompressobj=_EagerInflater))
+    monkeypatch.setattr(file_bytes, "_inflate", types.SimpleNamespace(decompressobj=_EagerInflater))
     raw = b"w" * 1000
     warnings: list[str] = []
     # WHEN inflated in pieces of 64 THEN every byte comes in full pieces and the stream is complete, not "truncated"

@@ -241,7 +241,7 @@ _DB_STEP_COLS = {
 
 
 def _step_trace_from_db(path: Path) -> dict[str, Any]:
-    from expo_prof.readers.ascend_db import connect_readonly
+    from expo_prof.readers.sqlite_readonly import connect_readonly
 
     con = connect_readonly(path)
     try:
