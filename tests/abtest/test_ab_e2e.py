@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from ab_helpers import run_cli  # type: ignore[import-not-found]
 
-from expo_prof.server import free_port
+from expo_prof.serving.launch import free_port
 
 pytestmark = pytest.mark.server
 
