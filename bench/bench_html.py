@@ -48,6 +48,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # support.headless: the tests' browser driver
 REAL = (REPO / ".." / "shared" / "realtraces").resolve()
 OUT = REPO / ".bench" / "html"
 
@@ -171,7 +172,7 @@ def sample_pages() -> list[dict]:
 
 def load_once(path: Path) -> dict:
     """Open ``path`` in a fresh headless Chromium; the page's milestones in seconds."""
-    from expo_prof.html.headless import Chromium
+    from support.headless import Chromium
 
     with Chromium() as c:
         page = c.new_page(timeout=120)
@@ -208,7 +209,7 @@ def main() -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from expo_prof.html.headless import find_chromium
+    from support.headless import find_chromium
 
     if find_chromium() is None:
         print("no chromium found (Debian: apt-get install -y chromium)", file=sys.stderr)

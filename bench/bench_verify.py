@@ -29,8 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from expo_prof.server import DEFAULT_ENV, free_port  # noqa: E402
-from expo_prof.tinymodel import build_tiny_llama  # noqa: E402
+from expo_prof.serving.launch import DEFAULT_ENV, free_port  # noqa: E402
+from expo_prof.serving.tinymodel import build_tiny_llama  # noqa: E402
 
 
 def one(samples: int, model: Path, work: Path) -> dict:

@@ -92,7 +92,7 @@ class Measured:
 def model_dir() -> Path:
     """The tiny large-vocabulary model (built once, cached in .cache/tiny-llama)."""
     sys.path.insert(0, str(REPO))
-    from expo_prof.tinymodel import build_tiny_llama
+    from expo_prof.serving.tinymodel import build_tiny_llama
 
     return build_tiny_llama(**MODEL)
 
@@ -112,7 +112,7 @@ def _cli(args: list[str], env: dict, cwd: Path, timeout: float) -> tuple[subproc
 def measure(config: str, work: Path, *, repeat: int = 3, block_steps: int = 8, timeout: float = 1800.0,
             model: Path | None = None) -> Measured:
     """Run ``ab --repeat`` and ``ab --switchback`` for ``config`` under ``work``; RuntimeError when one fails."""
-    from expo_prof.server import free_port
+    from expo_prof.serving.launch import free_port
 
     c = CONFIGS[config]
     model = model or model_dir()

@@ -61,7 +61,7 @@ def tiny_model(tmp_path_factory) -> Path:
     """A random-weight tiny Llama built offline into a temporary directory (once per session)."""
     for mod in ("safetensors", "tokenizers"):
         require(importlib.util.find_spec(mod) is not None, f"Python package {mod!r} (to build the tiny model)")
-    from expo_prof.tinymodel import build_tiny_llama
+    from expo_prof.serving.tinymodel import build_tiny_llama
 
     return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
 
@@ -134,7 +134,7 @@ def vllm_server(vllm_available, tiny_model, tmp_path_factory):
     runs, and always stops it (whole process group) on leaving the block.
     Use one server at a time: a second concurrent one would wait for the lock.
     """
-    from expo_prof.server import VllmServer
+    from expo_prof.serving.launch import VllmServer
 
     logs = tmp_path_factory.mktemp("vllm-logs")
     count = 0

@@ -78,7 +78,7 @@ def test_overlay_imports_without_offline_libraries_or_torch():
 # ------------------------------------------------------------------------------------------------ layering
 #: Which package (or top-level module) of expo_prof may import which — the one path from paths to pages:
 #: readers → timeline; analysis → timeline; runs / pipeline → readers, analysis; html / report / abtest →
-#: pipeline; record → pipeline, runs; cli → everything. Any package may import the root (``__version__``).
+#: pipeline; record → pipeline, runs, serving; cli → everything. Any package may import the root (``__version__``).
 LAYERS: dict[str, set[str] | None] = {
     "timeline": set(),
     "errors": set(),
@@ -96,11 +96,10 @@ LAYERS: dict[str, set[str] | None] = {
     "export": {"pipeline", "readers", "analysis", "timeline", "clocks", "errors", "html"},
     "abtest": {"pipeline", "runs", "errors"},
     # readers: the run's Nsight Systems report exported to SQLite at its end (readers.nsys.report.export_sqlite).
-    "record": {"pipeline", "readers", "runs", "server", "workload", "console", "errors"},
-    "server": {"errors"},
-    "workload": {"errors"},
-    "tinymodel": {"errors"},
-    "verify": {"abtest", "record", "errors"},
+    "record": {"pipeline", "readers", "runs", "serving", "console", "errors"},
+    # launching, the one HTTP client, the load generator and the tiny model: nothing of the analysis side.
+    "serving": {"errors"},
+    "verify": {"abtest", "record", "serving", "errors"},
     "__init__": {"pipeline"},
     "__main__": {"cli"},
     "cli": None,  # the commands put everything together

@@ -47,9 +47,9 @@ def command(settings, overlay_mode, repeat, num_prompts, input_len, output_len, 
     from expo_prof.console import err_console
     from expo_prof.record.runner import RecordOptions
     from expo_prof.record.session import record_session
-    from expo_prof.server import DEFAULT_ENV, free_port, vllm_argv
-    from expo_prof.tinymodel import build_tiny_llama
-    from expo_prof.workload import WorkloadSpec
+    from expo_prof.serving.launch import DEFAULT_ENV, free_port, vllm_argv
+    from expo_prof.serving.tinymodel import build_tiny_llama
+    from expo_prof.serving.load import WorkloadSpec
 
     if model_dir is None:
         with err_console.status("building the tiny Llama (offline, cached)"):

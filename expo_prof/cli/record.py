@@ -55,7 +55,7 @@ def load_argv(kw: dict) -> list[str] | None:
 
 def build_spec(kw: dict):
     """WorkloadSpec from the workload options (None with --no-load or --load-cmd)."""
-    from expo_prof.workload import WorkloadSpec
+    from expo_prof.serving.load import WorkloadSpec
 
     if kw["no_load"] or kw.get("load_cmd") is not None:
         return None

@@ -72,7 +72,7 @@ def command(settings, off_url, on_url, samples, positions, per_request, greedy_t
     from expo_prof.console import console, err_console
     from expo_prof.verify import accuracy as acc_mod
     from expo_prof.verify import run as vrun
-    from expo_prof.verify.client import check_url
+    from expo_prof.serving.client import check_url
     from expo_prof.verify.spec import DEFAULT_PROMPTS, VerifySpec
 
     argv = list(cmd)
@@ -112,7 +112,7 @@ def command(settings, off_url, on_url, samples, positions, per_request, greedy_t
                 notes.append(f"a launch script: add --logprobs-mode {vrun.LOGPROBS_MODE} to its vLLM for the "
                              "constraint checks past position 1")
     else:
-        off_url, on_url = check_url(off_url), check_url(on_url)
+        off_url, on_url = check_url(off_url, "--off-url"), check_url(on_url, "--on-url")
         _reachable(off_url, "--off-url")
         _reachable(on_url, "--on-url")
     spec = VerifySpec(prompts=tuple(prompts) or DEFAULT_PROMPTS, greedy_tokens=greedy_tokens, seed=seed,
@@ -157,15 +157,12 @@ def command(settings, off_url, on_url, samples, positions, per_request, greedy_t
 
 def _reachable(url: str, option: str) -> None:
     """One line and exit 3 when nothing answers at ``url`` (before any directory is created)."""
-    import urllib.error
-    import urllib.request
+    from expo_prof.serving.client import LIST_TIMEOUT_S, MODELS, Client, ServerError
 
     try:
-        with urllib.request.urlopen(url + "/v1/models", timeout=10) as resp:
-            resp.read()
-    except urllib.error.HTTPError as exc:
-        raise ExpoProfError(f"{option} {url}: /v1/models answered HTTP {exc.code}; is it a vLLM OpenAI server?",
-                            EXIT_RUN_FAILED) from None
-    except (OSError, ValueError) as exc:
-        raise ExpoProfError(f"{option} {url}: nothing answers there ({getattr(exc, 'reason', exc)})",
-                            EXIT_RUN_FAILED) from None
+        status, _ = Client(url).call("GET", MODELS, timeout=LIST_TIMEOUT_S)
+    except ServerError as exc:
+        raise ExpoProfError(f"{option} {url}: nothing answers there ({exc.reason})", EXIT_RUN_FAILED) from None
+    if status != 200:
+        raise ExpoProfError(f"{option} {url}: {MODELS} answered HTTP {status}; is it a vLLM OpenAI server?",
+                            EXIT_RUN_FAILED)

@@ -5,8 +5,9 @@
 * :mod:`expo_prof.html.segments` — hidden/exposed sub-intervals of each instance;
 * :mod:`expo_prof.html.lod` — level of detail for large traces;
 * :mod:`expo_prof.html.assets`, :mod:`~expo_prof.html.escape` — one inline file, safely escaped;
-* :mod:`expo_prof.html.reporters` — :class:`HtmlReporter`, the report page as a Reporter;
-* :mod:`expo_prof.html.headless` — headless Chromium over DevTools (tests, benchmark, screenshots).
+* :mod:`expo_prof.html.reporters` — :class:`HtmlReporter`, the report page as a Reporter.
+
+The browser that tests and benchmarks drive these pages with is ``tests/support/headless.py``.
 """
 
 from expo_prof.html.reporters import HtmlReporter

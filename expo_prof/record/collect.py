@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from expo_prof.errors import BadInput
-from expo_prof.server import answers
+from expo_prof.serving.launch import answers
 
 #: Bytes fetched per task.
 CHUNK = 64 << 20

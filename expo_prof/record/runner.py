@@ -12,8 +12,6 @@ import json
 import os
 import signal
 import time
-import urllib.error
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,8 +23,9 @@ from expo_prof.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, ExpoProfError
 from expo_prof.record import command as cmdmod
 from expo_prof.runs.layout import MANIFEST_SCHEMA, host_info, write_json
 from expo_prof.runs.manifest import write_manifest
-from expo_prof.server import ServerFailed, VllmServer, answers, live_processes
-from expo_prof.workload import WorkloadResult, WorkloadSpec, run_workload
+from expo_prof.serving.client import ServerError
+from expo_prof.serving.launch import ServerFailed, VllmServer, answers, live_processes
+from expo_prof.serving.load import WorkloadResult, WorkloadSpec, run_workload
 
 
 class Interrupted(ExpoProfError):
@@ -62,15 +61,6 @@ class RecordOptions:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def _post(base_url: str, path: str, timeout: float) -> tuple[int, str]:
-    req = urllib.request.Request(base_url + path, data=b"", method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, resp.read().decode(errors="replace")[:300]
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode(errors="replace")[:300]
 
 
 class _SignalsToInterrupt:
@@ -248,7 +238,7 @@ class Recorder:
         # torch: vLLM's torch profiler; nsys: vLLM's CUDA profiler API, which opens nsys's capture range.
         if self.opts.profiler not in ("torch", "nsys") or self.inj.profiler_dir is None:
             return
-        code, body = _post(self.srv.base_url, "/start_profile", timeout=120)
+        code, body = self.srv.client.profile(start=True, timeout=120)
         if code != 200:
             self.manifest["notes"].append(f"/start_profile answered HTTP {code}: {body}")
             self.say(f"[yellow]warning:[/] /start_profile answered HTTP {code}; no profiler trace in this run")
@@ -263,9 +253,9 @@ class Recorder:
         t0 = time.monotonic()
         with err_console.status("stopping the profiler (vLLM writes the traces now; this can take a while)"):
             try:
-                code, body = _post(self.srv.base_url, "/stop_profile", timeout=timeout or self.opts.stop_profile_timeout_s)
-            except OSError as exc:
-                code, body = 0, str(exc)
+                code, body = self.srv.client.profile(start=False, timeout=timeout or self.opts.stop_profile_timeout_s)
+            except ServerError as exc:
+                code, body = 0, exc.reason
         self.manifest["profile_stopped"] = _now()
         self.manifest["stop_profile_s"] = round(time.monotonic() - t0, 3)
         if code != 200:

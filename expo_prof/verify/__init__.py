@@ -1,7 +1,7 @@
 """``expo-prof verify``: does the overlay change what the model says? (docs/verify.md)
 
-``spec`` (the request set and budget) → ``client`` (send it to one server,
-keep every answer) → ``checks`` and ``chi2`` (pure functions over both sides)
-→ ``run`` (orchestration through record's launch machinery, the verdict,
+``spec`` (the request set and budget) → ``collect`` (send it to one server
+through :mod:`expo_prof.serving.client`, keep every answer) → ``checks`` and
+``chi2`` (pure functions over both sides) → ``run`` (orchestration through record's launch machinery, the verdict,
 ``verify.json``) → ``tables`` / ``report_section`` (for people).
 """

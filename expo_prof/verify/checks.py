@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from expo_prof.verify.chi2 import detectable_tv, two_sample
-from expo_prof.verify.client import NEG_INF_LOGPROB
+from expo_prof.verify.collect import NEG_INF_LOGPROB
 from expo_prof.verify.spec import SamplingConfig, VerifySpec
 
 #: Lanes on which a seeded request must give the overlay-off tokens (the same generator redrawn in the same order).

@@ -18,7 +18,8 @@ from expo_prof import __version__
 from expo_prof.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, ExpoProfError
 from expo_prof.verify import accuracy as acc_mod
 from expo_prof.verify import checks
-from expo_prof.verify.client import Client, SideFailed, collect, new_side
+from expo_prof.serving.client import ServerError
+from expo_prof.verify.collect import collect, new_side, side_client
 from expo_prof.verify.spec import VerifySpec
 
 SCHEMA_NAME = "expo-prof.verify"
@@ -73,16 +74,15 @@ def side_driver(result: dict, spec: VerifySpec, items: list[dict] | None, acc_to
     def drive(srv, overlay: bool) -> None:
         label = "on" if overlay else "off"
         url = srv if isinstance(srv, str) else srv.base_url
-        alive = (lambda: True) if isinstance(srv, str) else (lambda: srv.proc.poll() is None)
         side = result["sides"][label] = new_side(label, url)
-        client = Client(url, spec.timeout_s, alive)
+        client = side_client(url, spec.timeout_s, None if isinstance(srv, str) else srv.alive)
         t0 = time.monotonic()
         try:
             collect(side, client, spec, lambda m: progress(f"overlay {label}: {m}"))
             if items:
                 progress(f"overlay {label}: accuracy set ({len(items)} prompts)")
                 acc_mod.score(client, items, acc_tokens, result["accuracy_scores"][label])
-        except SideFailed as exc:
+        except ServerError as exc:
             side["error"] = str(exc)
             raise
         finally:

@@ -53,7 +53,7 @@ def test_analyze_shows_progress_then_the_headline(realtraces):
 def test_record_shows_its_status_as_it_goes(tiny_model, vllm_available, vllm_lock, tmp_path):
     """GIVEN the tiny model recorded in a terminal WHEN record runs THEN the person sees, in order: waiting for
     the server, the server ready with its model, the workload, where the run is, and the analysis headline."""
-    from expo_prof.server import free_port
+    from expo_prof.serving.launch import free_port
 
     port = free_port()
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model), "--dtype",

@@ -228,7 +228,7 @@ def test_overlay_off_writes_no_event_log(overlay_off):
 def test_server_leaves_no_process_behind(overlay_on):
     """THEN after stop every process of the server (API server, engine core,
     worker, trackers) is gone."""
-    from expo_prof.server import live_processes
+    from expo_prof.serving.launch import live_processes
 
     assert overlay_on.pids, "no server process was ever seen"
     assert live_processes(overlay_on.pgid, overlay_on.pgid, overlay_on.pids) == set()

@@ -1,7 +1,7 @@
 """Fixtures of the HTML tests: recorded runs, real traces, and a real headless Chromium.
 
 Chromium (Debian: ``apt-get install -y chromium``) is driven over the DevTools
-protocol (:mod:`expo_prof.html.headless`). Missing Chromium fails the browser
+protocol (``tests/support/headless.py``). Missing Chromium fails the browser
 tests under ``CI=true`` and skips them elsewhere (``tests/conftest.py``).
 """
 
@@ -89,7 +89,7 @@ def nccl_trace(realtraces) -> Path:
 @pytest.fixture(scope="session")
 def chromium():
     """One headless Chromium for the session."""
-    from expo_prof.html.headless import Chromium, find_chromium
+    from support.headless import Chromium, find_chromium
 
     require(find_chromium() is not None, "chromium (Debian: apt-get install -y chromium)")
     require(__import__("importlib").util.find_spec("websocket") is not None, "websocket-client")

@@ -11,7 +11,7 @@ import pytest
 from expo_prof.errors import BadInput
 from expo_prof.record.command import inject, package_versions, parse_target
 from expo_prof.runs.layout import claim_out_dir, new_dir, short_name
-from expo_prof.workload import WorkloadSpec, clamp_lengths
+from expo_prof.serving.load import WorkloadSpec, clamp_lengths
 
 API = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/m/Qwen3-32B"]
 

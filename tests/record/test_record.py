@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from expo_prof.server import free_port
+from expo_prof.serving.launch import free_port
 
 pytestmark = pytest.mark.server
 

@@ -15,7 +15,8 @@ import pytest
 from expo_prof.errors import BadInput
 from expo_prof.verify import accuracy, checks
 from expo_prof.verify import run as vrun
-from expo_prof.verify.client import new_side
+from expo_prof.serving.client import ServerError
+from expo_prof.verify.collect import new_side
 from expo_prof.verify.spec import SamplingConfig, VerifySpec
 
 EXPO_PROF = [str(Path(sys.executable).parent / "expo-prof")]
@@ -88,11 +89,9 @@ def test_seeded_on_off_equality_is_judged_on_device_lanes_only():
 def test_a_failed_run_is_exit_3_and_keeps_what_was_collected(tmp_path):
     """GIVEN a run whose on side never came WHEN finished with the error THEN exit 3, status failed, verify.json
     written with the off side."""
-    from expo_prof.verify.client import SideFailed
-
     result = vrun.new_result(SPEC, "urls", "cpu", None)
     result["sides"]["off"] = _side("off")
-    code = vrun.finish(result, SPEC, tmp_path, SideFailed("http://x did not answer"))
+    code = vrun.finish(result, SPEC, tmp_path, ServerError("http://x did not answer"))
     assert code == 3
     saved = json.loads((tmp_path / "verify.json").read_text())
     assert saved["status"] == "failed" and saved["sides"]["off"]["greedy_alone"] and saved["verdict"]["exit_code"] == 3

@@ -52,7 +52,7 @@ def _verify(args: list[str], cwd: Path, env: dict | None = None, timeout: float 
 @pytest.fixture(scope="module")
 def servers(vllm_available, tiny_model, vllm_lock, tmp_path_factory):
     """``start(overlay, fault=None)`` → a running server (context manager); the server lock held for the module."""
-    from expo_prof.server import VllmServer
+    from expo_prof.serving.launch import VllmServer
 
     logs = tmp_path_factory.mktemp("verify-logs")
     count = [0]
@@ -143,7 +143,7 @@ def test_server_dying_mid_run_keeps_partial_results(vllm_available, tiny_model, 
     and the answers collected before the crash."""
     argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model), "--port",
             str(_free_port()), "--dtype", "float32", "--max-model-len", "256", "--enforce-eager"]
-    from expo_prof.server import DEFAULT_ENV
+    from expo_prof.serving.launch import DEFAULT_ENV
 
     env = {**DEFAULT_ENV, "PYTHONPATH": _pythonpath(PLUGIN_DIR), "EXPO_PROF_TEST_BROKEN_SAMPLER": "die",
            "EXPO_PROF_TEST_BROKEN_AFTER": "60"}
@@ -159,6 +159,6 @@ def test_server_dying_mid_run_keeps_partial_results(vllm_available, tiny_model, 
 
 
 def _free_port() -> int:
-    from expo_prof.server import free_port
+    from expo_prof.serving.launch import free_port
 
     return free_port()

@@ -9,13 +9,13 @@ as ``vllm bench serve --save-result`` (``output_throughput``, ``mean_ttft_ms``,
 
 Prompts are sent as token-id lists. The ids are taken from the server's own
 tokenisation (``POST /tokenize``) of a random word text, so they are valid for
-any model without loading a tokenizer here.
+any model without loading a tokenizer here. The requests go through
+:class:`expo_prof.serving.client.AsyncClient`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import random
 import time
@@ -25,6 +25,7 @@ from typing import Callable
 import numpy as np
 
 from expo_prof.errors import ExpoProfError
+from expo_prof.serving.client import AsyncClient, ServerError
 
 #: Defaults of the published A/B runs of the feature (48 prompts, 1.5k in, 2k out).
 DEFAULT_NUM_PROMPTS = 48
@@ -39,7 +40,10 @@ _WORDS = (
 
 
 class WorkloadError(ExpoProfError):
-    """The endpoint could not be driven (unreachable, refused every request)."""
+    """The endpoint could not be driven (the warm-up failed, every request failed).
+
+    An endpoint that cannot be reached at all is the client's :class:`~expo_prof.serving.client.ServerError`.
+    """
 
     exit_code = 3
 
@@ -166,35 +170,19 @@ def clamp_lengths(spec: WorkloadSpec, max_model_len: int | None) -> tuple[Worklo
     return new, msg
 
 
-async def _get_json(session, url: str) -> dict:
-    async with session.get(url) as resp:
-        if resp.status != 200:
-            raise WorkloadError(f"GET {url} answered HTTP {resp.status}")
-        return await resp.json()
-
-
-async def discover_model(session, base_url: str) -> tuple[str, int | None]:
+async def discover_model(client: AsyncClient) -> tuple[str, int | None]:
     """The first served model's id and its ``max_model_len`` (None if not advertised)."""
-    data = await _get_json(session, f"{base_url}/v1/models")
-    models = data.get("data") or []
-    if not models:
-        raise WorkloadError(f"{base_url}/v1/models lists no model")
-    m = models[0]
+    m = await client.first_model()
     return m["id"], m.get("max_model_len")
 
 
-async def _token_pool(session, base_url: str, model: str, rng: random.Random) -> list[int]:
+async def _token_pool(client: AsyncClient, model: str, rng: random.Random) -> list[int]:
     """Valid token ids for this model, from the server's tokenisation of random words."""
     text = " ".join(rng.choice(_WORDS) for _ in range(400))
     try:
-        async with session.post(f"{base_url}/tokenize", json={"model": model, "prompt": text}) as resp:
-            if resp.status == 200:
-                ids = (await resp.json()).get("tokens") or []
-                if ids:
-                    return ids
-    except Exception:  # noqa: BLE001 - endpoint optional; fall back below
-        pass
-    return []
+        return await client.tokenize(model, text)
+    except ServerError:  # the endpoint is optional: prompts fall back to words
+        return []
 
 
 def _prompts(spec: WorkloadSpec, pool: list[int], rng: random.Random, n: int) -> list[list[int] | str]:
@@ -210,40 +198,26 @@ def _prompts(spec: WorkloadSpec, pool: list[int], rng: random.Random, n: int) ->
     return out
 
 
-async def _one(session, url: str, payload: dict, prompt_len: int, t0: float, timeout_s: float) -> RequestResult:
-    import aiohttp
-
+async def _one(client: AsyncClient, payload: dict, prompt_len: int, t0: float) -> RequestResult:
     res = RequestResult(ok=False, prompt_len=prompt_len)
     st = time.perf_counter()
     res.start_s = st - t0
     last = st
     chunks = 0
     try:
-        async with session.post(url, json=payload, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
-            if resp.status != 200:
-                body = (await resp.text())[:300]
-                res.error = f"HTTP {resp.status}: {body}"
-                return res
-            async for raw in resp.content:
-                line = raw.strip()
-                if not line.startswith(b"data:"):
-                    continue
-                data = line[5:].strip()
-                if data == b"[DONE]":
-                    break
-                chunk = json.loads(data)
-                now = time.perf_counter()
-                usage = chunk.get("usage")
-                if usage and usage.get("completion_tokens") is not None:
-                    res.output_tokens = int(usage["completion_tokens"])
-                choices = chunk.get("choices") or []
-                if choices and choices[0].get("text"):
-                    chunks += 1
-                    if res.ttft_s == 0.0:
-                        res.ttft_s = now - st
-                    else:
-                        res.itl_s.append(now - last)
-                    last = now
+        async for chunk in client.stream_completion(payload):
+            now = time.perf_counter()
+            usage = chunk.get("usage")
+            if usage and usage.get("completion_tokens") is not None:
+                res.output_tokens = int(usage["completion_tokens"])
+            choices = chunk.get("choices") or []
+            if choices and choices[0].get("text"):
+                chunks += 1
+                if res.ttft_s == 0.0:
+                    res.ttft_s = now - st
+                else:
+                    res.itl_s.append(now - last)
+                last = now
         res.latency_s = time.perf_counter() - st
         if res.output_tokens == 0:  # server sent no usage: one token per text chunk
             res.output_tokens = chunks
@@ -251,7 +225,9 @@ async def _one(session, url: str, payload: dict, prompt_len: int, t0: float, tim
     except asyncio.CancelledError:
         res.error = "cancelled"
         raise
-    except Exception as exc:  # noqa: BLE001 - a failed request is a result, not a crash
+    except ServerError as exc:  # refused or unanswered: a result, not a crash
+        res.error = str(exc)[:300]
+    except Exception as exc:  # noqa: BLE001 - a malformed chunk fails this request only
         res.error = f"{type(exc).__name__}: {exc}"[:300]
     return res
 
@@ -273,25 +249,17 @@ async def run_workload(
     finished request is also appended to ``collect`` as it completes, so a
     caller that is interrupted keeps every result obtained so far.
     """
-    import aiohttp
-
-    base_url = base_url.rstrip("/")
     rng = random.Random(spec.seed)
     notes: list[str] = []
-    conn = aiohttp.TCPConnector(limit=spec.max_concurrency or 0)
-    async with aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=None)) as session:
-        try:
-            model, max_len = await discover_model(session, base_url)
-        except aiohttp.ClientError as exc:
-            raise WorkloadError(f"cannot reach {base_url}: {exc}") from None
+    async with AsyncClient(base_url, timeout_s=spec.timeout_s, max_connections=spec.max_concurrency or 0) as client:
+        model, max_len = await discover_model(client)
         model = spec.model or model
         spec, warn = clamp_lengths(spec, max_len)
         if warn:
             notes.append(warn)
-        pool = await _token_pool(session, base_url, model, rng)
+        pool = await _token_pool(client, model, rng)
         if not pool:
             notes.append("server has no /tokenize endpoint: prompts sent as text, lengths approximate")
-        url = f"{base_url}/v1/completions"
 
         def payload(prompt, i: int) -> dict:
             p = {
@@ -300,7 +268,6 @@ async def run_workload(
                 "max_tokens": spec.output_len,
                 "temperature": spec.temperature,
                 "ignore_eos": spec.ignore_eos,
-                "stream": True,
                 "stream_options": {"include_usage": True},
             }
             if spec.top_p is not None:
@@ -317,7 +284,7 @@ async def run_workload(
         results: list[RequestResult] = []
         t0 = time.perf_counter()
         for i, prompt in enumerate(_prompts(spec, pool, rng, spec.warmup)):
-            r = await _one(session, url, payload(prompt, 10_000_000 + i), plen(prompt), t0, spec.timeout_s)
+            r = await _one(client, payload(prompt, 10_000_000 + i), plen(prompt), t0)
             r.warmup = True
             results.append(r)
             if collect is not None:
@@ -337,9 +304,9 @@ async def run_workload(
             nonlocal done_count
             if sem:
                 async with sem:
-                    r = await _one(session, url, payload(prompt, i), plen(prompt), t0, spec.timeout_s)
+                    r = await _one(client, payload(prompt, i), plen(prompt), t0)
             else:
-                r = await _one(session, url, payload(prompt, i), plen(prompt), t0, spec.timeout_s)
+                r = await _one(client, payload(prompt, i), plen(prompt), t0)
             done_count += 1
             if collect is not None:
                 collect.append(r)

@@ -56,7 +56,7 @@ samples one token per request and sends the text back to the client.
 
 def _cache_root() -> Path:
     """Default cache directory: ``.cache/tiny-llama`` at the repository root."""
-    return Path(__file__).resolve().parents[1] / ".cache" / "tiny-llama"
+    return Path(__file__).resolve().parents[2] / ".cache" / "tiny-llama"
 
 
 def _require(module: str, why: str):

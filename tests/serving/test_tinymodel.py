@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from expo_prof.errors import BadInput
-from expo_prof.tinymodel import BOS_TOKEN, EOS_TOKEN, build_tiny_llama
+from expo_prof.serving.tinymodel import BOS_TOKEN, EOS_TOKEN, build_tiny_llama
 
 
 def _files(d):

@@ -1,75 +1,34 @@
 """Send the verify request set to one OpenAI-compatible vLLM server and keep every answer.
 
-Stdlib HTTP (``urllib``) with a small thread pool: the answers, not the
-timing, matter here. What a side answered is filled into a plain dict as it
-arrives (:class:`Side`), so a server that dies mid-run still leaves everything
-collected so far for the JSON result.
+The requests go through :class:`expo_prof.serving.client.Client` (a small
+thread pool: the answers, not the timing, matter here). What a side answered
+is filled into a plain dict as it arrives (:func:`new_side`), so a server that
+dies mid-run still leaves everything collected so far for the JSON result.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from expo_prof.errors import EXIT_RUN_FAILED, BadInput, ExpoProfError
+from expo_prof.serving.client import Client
 from expo_prof.verify.spec import SamplingConfig, VerifySpec
 
 #: vLLM's OpenAI server writes a -inf logprob as this (completion/serving.py: ``max(logprob, -9999.0)``).
 NEG_INF_LOGPROB = -9999.0
 #: Top logprobs of the position-1 reference (vLLM's default ``--max-logprobs`` is 20).
 REFERENCE_TOP = 20
+#: In every verify completion: the requested length whatever the model samples, and the token ids
+#: (``token_ids`` and ``token_id:N`` strings) rather than text.
+REQUEST_DEFAULTS = {"ignore_eos": True, "return_token_ids": True, "return_tokens_as_token_ids": True}
 
 
-class SideFailed(ExpoProfError):
-    """A server stopped answering (or refused a request) during the run: exit 3."""
-
-    exit_code = EXIT_RUN_FAILED
-
-
-def check_url(url: str) -> str:
-    """``url`` without a trailing slash (or BadInput: one line, exit 2)."""
-    u = urllib.parse.urlparse(url)
-    if u.scheme not in ("http", "https") or not u.netloc:
-        raise BadInput(f"--off-url/--on-url {url!r}: give a base URL such as http://127.0.0.1:8000")
-    return url.rstrip("/").removesuffix("/v1")
-
-
-class Client:
-    """Requests to one server (``base_url`` without ``/v1``)."""
-
-    def __init__(self, base_url: str, timeout_s: float, alive: Callable[[], bool] | None = None) -> None:
-        self.base_url = base_url
-        self.timeout_s = timeout_s
-        self.alive = alive or (lambda: True)
-        self.model: str | None = None
-
-    def _open(self, req: urllib.request.Request, what: str, timeout: float | None = None) -> dict:
-        try:
-            with urllib.request.urlopen(req, timeout=timeout or self.timeout_s) as resp:
-                return json.loads(resp.read())  # json accepts NaN / Infinity: those are checked, not refused
-        except urllib.error.HTTPError as exc:
-            detail = " ".join(exc.read().decode(errors="replace").split())[:300]
-            raise SideFailed(f"{self.base_url} answered HTTP {exc.code} to {what}: {detail}") from None
-        except (OSError, ValueError) as exc:
-            gone = "" if self.alive() else " (the server process has exited)"
-            reason = getattr(exc, "reason", exc)
-            raise SideFailed(f"{self.base_url} did not answer {what}{gone}: {reason}") from None
-
-    def get(self, path: str, timeout: float = 10.0) -> dict:
-        return self._open(urllib.request.Request(self.base_url + path), f"GET {path}", timeout)
-
-    def completion(self, prompt: str, **params) -> dict:
-        body = {"model": self.model, "prompt": prompt, "ignore_eos": True, "return_token_ids": True,
-                "return_tokens_as_token_ids": True, **params}
-        req = urllib.request.Request(self.base_url + "/v1/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"}, method="POST")
-        return self._open(req, "POST /v1/completions")
+def side_client(url: str, timeout_s: float, alive: Callable[[], bool] | None = None) -> Client:
+    """The client of one side: :data:`REQUEST_DEFAULTS` in every completion; the model is set by :func:`collect`."""
+    return Client(url, timeout_s=timeout_s, alive=alive, defaults=REQUEST_DEFAULTS)
 
 
 def _ids(choice: dict) -> list[int]:
@@ -113,11 +72,7 @@ def new_side(label: str, url: str) -> dict:
 
 def collect(side: dict, client: Client, spec: VerifySpec, progress: Callable[[str], None] = lambda _m: None) -> dict:
     """Send the whole request set to one server, filling ``side`` as answers arrive."""
-    models = client.get("/v1/models")
-    try:
-        entry = models["data"][0]
-    except (KeyError, IndexError, TypeError):
-        raise SideFailed(f"{client.base_url}/v1/models lists no model") from None
+    entry = client.first_model()
     client.model = side["model"] = entry["id"]
     if spec.vocab_size:
         side["vocab_size"], side["vocab_source"] = spec.vocab_size, "--vocab-size"

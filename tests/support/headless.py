@@ -1,4 +1,4 @@
-"""Drive a headless Chromium through the DevTools protocol (tests, the benchmark, screenshots).
+"""Drive a headless Chromium through the DevTools protocol (the HTML tests, bench/bench_html.py, screenshots).
 
 No playwright, no browser download: the system's ``chromium`` (Debian:
 ``apt-get install -y chromium``) started with ``--remote-debugging-port=0``,
@@ -272,7 +272,7 @@ def screenshot(page_path: str | Path, out: str | Path, *, width: int = 1400, hei
         return page.errors()
 
 
-if __name__ == "__main__":  # python -m expo_prof.html.headless PAGE.html OUT.png [--full] [--before JS]
+if __name__ == "__main__":  # python tests/support/headless.py PAGE.html OUT.png [--full] [--before JS]
     import argparse
     import sys
 

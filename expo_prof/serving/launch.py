@@ -1,9 +1,10 @@
-"""Launch, wait for, talk to and stop a vLLM OpenAI-compatible server subprocess.
+"""Launch, wait for and stop a vLLM OpenAI-compatible server subprocess.
 
-Used by ``expo-prof demo`` (and later ``record``) and by the end-to-end tests.
-Stdlib only (``subprocess``, ``urllib``, ``/proc``), so ``expo_prof`` stays
-importable without torch or vLLM; vLLM itself only has to exist in the Python
-that runs the server.
+Used by ``record`` (and through it ``demo``, ``ab`` and ``verify``) and by the
+end-to-end tests; what is said to the server over HTTP goes through
+:mod:`expo_prof.serving.client`. Stdlib only (``subprocess``, ``socket``,
+``/proc``), so ``expo_prof`` stays importable without torch or vLLM; vLLM
+itself only has to exist in the Python that runs the server.
 
 The server runs in its own session / process group (``start_new_session``), so
 stopping it signals every process vLLM started (API server, engine core,
@@ -14,20 +15,17 @@ a check through ``/proc`` that nothing of it is left.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from expo_prof.errors import EXIT_RUN_FAILED, ExpoProfError
+from expo_prof.serving.client import COMPLETIONS, Client, ServerError
 
 #: Environment every server gets unless the caller overrides it.
 #: * VLLM_CPU_KVCACHE_SPACE: vLLM CPU otherwise sizes the KV cache from free
@@ -48,14 +46,13 @@ DEFAULT_ENV: dict[str, str] = {
 }
 
 
-class ServerFailed(ExpoProfError):
-    """The vLLM server could not be started, answered badly, or died.
+class ServerFailed(ServerError):
+    """The vLLM server could not be started, was not ready in time, or died (exit 3).
 
     ``cause`` says which, for callers that word it their own way: ``"exited"``
     (the process ended), ``"timeout"`` (not ready in time) or ``"other"``.
+    A request it refused is the client's :class:`~expo_prof.serving.client.ServerError`.
     """
-
-    exit_code = EXIT_RUN_FAILED
 
     def __init__(self, message: str, *, cause: str = "other") -> None:
         super().__init__(message)
@@ -334,15 +331,10 @@ class VllmServer:
             self._remember_children()
             if self.proc.poll() is not None:
                 raise self._died("exited during startup", "exited")
-            try:
-                if self._get("/health", timeout=2.0)[0] == 200:
-                    status, body = self._get("/v1/models", timeout=5.0)
-                    if status == 200:
-                        data = json.loads(body)["data"]
-                        self.model_id = data[0]["id"]
-                        return self.model_id
-            except (OSError, ValueError, KeyError, IndexError):
-                pass  # not listening yet / half up
+            model_id = self.client.ready()
+            if model_id is not None:
+                self.model_id = model_id
+                return model_id
             elapsed = time.monotonic() - t0
             if elapsed > limit:
                 if stop_on_timeout:
@@ -396,37 +388,25 @@ class VllmServer:
 
     # ----------------------------------------------------------------- HTTP
 
-    def _get(self, path: str, timeout: float) -> tuple[int, bytes]:
-        try:
-            with urllib.request.urlopen(self.base_url + path, timeout=timeout) as resp:
-                return resp.status, resp.read()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read()
+    def alive(self) -> bool:
+        """Whether the server's main process still runs."""
+        return self.proc is not None and self.proc.poll() is None
 
-    def post(self, path: str, body: dict, timeout: float = 120.0) -> dict:
-        """POST JSON, return the decoded JSON answer; a non-200 answer is a :class:`ServerFailed`."""
-        req = urllib.request.Request(
-            self.base_url + path,
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                return json.loads(resp.read())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:500]
-            raise ServerFailed(f"vLLM server answered {exc.code} to POST {path}: {detail}") from exc
-        except (OSError, ValueError) as exc:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise self._died(f"died during POST {path}") from exc
-            raise ServerFailed(f"POST {path} to the vLLM server failed: {exc}") from exc
+    @property
+    def client(self) -> Client:
+        """The HTTP client of this server (at :attr:`base_url`, which ``record`` may set after construction)."""
+        return Client(self.base_url, alive=self.alive, model=self.model_id or self.model)
 
     def completion(self, prompt: str, **params) -> dict:
         """``/v1/completions`` for the served model; ``params`` go into the request body.
 
         Returns the whole answer; ``choices[i]["token_ids"]`` holds the
-        generated token ids when ``return_token_ids=True`` is passed.
+        generated token ids when ``return_token_ids=True`` is passed. A server
+        that died meanwhile is a :class:`ServerFailed` quoting its log.
         """
-        body = {"model": self.model_id or self.model, "prompt": prompt, **params}
-        return self.post("/v1/completions", body)
+        try:
+            return self.client.completion(prompt, **params)
+        except ServerError as exc:
+            if exc.status is None and self.proc is not None and not self.alive():
+                raise self._died(f"died during POST {COMPLETIONS}") from exc
+            raise

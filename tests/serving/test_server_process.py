@@ -1,4 +1,4 @@
-"""expo_prof.server: startup failures are clear, shutdown leaves no process behind.
+"""expo_prof.serving.launch: startup failures are clear, shutdown leaves no process behind.
 
 Shutdown is exercised with real processes that resist it (ignore SIGINT and
 SIGTERM, escape the process group); startup failure with a real vLLM that
@@ -16,7 +16,7 @@ import time
 import pytest
 
 from expo_prof.errors import EXIT_RUN_FAILED
-from expo_prof.server import ServerFailed, VllmServer, free_port, live_processes, server_env, vllm_argv
+from expo_prof.serving.launch import ServerFailed, VllmServer, free_port, live_processes, server_env, vllm_argv
 
 # A "server" that never serves: it ignores SIGINT/SIGTERM, starts a child that
 # does the same, and a grandchild that leaves the process group with setsid().
@@ -91,6 +91,26 @@ def test_early_exit_is_reported_with_the_log_tail(tmp_path):
         with srv:
             pass
     assert time.monotonic() - t0 < 30
+
+
+def test_ready_server_answers_and_a_dead_one_is_named_with_its_log(tmp_path):
+    """GIVEN the STAND-IN OpenAI server (tests/support/openai_standin.py) launched as the server's command, its
+    /health answering 503 for its first second WHEN waited for THEN ready with its model id, and a greedy
+    completion answers; GIVEN the process then killed WHEN asked again THEN ServerFailed says it died, with the
+    log path."""
+    import signal
+
+    import support.openai_standin as standin  # type: ignore[import-not-found]  (tests/ is on sys.path)
+
+    port = free_port()
+    argv = [sys.executable, standin.__file__, "--port", str(port), "--ready-after", "1"]
+    with VllmServer("unused", argv=argv, port=port, log_path=tmp_path / "log", startup_timeout=60) as srv:
+        assert srv.model_id == standin.MODEL
+        assert srv.completion("hi", max_tokens=2, temperature=0.0)["choices"][0]["token_ids"] == [0, 0]
+        os.killpg(srv.pid, signal.SIGKILL)
+        srv.proc.wait(timeout=10)
+        with pytest.raises(ServerFailed, match=r"died during POST /v1/completions \(exit code -9\); log "):
+            srv.completion("hi", max_tokens=1)
 
 
 def test_env_defaults_overrides_and_removal():

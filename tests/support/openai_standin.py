@@ -1,0 +1,207 @@
+"""A STAND-IN for vLLM's OpenAI-compatible server (not vLLM): the endpoints expo-prof talks to, with known answers.
+
+For the tests of ``expo_prof.serving`` (client, load generator, launch) and of ``verify``'s URL mode on a machine
+without a vLLM server. It is a real HTTP server on 127.0.0.1 (stdlib ``http.server``, one thread per request), in
+the test's process (:class:`StandIn`) or as a process of its own (``python openai_standin.py --port N``, what
+``VllmServer(argv=...)`` launches).
+
+Its "model" (:data:`MODEL`) has a vocabulary of ``len(PROBS)`` tokens and the same next-token distribution
+:data:`PROBS` at every position, whatever the prompt. Completions honour ``temperature`` (0: greedy), ``min_p``,
+``top_k`` and ``top_p`` in vLLM's order, ``n``, ``max_tokens``, ``seed`` and ``logprobs`` (each sampled token's
+logprob after processing; position 1's unprocessed top logprobs as ``token_id:N`` keys), and ``stream`` (one
+server-sent event per token, then a usage chunk and ``[DONE]``). An unseeded request draws from the stand-in's
+request counter, so two stand-ins sent the same requests give the same samples, in whatever order they came.
+
+Faults, for the error paths: ``refuse={path: (status, body)}`` answers that path with that refusal,
+``fail_after=N`` refuses every completion after the N-th with HTTP 500, ``ignore_top_k`` samples as if top-k
+were not asked (a broken sampler), ``ready_after_s`` answers ``/health`` 503 until then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import random
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODEL = "standin-model"
+#: The next-token distribution at every position (token id = index): 8 tokens, so that verify's top-k 5 cuts.
+PROBS = (0.3, 0.2, 0.15, 0.1, 0.08, 0.07, 0.06, 0.04)
+#: The text of token ``i`` (what a completion's ``text`` holds).
+WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
+#: Seconds between two streamed tokens (so that time to first token and inter-token latencies are not 0).
+STREAM_GAP_S = 0.005
+
+
+def processed(params: dict) -> list[float]:
+    """The sampling distribution a request asks for: temperature, then min-p, top-k, top-p (vLLM's order)."""
+    t = float(params.get("temperature", 1.0))
+    if t == 0:
+        best = max(range(len(PROBS)), key=PROBS.__getitem__)
+        return [1.0 if i == best else 0.0 for i in range(len(PROBS))]
+    w = [p ** (1 / t) for p in PROBS]
+    p = [x / sum(w) for x in w]
+    keep = set(range(len(p)))
+    if params.get("min_p") is not None:
+        keep = {i for i in keep if p[i] >= float(params["min_p"]) * max(p)}
+    if params.get("top_k") is not None and not params.get("_ignore_top_k"):
+        keep = set(sorted(keep, key=lambda i: -p[i])[: int(params["top_k"])])
+    if params.get("top_p") is not None:
+        mass, cum, nucleus = sum(p[i] for i in keep), 0.0, set()
+        for i in sorted(keep, key=lambda i: -p[i]):
+            if cum / mass >= float(params["top_p"]):
+                break
+            nucleus.add(i)
+            cum += p[i]
+        keep = nucleus
+    total = sum(p[i] for i in keep)
+    return [p[i] / total if i in keep else 0.0 for i in range(len(p))]
+
+
+class StandIn:
+    """The stand-in server on a free port of 127.0.0.1 in this process; use as a context manager.
+
+    ``requests`` lists ``(method, path, body)`` of every request, in arrival order.
+    """
+
+    def __init__(self, *, refuse: dict[str, tuple[int, str]] | None = None, fail_after: int | None = None,
+                 ignore_top_k: bool = False, ready_after_s: float = 0.0, port: int = 0,
+                 max_model_len: int | None = 256) -> None:
+        self.refuse = dict(refuse or {})
+        self.fail_after = fail_after
+        self.ignore_top_k = ignore_top_k
+        self.max_model_len = max_model_len
+        self.requests: list[tuple[str, str, dict | None]] = []
+        self._completions = 0
+        self._draws = itertools.count()
+        self._lock = threading.Lock()
+        self._ready_at = time.monotonic() + ready_after_s
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
+        self.httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> StandIn:
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def paths(self, method: str | None = None) -> list[str]:
+        """The paths asked so far (of ``method`` only, when given)."""
+        return [p for m, p, _ in self.requests if method in (None, m)]
+
+    # ------------------------------------------------------------------ answers
+
+    def _handler(self):
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # quiet: the test's output is the assertions
+                pass
+
+            def _answer(self, status: int, payload: object, content_type: str = "application/json") -> None:
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _dispatch(self, method: str) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                body = json.loads(raw) if raw else None
+                with standin._lock:
+                    standin.requests.append((method, self.path, body))
+                if self.path in standin.refuse:
+                    status, text = standin.refuse[self.path]
+                    return self._answer(status, text.encode(), "text/plain")
+                route = {("GET", "/health"): standin._health, ("GET", "/v1/models"): standin._models,
+                         ("POST", "/tokenize"): standin._tokenize, ("POST", "/v1/completions"): standin._completion,
+                         ("POST", "/start_profile"): standin._profile, ("POST", "/stop_profile"): standin._profile}
+                fn = route.get((method, self.path))
+                if fn is None:
+                    return self._answer(404, {"detail": "Not Found"})
+                fn(self, body or {})
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                self._dispatch("GET")
+
+            def do_POST(self) -> None:  # noqa: N802
+                self._dispatch("POST")
+
+        return Handler
+
+    def _health(self, h, _body: dict) -> None:
+        h._answer(200 if time.monotonic() >= self._ready_at else 503, b"", "text/plain")
+
+    def _models(self, h, _body: dict) -> None:
+        h._answer(200, {"object": "list", "data": [{"id": MODEL, "object": "model", "root": None,
+                                                    "max_model_len": self.max_model_len}]})
+
+    def _tokenize(self, h, body: dict) -> None:
+        words = str(body.get("prompt", "")).split()
+        h._answer(200, {"tokens": [WORDS.index(w) if w in WORDS else len(w) % len(WORDS) for w in words],
+                        "count": len(words)})
+
+    def _profile(self, h, _body: dict) -> None:
+        h._answer(200, b"", "text/plain")
+
+    def _completion(self, h, body: dict) -> None:
+        with self._lock:
+            self._completions += 1
+            failing = self.fail_after is not None and self._completions > self.fail_after
+            draw = next(self._draws)
+        if failing:
+            return h._answer(500, b"engine core died", "text/plain")
+        params = {**body, "_ignore_top_k": self.ignore_top_k}
+        probs = processed(params)
+        unprocessed = processed({"temperature": 1.0})
+        rng = random.Random(body["seed"] if body.get("seed") is not None else draw)
+        n, max_tokens = int(body.get("n", 1)), int(body.get("max_tokens", 16))
+        choices = []
+        for i in range(n):
+            ids = rng.choices(range(len(PROBS)), weights=probs, k=max_tokens)
+            choice = {"index": i, "text": " ".join(WORDS[t] for t in ids), "token_ids": ids, "finish_reason": "length"}
+            if body.get("logprobs") is not None:
+                top = {f"token_id:{t}": math.log(p) for t, p in enumerate(unprocessed)}
+                choice["logprobs"] = {"tokens": [f"token_id:{t}" for t in ids],
+                                      "token_logprobs": [math.log(probs[t]) for t in ids],
+                                      "top_logprobs": [top] + [None] * (max_tokens - 1)}
+            choices.append(choice)
+        usage = {"prompt_tokens": len(body.get("prompt") or []), "completion_tokens": n * max_tokens}
+        if not body.get("stream"):
+            return h._answer(200, {"id": f"cmpl-{draw}", "object": "text_completion", "model": MODEL,
+                                   "choices": choices, "usage": usage})
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.end_headers()  # no length: the stream ends when the connection closes (HTTP/1.0)
+        for t in choices[0]["token_ids"]:
+            time.sleep(STREAM_GAP_S)
+            chunk = {"choices": [{"index": 0, "text": " " + WORDS[t]}], "usage": None}
+            h.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            h.wfile.flush()
+        if (body.get("stream_options") or {}).get("include_usage"):
+            h.wfile.write(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n")
+        h.wfile.write(b"data: [DONE]\n\n")
+
+
+def main() -> None:
+    """Serve until killed (``--port``; ``--ready-after`` seconds of 503 on /health first)."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--ready-after", type=float, default=0.0)
+    a = ap.parse_args()
+    StandIn(port=a.port, ready_after_s=a.ready_after).httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
