@@ -106,7 +106,7 @@ def main() -> None:
     print(f"{'configuration':<24} {'ns/step (median round)':>24} {'min':>8} {'max':>8} {'vs no tool':>11}")
     for k, v in per.items():
         m = statistics.median(v)
-        print(f"{k:<24} {m:>24.0f} {min(v):>8.0f} {max(v):>8.0f} {m - base:>+10.0f}ns")
+        print(f"{k:<24} {m:>24.0f} {min(v):>8.0f} {max(v):>8.0f} {m - base:>+9.0f} ns")
 
 
 if __name__ == "__main__":

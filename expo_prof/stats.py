@@ -1,7 +1,7 @@
 """Statistics for a handful of noisy benchmark runs per side (numpy and math only).
 
 * Student t distribution: CDF from the regularised incomplete beta function
-  (continued fraction, Numerical Recipes §6.4), quantiles by safeguarded
+  (:func:`expo_prof.special.betainc`), quantiles by safeguarded
   Newton iteration. Accurate to ~1e-12, fractional degrees of freedom allowed
   (Welch). scipy is *not* a run-time dependency; the tests check these
   functions against it.
@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from expo_prof.special import betainc
+
 #: Up to this many arrangements a permutation test enumerates them all.
 EXACT_LIMIT = 65_536
 #: Monte Carlo resamples beyond EXACT_LIMIT (seeded: the same data give the same p).
@@ -35,46 +37,6 @@ _TIE_EPS = np.finfo(float).eps * 100
 
 
 # --------------------------------------------------------------------------- t distribution
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 1000):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-16:
-            break
-    return h
-
-
-def betainc(a: float, b: float, x: float) -> float:
-    """Regularised incomplete beta function I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    lbt = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    bt = math.exp(lbt)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return bt * _betacf(a, b, x) / a
-    return 1.0 - bt * _betacf(b, a, 1.0 - x) / b
 
 
 def t_sf(t: float, df: float) -> float:

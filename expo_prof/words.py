@@ -1,5 +1,5 @@
-"""Words for people: counts with the right plural, what a forward figure measures, and the verdict's words.
-Shared by every layer (like errors.py)."""
+"""Words for people: counts with the right plural, durations, what a forward figure measures, and the verdict's
+words. Shared by every layer (like errors.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,24 @@ from collections.abc import Iterable
 def plural(n: int, word: str, many: str | None = None) -> str:
     """``1 run``, ``2 runs``, ``0 runs`` (``many`` for an irregular plural: ``plural(2, "ms", "ms")``)."""
     return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def fmt_ns(ns: float | None, *, signed: bool = False) -> str:
+    """A duration of ``ns`` nanoseconds for people — the one formatter of every output (tables, headlines,
+    statements, the pages' Python side): ``812 ns``, ``12.3 µs``, ``4.56 ms``, ``1.234 s`` (the pages' own
+    ``Expo.fmtNs`` in static/common.js prints the same); ``–`` when not measured. ``signed``: a change, with its
+    sign (``+52.4 µs``, ``-1.73 ms``)."""
+    if ns is None:
+        return "–"
+    sign = "+" if signed else ""
+    a = abs(ns)
+    if a < 1_000:
+        return f"{ns:{sign}.0f} ns"
+    if a < 1_000_000:
+        return f"{ns / 1e3:{sign}.1f} µs"
+    if a < 1_000_000_000:
+        return f"{ns / 1e6:{sign}.2f} ms"
+    return f"{ns / 1e9:{sign}.3f} s"
 
 
 #: The verdict's words, the same wherever a saving or an A/B change is judged (compare, ab, switchback).

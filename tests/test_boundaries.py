@@ -77,7 +77,7 @@ def test_overlay_imports_without_offline_libraries_or_torch():
 
 # ------------------------------------------------------------------------------------------------ layering
 #: Which package (or top-level module) of expo_prof may import which — the one path from paths to pages:
-#: readers → timeline; analysis → timeline; runs / pipeline → readers, analysis; html / report / abtest →
+#: readers → timeline; analysis → timeline; runs / pipeline → readers, analysis; html / terminal / abtest →
 #: pipeline; record → pipeline, runs, serving; cli → everything. Any package may import the root (``__version__``).
 LAYERS: dict[str, set[str] | None] = {
     "timeline": set(),
@@ -86,12 +86,13 @@ LAYERS: dict[str, set[str] | None] = {
     "output": set(),
     "console": set(),
     "stats": set(),
+    "special": set(),
     "clocks": {"timeline"},
     "readers": {"timeline", "errors"},
     "analysis": {"timeline", "clocks", "errors"},
     "runs": {"timeline", "clocks", "errors"},
     "pipeline": {"readers", "analysis", "runs", "timeline", "errors"},
-    "report": {"pipeline", "analysis", "console", "errors"},
+    "terminal": {"pipeline", "analysis", "console", "errors"},
     "html": {"pipeline", "analysis", "timeline", "clocks", "errors"},
     "export": {"pipeline", "readers", "analysis", "timeline", "clocks", "errors", "html"},
     "abtest": {"pipeline", "runs", "errors"},
@@ -99,7 +100,7 @@ LAYERS: dict[str, set[str] | None] = {
     "record": {"pipeline", "readers", "runs", "serving", "console", "errors"},
     # launching, the one HTTP client, the load generator and the tiny model: nothing of the analysis side.
     "serving": {"errors"},
-    "verify": {"abtest", "record", "serving", "errors"},
+    "verify": {"record", "serving", "errors"},
     "__init__": {"pipeline"},
     "__main__": {"cli"},
     "cli": None,  # the commands put everything together
@@ -131,8 +132,9 @@ def _imports_by_package() -> dict[str, set[str]]:
     return out
 
 
-#: Leaf modules every layer may use: the error types, the words for people and the statistics (numpy only).
-BASE = {"errors", "words", "stats"}
+#: Leaf modules every layer may use: the error types, the words for people, the statistics (numpy only) and
+#: their special functions (math only).
+BASE = {"errors", "words", "stats", "special"}
 
 
 def test_every_package_imports_only_what_its_layer_allows():

@@ -50,7 +50,7 @@ import msgspec
 import numpy as np
 
 from expo_prof import stats
-from expo_prof.words import ENABLE, INCONCLUSIVE, KEEP_OFF, NO_DIFFERENCE, plural
+from expo_prof.words import ENABLE, INCONCLUSIVE, KEEP_OFF, NO_DIFFERENCE, fmt_ns, plural
 
 CONFIDENCE = 0.95
 ALPHA = 0.05
@@ -224,16 +224,12 @@ def _shape_key(reqs: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     return (_f(reqs) << 32) | (_f(tokens) & 0xFFFFFFFF)
 
 
-def _us(ns: float) -> str:
-    return f"{ns / 1e3:,.1f} µs"
-
-
 def _ci_text(iv: Interval, sign: int = 1) -> str:
     """`` (95% CI lo to hi)`` of ``sign`` · the interval (empty without one)."""
     if iv.ci_ns is None:
         return ""
     lo, hi = sorted(sign * c for c in iv.ci_ns)
-    return f" (95% CI {_us(lo)} to {_us(hi)})"
+    return f" (95% CI {fmt_ns(lo)} to {fmt_ns(hi)})"
 
 
 def in_window(t0_ns: np.ndarray, wall_minus_mono_ns: int | None, window_ns: list[int] | None) -> np.ndarray:
@@ -347,7 +343,7 @@ def _statement(decision: str, saving: Interval | None, tok: float | None, tok_ci
     if saving is None:
         return "inconclusive: no pair of switchback blocks ran a batch shape in common"
     sign = 1 if saving.mean_ns >= 0 else -1
-    what = f"{'saves' if sign > 0 else 'costs'} {_us(sign * saving.mean_ns)} per step{_ci_text(saving, sign)}"
+    what = f"{'saves' if sign > 0 else 'costs'} {fmt_ns(sign * saving.mean_ns)} per step{_ci_text(saving, sign)}"
     if tok is not None:
         what += f", output tok/s {tok:+.2f}%"
         if tok_ci is not None:
@@ -359,9 +355,9 @@ def _statement(decision: str, saving: Interval | None, tok: float | None, tok_ci
         base += (f"; about {needed} steps would settle a saving this size" if needed is not None
                  else "; a saving this small would take more than 1000 block pairs to settle")
     if fwd is not None:
-        base += f"; the forward is {_us(abs(fwd.mean_ns))} {'slower' if fwd.mean_ns >= 0 else 'faster'} beside the lane"
+        base += f"; the forward is {fmt_ns(abs(fwd.mean_ns))} {'slower' if fwd.mean_ns >= 0 else 'faster'} beside the lane"
     if wait_on is not None:
-        base += f", the sampler waits {_us(wait_on)} for q"
+        base += f", the sampler waits {fmt_ns(wait_on)} for q"
     return base
 
 
@@ -418,9 +414,9 @@ def natural_experiment(cols: Mapping[str, np.ndarray], *, rank: int, window: np.
     slow = Interval(mean_ns=est, ci_ns=ci, t_p=None, permutation_p=None,
                     significant=None if ci is None else not (ci[0] <= 0.0 <= ci[1]))
     f_wo, f_w = float(sum_wo / wt.sum()), float(sum_w / wt.sum())
-    statement = (f"forward without the lane {_us(f_wo)} per step ({plural(n_wo, 'step')}: {basis}), with it "
-                 f"{_us(f_w)} ({plural(n_w, 'step')}), matched by batch shape: "
-                 f"{_us(abs(est))} {'slower' if est >= 0 else 'faster'} beside the draw{_ci_text(slow)}")
+    statement = (f"forward without the lane {fmt_ns(f_wo)} per step ({plural(n_wo, 'step')}: {basis}), with it "
+                 f"{fmt_ns(f_w)} ({plural(n_w, 'step')}), matched by batch shape: "
+                 f"{fmt_ns(abs(est))} {'slower' if est >= 0 else 'faster'} beside the draw{_ci_text(slow)}")
     return Natural(rank=rank, without_steps=n_wo, with_steps=n_w, forward_without_ns=f_wo, forward_with_ns=f_w,
                    slowdown=slow, basis=basis, statement=statement)
 

@@ -52,7 +52,7 @@ def command(settings, switchback, block_steps, repeat, out, traces_dir, profiler
     server each time) into one session directory; the runs are paired in
     the order they ran, so drift of the machine hits both sides alike.
     """
-    from expo_prof.abtest import inputs
+    from expo_prof.abtest.inputs.loader import load
     from expo_prof.record.command import parse_target
     from expo_prof.cli.run_summary import after_run
     from expo_prof.runs.layout import new_dir, short_name
@@ -92,7 +92,7 @@ def command(settings, switchback, block_steps, repeat, out, traces_dir, profiler
         console.file = saved
     if switchback:
         return switchback_comparison(top, kw, settings)
-    loaded = inputs.load([top], [], paired=pairing(kw))
+    loaded = load([top], [], paired=pairing(kw))
     return run_comparison(loaded, kw, settings, [top])
 
 

@@ -104,7 +104,7 @@ def command(settings, paths: tuple[Path, ...], op: str | None, source: str, max_
     show_notes(settings, result.warnings, result.info)
 
     from expo_prof.html import HtmlReporter
-    from expo_prof.report import JsonReporter, TableReporter
+    from expo_prof.terminal import JsonReporter, TableReporter
 
     reporter = {"text": TableReporter(top=top), "json": JsonReporter(), "html": HtmlReporter(label="analysis")}[fmt]
     write_report(reporter, result.document, output)

@@ -49,35 +49,35 @@ def check_out(output: Path | None, inputs: list[Path], fmt: str) -> None:
     check_target(output, inputs, {"json": COMPARE_JSON, "html": COMPARE_PAGE, "text": COMPARE_TEXT}[fmt], "-o")
 
 
-def report(result, *, fmt: str, output: Path | None, all_metrics: bool) -> None:
+def write_result(result, *, fmt: str, output: Path | None, all_metrics: bool) -> None:
     """The tables, the JSON document or the page, on stdout or in ``output``."""
     import io
 
-    from expo_prof.abtest import report_json, report_table
+    from expo_prof.abtest.reporters import json_reporter, tables
     from expo_prof.console import console
     from expo_prof.output import write
 
     if fmt == "html":
-        from expo_prof.abtest import report_html
+        from expo_prof.abtest.reporters import html_section
 
         try:
-            report_html.write_page(result, output)
+            html_section.write_page(result, output)
         except OSError as exc:
             raise BadInput(f"-o {output}: cannot write ({exc.strerror or exc})") from None
         return
     if output is None:
         if fmt == "json":
-            report_json.write(result, sys.stdout)
+            json_reporter.write(result, sys.stdout)
         else:  # --quiet still prints results (it silences progress and notes)
-            report_table.render(result, console, all_metrics=all_metrics)
+            tables.render(result, console, all_metrics=all_metrics)
         return
     if fmt == "json":
-        write(output, report_json.encode(result))
+        write(output, json_reporter.encode(result))
     else:
         from rich.console import Console
 
         buf = io.StringIO()
-        report_table.render(result, Console(file=buf, width=100, highlight=False), all_metrics=all_metrics)
+        tables.render(result, Console(file=buf, width=100, highlight=False), all_metrics=all_metrics)
         write(output, buf.getvalue())
 
 
@@ -89,7 +89,7 @@ def run_comparison(loaded, kw: dict, settings, inputs: list[Path]) -> int:
         loaded, alpha=kw["alpha"], primary=kw["primary"], drop_warmup=kw["drop_warmup"],
         drop_outliers=kw["drop_outliers"], allow_mismatch=kw["allow_mismatch"],
     )
-    report(result, fmt=kw["fmt"], output=kw["output"], all_metrics=kw["all_metrics"])
+    write_result(result, fmt=kw["fmt"], output=kw["output"], all_metrics=kw["all_metrics"])
     if kw["output"] is not None and not getattr(settings, "quiet", False):
         from expo_prof.console import console
 
@@ -128,7 +128,7 @@ def command(settings, paths, a_paths, b_paths, labels, **kw) -> int:
     Exit 0 whatever the verdict; 2 on unusable inputs (mismatched workloads,
     no common metric, a side mixing off and on runs, the same run twice).
     """
-    from expo_prof.abtest import inputs
+    from expo_prof.abtest.inputs.loader import load
 
     names = tuple(s.strip() for s in labels.split(","))
     if len(names) != 2 or not all(names) or names[0] == names[1]:
@@ -151,7 +151,7 @@ def command(settings, paths, a_paths, b_paths, labels, **kw) -> int:
     check_out(kw["output"], every, kw["fmt"])
     if not b_list and len(a_list) == 1 and is_switchback_run(a_list[0]):
         return switchback_comparison(a_list[0], kw, settings)
-    loaded = inputs.load(a_list, b_list, paired=pairing(kw), labels=names)
+    loaded = load(a_list, b_list, paired=pairing(kw), labels=names)
     return run_comparison(loaded, kw, settings, every)
 
 
@@ -174,7 +174,7 @@ def switchback_comparison(path: Path, kw: dict, settings) -> int:
     from expo_prof.console import console
     from expo_prof.output import write
     from expo_prof.pipeline import run
-    from expo_prof.report.saving import render_saving
+    from expo_prof.terminal.saving import render_saving
 
     if kw["fmt"] == "html":
         raise BadInput(f"{path}: a switchback run's page is the report's: `expo-prof report {path} -o PAGE.html`")

@@ -42,14 +42,14 @@ def command(settings, paths, output, op, source, max_bytes, jobs, ray, title) ->
     if not paths:
         raise click.UsageError("report needs a run directory, a session directory or trace PATHs")
     out_mod.check_target(output, list(paths), out_mod.PAGE)
-    from expo_prof.abtest.recordings import compare_recordings
+    from expo_prof.abtest.from_pipeline import compare_recordings
     from expo_prof.pipeline import run
 
     opts = options(op, source, max_bytes, jobs, ray, events=False)
     # The A/B section is compare's result on the same runs (the pipeline's per-run mechanism included).
     result = run(list(paths), opts)
     doc = report_document(list(paths), title=title, compare=compare_recordings(result), result=result)
-    from expo_prof.verify.report_section import add_to_page, find
+    from expo_prof.verify.html_section import add_to_page, find
 
     verified = find(list(paths))  # a verify.json beside the runs adds its section (docs/verify.md)
     n = out_mod.write(output, add_to_page(doc.text, verified))

@@ -30,7 +30,7 @@ def summarize(run_dir: Path, *, quiet: bool = False) -> object | None:
     """Analyse the run through the pipeline and save ``analysis.json`` next to it; returns the pipeline
     Result (None when the run traced nothing or the analysis failed, said in one line)."""
     from expo_prof.pipeline import run
-    from expo_prof.report import JsonReporter, TableReporter
+    from expo_prof.terminal import JsonReporter, TableReporter
 
     if not any(p.is_file() for sub in ("overlay", "profiler", "msprof") for p in (run_dir / sub).rglob("*")):
         # Overlay off and no profiler: nothing was traced, so there is nothing to analyse.

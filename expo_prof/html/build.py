@@ -84,7 +84,7 @@ def report_document(
     result: Result | None = None,
 ) -> Document:
     """The summary page of one or more recordings; ``compare`` (``expo-prof compare``'s result on the same runs,
-    :func:`expo_prof.abtest.recordings.compare_recordings`) becomes the A/B section."""
+    :func:`expo_prof.abtest.from_pipeline.compare_recordings`) becomes the A/B section."""
     from expo_prof.html import report_data, report_page
 
     if result is None:

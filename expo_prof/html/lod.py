@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from expo_prof.analysis import intervals as iv
+from expo_prof.words import fmt_ns
 
 #: Individual events drawn with names (all lanes together).
 DETAIL_BUDGET = 120_000
@@ -64,16 +65,8 @@ class Detail:
             f"{self.merged_events:,} merged into {len(self.busy_start):,} busy intervals"
         )
         if self.gap_closed_ns:
-            s += f" (gaps under {_fmt(self.gap_closed_ns)} closed)"
+            s += f" (gaps under {fmt_ns(self.gap_closed_ns)} closed)"
         return s
-
-
-def _fmt(ns: int) -> str:
-    if ns < 1_000:
-        return f"{ns} ns"
-    if ns < 1_000_000:
-        return f"{ns / 1e3:.3g} µs"
-    return f"{ns / 1e6:.3g} ms"
 
 
 def choose(

@@ -1,4 +1,4 @@
-"""The report page as a :class:`~expo_prof.report.base.Reporter`, beside the table and JSON reporters.
+"""The report page as a :class:`~expo_prof.terminal.base.Reporter`, beside the table and JSON reporters.
 
 ``HtmlReporter().render(result, file)`` writes the report page of one
 :class:`~expo_prof.analysis.model.AnalysisResult` (what ``analyze`` computed);

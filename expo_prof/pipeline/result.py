@@ -18,21 +18,7 @@ from expo_prof.analysis.model import AnalysisResult, Summary
 from expo_prof.analysis.switchback import Natural, Saving
 from expo_prof.pipeline.options import Options
 from expo_prof.runs.recordings import Recording
-from expo_prof.words import plural
-
-
-def fmt_ns(ns: float | None) -> str:
-    """Compact human duration (``812ns``, ``12.3µs``, ``4.56ms``, ``1.234s``); ``–`` when not measured."""
-    if ns is None:
-        return "–"
-    a = abs(ns)
-    if a < 1_000:
-        return f"{ns:.0f}ns"
-    if a < 1_000_000:
-        return f"{ns / 1e3:.1f}µs"
-    if a < 1_000_000_000:
-        return f"{ns / 1e6:.2f}ms"
-    return f"{ns / 1e9:.3f}s"
+from expo_prof.words import fmt_ns, plural
 
 
 def headline(summary: Summary | None) -> str:

@@ -3,5 +3,5 @@
 ``spec`` (the request set and budget) → ``collect`` (send it to one server
 through :mod:`expo_prof.serving.client`, keep every answer) → ``checks`` and
 ``chi2`` (pure functions over both sides) → ``run`` (orchestration through record's launch machinery, the verdict,
-``verify.json``) → ``tables`` / ``report_section`` (for people).
+``verify.json``) → ``tables`` (the terminal) / ``html_section`` (the report page), for people.
 """

@@ -5,7 +5,7 @@ string, or a list of accepted strings). A completion is correct when one
 reference, normalised (case, spaces, a trailing period), equals the answer in
 its last ``\\boxed{…}``, or otherwise occurs in its text. Requests are greedy.
 
-The difference on-minus-off comes with ``abtest``'s statistics
+The difference on-minus-off comes with the statistics ``compare`` uses
 (expo_prof/stats.py): Welch's t on the per-question scores gives the
 CI of one run per side (what a "84.90 → 85.36" comparison is), the paired t the
 CI on these same questions, and ``runs_needed_unpaired`` how many whole runs of

@@ -3,8 +3,8 @@
 numpy and math only (scipy is not a run-time dependency; the tests check
 these functions against it):
 
-* the regularised incomplete gamma function (series / continued fraction,
-  Numerical Recipes §6.2), hence the χ² survival function;
+* the χ² survival function, from the regularised upper incomplete gamma
+  function (:func:`expo_prof.special.gammainc_upper`);
 * the two-sample χ² test on a 2 × K table, with the categories whose expected
   count is below :data:`MIN_EXPECTED` pooled into one "rare" bin; where even
   the pooled table has small expected counts (or fewer than two bins are
@@ -22,46 +22,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from expo_prof.special import gammainc_upper
+
 #: A category with fewer expected counts (per side) than this is pooled into the rare bin.
 MIN_EXPECTED = 5.0
 #: Monte Carlo resamples of the permutation p-value (seeded: the same counts give the same p).
 PERM_RESAMPLES = 4000
 PERM_SEED = 20261201
-
-
-def gammainc_upper(a: float, x: float) -> float:
-    """Regularised upper incomplete gamma Q(a, x) = Γ(a, x) / Γ(a)."""
-    if x <= 0.0:
-        return 1.0
-    if math.isinf(x):
-        return 0.0
-    gln = math.lgamma(a)
-    if x < a + 1.0:  # series for P, then 1 - P
-        ap, s, d = a, 1.0 / a, 1.0 / a
-        for _ in range(10_000):
-            ap += 1.0
-            d *= x / ap
-            s += d
-            if abs(d) < abs(s) * 1e-16:
-                break
-        return max(0.0, 1.0 - s * math.exp(-x + a * math.log(x) - gln))
-    tiny = 1e-300  # continued fraction for Q (modified Lentz)
-    b = x + 1.0 - a
-    c, d = 1.0 / tiny, 1.0 / b
-    h = d
-    for i in range(1, 10_000):
-        an = -i * (i - a)
-        b += 2.0
-        d = an * d + b
-        d = tiny if abs(d) < tiny else d
-        c = b + an / c
-        c = tiny if abs(c) < tiny else c
-        d = 1.0 / d
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-16:
-            break
-    return min(1.0, math.exp(-x + a * math.log(x) - gln) * h)
 
 
 def chi2_sf(x: float, df: float) -> float:

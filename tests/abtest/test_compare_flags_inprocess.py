@@ -1,4 +1,4 @@
-"""``compare()`` in process: flags, marks, left-out runs and the sensitivity re-judgements (abtest/judge.py).
+"""``compare()`` in process: flags, marks, left-out runs and the sensitivity re-judgements (abtest/judging/judge.py).
 
 The CLI tests (test_paired_vs_unpaired.py, test_compare_inputs.py) run the
 real ``expo-prof compare`` in a subprocess; these call :func:`compare` on
@@ -19,9 +19,9 @@ import pytest
 import scipy.stats as ss
 
 from expo_prof import __version__
-from expo_prof.abtest.judge import compare
+from expo_prof.abtest.judging.judge import compare
 from expo_prof.abtest.model import ENABLE, NO_DIFFERENCE
-from expo_prof.abtest.runs import Loaded, Run, Side
+from expo_prof.abtest.inputs.sides import Loaded, Run, Side
 from expo_prof.errors import BadInput
 
 OFF = [880.0, 1000.0, 1006.0, 995.0, 1003.0, 998.0]

@@ -7,7 +7,7 @@ describe are flagged.
 
 from __future__ import annotations
 
-from expo_prof.abtest import flags
+from expo_prof.abtest.judging import flags
 from expo_prof.abtest.metrics import HIGHER, LOWER
 
 RUNS = ["r1", "r2", "r3", "r4"]

@@ -1,4 +1,4 @@
-"""Every field of one judged metric (abtest/judge.py ``metric_result``), checked against independent figures.
+"""Every field of one judged metric (abtest/judging/judge.py ``metric_result``), checked against independent figures.
 
 GIVEN small hand-made A/B run values (paired and unpaired, some runs lacking
 the metric), WHEN one metric is judged, THEN each field of the result equals
@@ -19,7 +19,7 @@ import pytest
 import scipy.stats as ss
 
 from expo_prof import stats
-from expo_prof.abtest.judge import metric_result
+from expo_prof.abtest.judging.judge import metric_result
 from expo_prof.abtest.metrics import METRICS
 from expo_prof.abtest.model import BETTER, MISSING, SAME, UNTESTABLE, WORSE
 

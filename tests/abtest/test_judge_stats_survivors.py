@@ -1,4 +1,4 @@
-"""Edges of abtest/judge.py and expo_prof/stats.py that mutation testing showed no other test pinned down.
+"""Edges of abtest/judging/judge.py and expo_prof/stats.py that mutation testing showed no other test pinned down.
 
 GIVEN runs built in memory (as ``compare`` gets them from the loaders) WHEN
 compared, THEN a flagged run on side A is left out only when asked, and each
@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from expo_prof.abtest.judge import compare
-from expo_prof.abtest.runs import Loaded, Run, Side
+from expo_prof.abtest.judging.judge import compare
+from expo_prof.abtest.inputs.sides import Loaded, Run, Side
 from expo_prof.stats import MAX_RUNS, _smallest_n, mad, modified_z, paired_t, welch_t
 
 

@@ -1,4 +1,4 @@
-"""The judging rules of abtest/judge.py on inputs that reach each branch, checked against scipy.
+"""The judging rules of abtest/judging/judge.py on inputs that reach each branch, checked against scipy.
 
 GIVEN run values built to sit on each side of a rule (the t-test and the
 permutation test disagreeing, too few arrangements, Monte Carlo permutation),
@@ -14,7 +14,7 @@ import pytest
 import scipy.stats as ss
 
 from expo_prof import stats
-from expo_prof.abtest.judge import metric_result
+from expo_prof.abtest.judging.judge import metric_result
 from expo_prof.abtest.metrics import METRICS
 from expo_prof.abtest.model import BETTER, SAME
 

@@ -24,7 +24,7 @@ from expo_prof.cli.main import main
 REPO = Path(__file__).resolve().parents[2]
 SESSION = REPO / "traces" / "samples" / "tiny-cpu-off-on"
 ON = SESSION / "02-on"
-HEADLINE = re.compile(r"^\d+ instances?, [\d.–]+ %? ?hidden; critical path \S+/step \((exposed ∪ wait|exposed)\)$")
+HEADLINE = re.compile(r"^\d+ instances?, [\d.–]+ %? ?hidden; critical path (–|-?[\d.]+ (ns|µs|ms|s))/step \((exposed ∪ wait|exposed)\)$")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

@@ -15,7 +15,7 @@ from collections import defaultdict
 import pytest
 
 from expo_prof.cli.main import main
-from expo_prof.report.base import fmt_ns
+from expo_prof.words import fmt_ns
 
 
 def _analyze(capsys, *args: str) -> str:

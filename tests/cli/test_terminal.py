@@ -16,7 +16,7 @@ import pexpect
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-HEADLINE = re.compile(r"\d+ instances?, [\d.]+ % hidden; critical path \S+/step")
+HEADLINE = re.compile(r"\d+ instances?, [\d.]+ % hidden; critical path (?:–|-?[\d.]+ (?:ns|µs|ms|s))/step")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 

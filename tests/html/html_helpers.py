@@ -55,18 +55,6 @@ def sample_runs() -> list[Path]:
     return sorted(p.parent for p in SAMPLES.rglob("manifest.json"))
 
 
-def fmt_ns(ns: float) -> str:
-    """Python twin of ``Expo.fmtNs`` (static/common.js): what the pages print for a duration."""
-    a = abs(ns)
-    if a < 1e3:
-        return f"{ns:.0f} ns"
-    if a < 1e6:
-        return f"{ns / 1e3:.1f} µs"
-    if a < 1e9:
-        return f"{ns / 1e6:.2f} ms"
-    return f"{ns / 1e9:.3f} s"
-
-
 def to_precision3(x: float) -> str:
     """Python twin of JavaScript's ``x.toPrecision(3)`` (what the report prints for a p-value)."""
     import math

@@ -13,10 +13,10 @@ import json
 from collections import defaultdict
 
 import pytest
-from html_helpers import fmt_ns  # type: ignore[import-not-found]
 
 from expo_prof.cli.main import main
 from expo_prof.html.build import report_document
+from expo_prof.words import fmt_ns  # the pages' Expo.fmtNs prints what the one Python formatter prints
 
 
 def _analyze_json(capsys, *args: str) -> dict:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from html_helpers import fmt_ns, page_data, require, to_precision3  # type: ignore[import-not-found]
+from html_helpers import page_data, require, to_precision3  # type: ignore[import-not-found]
 
 import msgspec
 
@@ -14,11 +14,12 @@ from expo_prof import readers
 from expo_prof.analysis import analyze
 from expo_prof.html.build import report_document
 from expo_prof.pipeline import run as pipeline_run
+from expo_prof.words import fmt_ns  # the pages' Expo.fmtNs prints what the one Python formatter prints
 
 
 def build(tmp_path: Path, *srcs: Path) -> tuple[Path, dict]:
     """The page as `expo-prof report` builds it: the pipeline once, compare's result as the A/B section."""
-    from expo_prof.abtest.recordings import compare_recordings
+    from expo_prof.abtest.from_pipeline import compare_recordings
 
     result = pipeline_run(list(srcs))
     doc = report_document(list(srcs), compare=compare_recordings(result), result=result)

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from html_helpers import fmt_ns, page_data, require, wait_for  # type: ignore[import-not-found]
+from html_helpers import page_data, require, wait_for  # type: ignore[import-not-found]
 
 from expo_prof.html.build import timeline_document
+from expo_prof.words import fmt_ns  # the pages' Expo.fmtNs prints what the one Python formatter prints
 
 RED = (214, 39, 40)
 GREEN = (44, 160, 44)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from expo_prof.abtest.runs import Side
+from expo_prof.abtest.inputs.sides import Side
 from expo_prof.errors import BadInput
 
 #: Lengths derived from averages (total tokens / requests) may differ this much (random datasets).

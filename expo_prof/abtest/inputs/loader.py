@@ -1,201 +1,28 @@
-"""Load the two sides of a comparison from whatever the user has.
+"""Both sides of a comparison from the command line's paths (the accepted inputs: :mod:`expo_prof.abtest.inputs`).
 
-Accepted for each side (several paths make a set):
-
-* a run directory (``manifest.json``; metrics from ``workload.json``, the
-  mechanism from ``analysis.json``);
-* a directory of run directories or of result files (a *set*);
-* a ``vllm bench serve --save-result`` JSON file, or JSON lines of them
-  (``--append-result``);
-* a CSV file or a JSON list of objects: one row per run, a column per metric.
-
-A single argument may hold both sides: a session directory of ``expo-prof
-ab`` / ``record --overlay both`` (its off and on runs, *paired* in run
-order), or a table with a ``side`` / ``overlay`` column.
-
-Which side is which comes from what the runs record, not from the argument
-order: run directories' manifests (``"overlay": "off"`` / ``"on"``) and a
-session's ``session.json``. Arguments given the other way round are swapped
-(with a note); a side mixing off and on runs, a run directory recording no
-usable state, a switchback run and the same run given twice are refused.
-Tables and result files record nothing: they keep the argument order.
+Sets of runs per side, one session directory (paired in run order), or one table split by its side column;
+then which side is which, from what the runs record (:func:`orient`), and the refusals: a side mixing off
+and on runs, a run recording no usable state, a switchback run, the same run given twice.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
-from expo_prof.abtest import tables
-from expo_prof.abtest.metrics import METRICS
-from expo_prof.abtest.runs import Loaded, Run, Side
-from expo_prof.errors import BadInput, ExpoProfError
+from expo_prof.abtest.inputs import table_rows
+from expo_prof.abtest.inputs.result_files import load_file
+from expo_prof.abtest.inputs.run_dirs import load_run_dir, read_json
+from expo_prof.abtest.inputs.sides import Loaded, Run, Side
+from expo_prof.errors import BadInput
 from expo_prof.runs.manifest import is_run_dir, is_session_dir, read_manifest, read_session
-from expo_prof.words import common_forward_source, forward_sources_by_rank
-#: Workload keys of a run directory's spec compared between runs.
-_SPEC_KEYS = (
-    "num_prompts", "input_len", "output_len", "range_ratio", "max_concurrency", "request_rate", "burstiness",
-    "temperature", "top_p", "top_k", "ignore_eos", "per_request_seed",
-)
+
 #: The overlay states that make a run one side of an A/B comparison (manifest "overlay").
 _STATES = ("off", "on")
 #: Manifest "overlay" of a run that alternates blocks of steps off and on inside one server: both states in one
 #: run, so neither side of an A/B comparison (``compare RUN`` alone is its analysis).
 SWITCHBACK = "switchback"
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BadInput(f"{path}: not readable JSON ({exc})") from None
-
-
-def _spec_workload(spec: dict | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k in _SPEC_KEYS:
-        if spec and spec.get(k) is not None:
-            v = spec[k]
-            out[k] = math.inf if v == "inf" else v
-    return out
-
-
-def mechanism_values(analysis: dict) -> tuple[dict[str, float], dict[str, Any]]:
-    """Per-step mechanism metrics (µs) from an ``analyze --json`` result, and facts about them."""
-    summary = analysis.get("summary") or {}
-    per_step = summary.get("per_step") or {}
-    values: dict[str, float] = {}
-    if not summary.get("steps"):
-        return values, {}
-    for key, name in (
-        ("critical_ns", "critical_us_per_step"),
-        ("exposed_ns", "exposed_exp_us_per_step"),
-        ("hidden_ns", "hidden_exp_us_per_step"),
-        ("total_ns", "exp_us_per_step"),
-        ("forward_ns", "forward_us_per_step"),
-        ("wait_ns", "wait_us_per_step"),
-    ):
-        d = per_step.get(key) or {}  # null: not measured in this run (unknown, not zero)
-        if d.get("n"):
-            values[name] = float(d["mean"]) / 1e3
-    ranks = analysis.get("ranks") or []
-    by_rank = [(r.get("rank"), r.get("forward_source")) for r in ranks if r.get("forward_source")]
-    info = {
-        "steps": summary.get("steps"),
-        "rule": ranks[0].get("rule") if ranks else None,
-        # The run's source ("mixed" when its ranks' differ; an analysis.json from before the summary-level key
-        # has it per rank only): never the first rank's alone, a mix is said.
-        "forward_source": summary.get("forward_source") or common_forward_source(s for _, s in by_rank),
-        "forward_by_rank": forward_sources_by_rank(by_rank) if len({s for _, s in by_rank}) > 1 else None,
-        "backend": ranks[0].get("backend") if ranks else None,
-    }
-    return values, info
-
-
-def run_mechanism(path: Path, warnings: list[str]) -> tuple[dict[str, float], dict[str, Any]]:
-    """The mechanism figures of a run directory, from the same pipeline every command uses (its traces and
-    overlay logs). A run whose traces are gone (or were never kept) falls back to its ``analysis.json``, the
-    pipeline's document saved by ``record``; a run that traced nothing has none."""
-    import msgspec
-
-    from expo_prof.pipeline import run
-
-    traced = any(d.is_dir() and any(d.iterdir()) for d in (path / "overlay", path / "profiler", path / "msprof"))
-    if traced:
-        try:
-            return mechanism_values(msgspec.to_builtins(run([path]).document))
-        except ExpoProfError as exc:
-            warnings.append(f"{path}: no mechanism figures ({exc})")
-            return {}, {}
-    saved = path / "analysis.json"
-    if saved.is_file():
-        return mechanism_values(_read_json(saved))
-    return {}, {}
-
-
-def load_run_dir(path: Path, warnings: list[str]) -> Run | None:
-    """One run directory; None (with a warning) when the run did not end ok."""
-    m = read_manifest(path)
-    manifest = m.raw
-    status = m.status
-    if status != "ok":
-        warnings.append(f"{path}: run status {status!r}; left out")
-        return None
-    workload_file = path / "workload.json"
-    wl = _read_json(workload_file) if workload_file.is_file() else {}
-    metrics = (wl.get("metrics") if isinstance(wl, dict) else None) or manifest.get("metrics") or {}
-    values = {k: float(v) for k, v in metrics.items() if k in METRICS and tables.number(v) is not None}
-    spec = (wl.get("spec") if isinstance(wl, dict) else None) or manifest.get("workload")
-    workload = _spec_workload(spec)
-    model = m.model
-    if model:
-        workload["model"] = model
-    info: dict[str, Any] = {"overlay": manifest.get("overlay"), "device": manifest.get("device")}
-    mech, facts = run_mechanism(path, warnings)
-    values.update(mech)
-    info.update(facts)
-    if not values:
-        warnings.append(f"{path}: no workload metrics and no analysis (recorded with --no-load?); left out")
-        return None
-    return Run(label=path.name, source=str(path), values=values, workload=workload,
-               started=manifest.get("started"), info=info, manifest=manifest)
-
-
-def _bench_run(data: dict, source: str, label: str) -> Run:
-    values = {k: float(tables.number(data[k])) for k in tables.known_metric_keys(data)}
-    workload: dict[str, Any] = {}
-    derived: set[str] = set()
-    if data.get("model_id"):
-        workload["model"] = Path(str(data["model_id"]).rstrip("/")).name
-    for k in ("num_prompts", "max_concurrency", "burstiness"):
-        if data.get(k) is not None:
-            workload[k] = data[k]
-    if data.get("request_rate") is not None:
-        workload["request_rate"] = math.inf if data["request_rate"] == "inf" else data["request_rate"]
-    done = tables.number(data.get("completed"))
-    if done:
-        for total, key in (("total_input_tokens", "input_len"), ("total_output_tokens", "output_len")):
-            t = tables.number(data.get(total))
-            if t is not None:
-                workload[key] = t / done
-                derived.add(key)
-    return Run(label=str(data.get("label") or label), source=source, values=values, workload=workload,
-               derived=derived, started=data.get("date"))
-
-
-def load_file(path: Path, warnings: list[str]) -> list[Run]:
-    """Runs of a result / table file (CSV, JSON object, JSON list, JSON lines)."""
-    suffix = path.suffix.lower()
-    if suffix == ".csv" or suffix == ".tsv":
-        return tables.rows_to_runs(tables.read_csv(path), str(path), warnings)
-    if suffix not in (".json", ".jsonl"):
-        raise BadInput(f"{path}: unknown input (expected a run directory, a .csv table or a .json / .jsonl result)")
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{path}: cannot read ({exc})") from None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        try:  # JSON lines (vllm bench serve --append-result)
-            data = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except ValueError as exc:
-            raise BadInput(f"{path}: not JSON or JSON lines ({exc})") from None
-    if isinstance(data, dict):
-        if data.get("schema_name") == "expo-prof.analyze":
-            raise BadInput(f"{path}: an analyze result, not a run; pass its run directory")
-        if not tables.known_metric_keys(data):
-            raise BadInput(f"{path}: no known metric (expected a vllm bench serve result with output_throughput …)")
-        return [_bench_run(data, str(path), path.stem)]
-    if isinstance(data, list) and data and all(isinstance(r, dict) for r in data):
-        if all(tables.known_metric_keys(r) and ("completed" in r or "model_id" in r) for r in data):
-            return [_bench_run(r, f"{path}#{i}", f"{path.stem}#{i}") for i, r in enumerate(data, 1)]
-        return tables.rows_to_runs(data, str(path), warnings)
-    raise BadInput(f"{path}: expected an object or a non-empty list of objects")
 
 
 def _sort_key(run: Run) -> tuple:
@@ -428,17 +255,17 @@ def _load_single(path: Path, warnings: list[str], labels: tuple[str, str]) -> Lo
         return load_session(path, warnings)
     if path.is_file() and path.suffix.lower() in (".csv", ".json", ".jsonl"):
         if path.suffix.lower() == ".csv":
-            rows = tables.read_csv(path)
+            rows = table_rows.read_csv(path)
         else:
-            data = _read_json(path)
+            data = read_json(path)
             rows = data if isinstance(data, list) and all(isinstance(r, dict) for r in data) else []
-        split = tables.split_by_side(rows, str(path)) if rows else None
+        split = table_rows.split_by_side(rows, str(path)) if rows else None
         if split:
             a_rows, b_rows, col = split
             if not a_rows or not b_rows:
                 raise BadInput(f"{path}: column {col!r} names only one side")
-            a = Side(labels[0], tables.rows_to_runs(a_rows, f"{path}[{labels[0]}]", warnings), [str(path)])
-            b = Side(labels[1], tables.rows_to_runs(b_rows, f"{path}[{labels[1]}]", warnings), [str(path)])
+            a = Side(labels[0], table_rows.rows_to_runs(a_rows, f"{path}[{labels[0]}]", warnings), [str(path)])
+            b = Side(labels[1], table_rows.rows_to_runs(b_rows, f"{path}[{labels[1]}]", warnings), [str(path)])
             return Loaded(a, b, None, f"one table split by its {col!r} column, analysed unpaired", warnings)
     raise BadInput(
         f"{path}: one input must be a session directory (expo-prof ab / record --overlay both) or a table "

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from expo_prof.abtest.metrics import DESCRIPTOR_COLUMNS, METRICS, canonical
-from expo_prof.abtest.runs import Run
+from expo_prof.abtest.inputs.sides import Run
 from expo_prof.errors import BadInput
 
 _NUM = re.compile(r"^\s*([-+]?(?:\d[\d,_]*)?\.?\d+(?:[eE][-+]?\d+)?)\s*[A-Za-zµ/%()]*\s*$")

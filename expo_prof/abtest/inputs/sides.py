@@ -14,7 +14,7 @@ class Run:
     label: str
     #: Where it came from (path, and row for tables).
     source: str
-    #: Metric name → value (known metrics only; see metrics.py).
+    #: Metric name → value (known metrics only; see expo_prof/abtest/metrics.py).
     values: dict[str, float]
     #: Workload descriptor (model, num_prompts, input_len …) for the mismatch check.
     workload: dict[str, Any] = field(default_factory=dict)
@@ -25,7 +25,7 @@ class Run:
     #: Facts about the run worth a footnote (forward_source, analysis rule …).
     info: dict[str, Any] = field(default_factory=dict)
     #: A run directory's manifest; None for table rows and result files, which carry none. The overlay state
-    #: it records decides the run's side (inputs.orient).
+    #: it records decides the run's side (loader.orient).
     manifest: dict[str, Any] | None = None
     #: What was read, whatever the spelling: (device, inode) of the run directory or file, and the row within
     #: it ("" for a whole file). Two runs with the same identity are one run given twice.

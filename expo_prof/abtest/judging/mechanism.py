@@ -18,9 +18,9 @@ The numbers are the per-run means over steps from each run's
 
 from __future__ import annotations
 
+from expo_prof.abtest.inputs.sides import Loaded
 from expo_prof.abtest.model import Mechanism, MetricResult
-from expo_prof.abtest.runs import Loaded
-from expo_prof.words import MIXED, common_forward_source, forward_label
+from expo_prof.words import MIXED, common_forward_source, fmt_ns, forward_label
 
 
 def forward_source(loaded: Loaded) -> str | None:
@@ -34,10 +34,6 @@ def forward_metric_label(loaded: Loaded) -> str | None:
     ``compute busy (no forward span) / step``); None when no run says where it comes from."""
     src = forward_source(loaded)
     return None if src is None else f"{forward_label(src)} / step"
-
-
-def _us(x: float) -> str:
-    return f"{x:,.1f} µs"
 
 
 def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
@@ -77,7 +73,7 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
                          statement=statement, notes=notes)
     parts = []
     if removed is not None:
-        parts.append(f"the overlay takes {_us(removed)} of exponential off the critical path per step"
+        parts.append(f"the overlay takes {fmt_ns(removed * 1e3)} of exponential off the critical path per step"
                      + (" (estimated)" if basis and basis.startswith("estimated") else ""))
     if slow is not None:
         pct = f" ({slow_pct:+.1f}%)" if slow_pct is not None else ""
@@ -85,21 +81,21 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
         src = forward_source(loaded)
         # Named by its source: compute-busy time (no forward span in the trace) is not a forward pass.
         what = "the forward pass" if src is None else forward_label(src)
-        parts.append(f"{what} takes {_us(abs(slow))} {'more' if slow >= 0 else 'less'} per step under "
+        parts.append(f"{what} takes {fmt_ns(abs(slow) * 1e3)} {'more' if slow >= 0 else 'less'} per step under "
                      f"overlap{pct}{qual}")
     statement = "; ".join(parts)
     if net is not None:
-        statement += f" → net {net:+,.1f} µs per step"
+        statement += f" → net {fmt_ns(net * 1e3, signed=True)} per step"
         if net < 0 and slow is not None and slow > 0:
             statement += (": contention with the side lane outweighs the hidden exponential — the expected "
                           "mechanism of a regression (as with MoE + expert parallel)")
         elif net > 0:
             statement += ": the hidden exponential outweighs the contention"
     if tpot_us is not None:
-        statement += f". Measured TPOT change: {tpot_us:+,.1f} µs per token"
+        statement += f". Measured TPOT change: {fmt_ns(tpot_us * 1e3, signed=True)} per token"
         if slow is None and removed is not None and tpot_us > 0:
-            statement += (f" — the steps got slower although {_us(removed)} of exponential left the critical path: "
-                          "the overlap costs more than it hides (contention with the side lane)")
+            statement += (f" — the steps got slower although {fmt_ns(removed * 1e3)} of exponential left the "
+                          "critical path: the overlap costs more than it hides (contention with the side lane)")
     steps = [r.info.get("steps") for r in loaded.a.runs + loaded.b.runs if r.info.get("steps")]
     if steps:
         notes.append(f"per-step means over {min(steps)}–{max(steps)} steps per run")

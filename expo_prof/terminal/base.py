@@ -1,4 +1,4 @@
-"""The reporter protocol and shared formatting helpers."""
+"""The reporter protocol, and the fraction formatter of the tables (durations: :func:`expo_prof.words.fmt_ns`)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,6 @@ class Reporter(Protocol):
     def render(self, result: AnalysisResult, file: IO[str] | None = None) -> None:
         """Write ``result`` to ``file`` (the reporter's default stream when None)."""
         ...
-
-
-from expo_prof.pipeline.result import fmt_ns  # noqa: E402,F401  (one formatter for every output)
 
 
 def fmt_frac(x: float | None) -> str:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from expo_prof.abtest.metrics import METRICS
 from expo_prof.abtest.model import BETTER, ENABLE, KEEP_OFF, WORSE, ComparisonResult
-from expo_prof.abtest.report_table import num, pct
+from expo_prof.abtest.reporters.tables import num, pct
+from expo_prof.words import fmt_ns
 
 _COLORS = {"a": "#7f7f7f", "b": "#1f77b4"}
 
@@ -90,11 +91,11 @@ def tradeoff_figure(result: ComparisonResult):
     names = ["exponential removed", "forward slowdown", "net gain"]
     vals = [m.exp_removed_us, -m.forward_slowdown_us, m.net_us]
     colors = ["#1a7f37" if v >= 0 else "#c62828" for v in vals]
-    fig = go.Figure(go.Bar(x=names, y=vals, marker_color=colors, text=[f"{v:+,.1f} µs" for v in vals],
+    fig = go.Figure(go.Bar(x=names, y=vals, marker_color=colors, text=[fmt_ns(v * 1e3, signed=True) for v in vals],
                            hovertemplate="%{x}: %{y:.1f} µs<extra></extra>"))
     if m.tpot_change_us is not None:
-        fig.add_hline(y=-m.tpot_change_us, line_dash="dot",
-                      annotation_text=f"measured TPOT change, as a gain: {-m.tpot_change_us:+,.1f} µs")
+        gain = fmt_ns(-m.tpot_change_us * 1e3, signed=True)
+        fig.add_hline(y=-m.tpot_change_us, line_dash="dot", annotation_text=f"measured TPOT change, as a gain: {gain}")
     fig.update_layout(height=320, margin=dict(l=40, r=20, t=50, b=30), yaxis_title="µs per step",
                       title="why: what the overlay removes vs what the overlap costs, per step")
     return fig

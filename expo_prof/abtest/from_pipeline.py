@@ -9,8 +9,8 @@ from typing import Any
 def compare_recordings(result: Any) -> Any:
     """``expo-prof compare``'s result on the run directories of a pipeline Result with overlay-off and -on
     runs (paired when they came from one session), or None without both sides."""
-    from expo_prof.abtest import inputs as ab_inputs
-    from expo_prof.abtest.judge import compare
+    from expo_prof.abtest.inputs.loader import load
+    from expo_prof.abtest.judging.judge import compare
     from expo_prof.errors import ExpoProfError
 
     runs = [rr.recording for rr in result.recordings if rr.recording.manifest is not None]
@@ -21,9 +21,9 @@ def compare_recordings(result: Any) -> Any:
     sessions = {str(Path(r.path).parent) for r in runs}
     try:
         if len(sessions) == 1 and (Path(next(iter(sessions))) / "session.json").is_file():
-            loaded = ab_inputs.load([Path(next(iter(sessions)))], [])
+            loaded = load([Path(next(iter(sessions)))], [])
         else:
-            loaded = ab_inputs.load([Path(r.path) for r in off], [Path(r.path) for r in on])
+            loaded = load([Path(r.path) for r in off], [Path(r.path) for r in on])
         return compare(loaded)
     except ExpoProfError:
         return None

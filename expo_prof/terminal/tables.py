@@ -14,10 +14,11 @@ from rich.table import Table
 
 from expo_prof.analysis.cluster import per_step_means
 from expo_prof.analysis.model import AnalysisResult, Dist
-from expo_prof.report.base import fmt_frac, fmt_ns
-from expo_prof.report.saving import render_saving
+from expo_prof.terminal.base import fmt_frac
+from expo_prof.terminal.saving import render_saving
 from expo_prof.words import (
     COMPUTE_BUSY,
+    fmt_ns,
     forward_source_words,
     forward_sources_by_rank,
     plural,
@@ -62,7 +63,7 @@ def _short(name: str, width: int = 48) -> str:
 
 
 class TableReporter:
-    """Human-readable report on a rich console."""
+    """Human-readable tables on a rich console."""
 
     def __init__(self, console: Console | None = None, top: int = 10) -> None:
         self.console = console

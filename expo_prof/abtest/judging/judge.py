@@ -21,10 +21,12 @@ import math
 
 import numpy as np
 
-from expo_prof import __version__
-from expo_prof.abtest import flags as flagmod
-from expo_prof import stats
-from expo_prof.abtest.mechanism import explain, forward_metric_label
+from expo_prof import __version__, stats
+from expo_prof.abtest.inputs.sides import Loaded
+from expo_prof.abtest.inputs.workloads import check as check_workloads
+from expo_prof.abtest.judging import flags as flagmod
+from expo_prof.abtest.judging.mechanism import explain, forward_metric_label
+from expo_prof.abtest.judging.verdict import verdict_of
 from expo_prof.abtest.metrics import HIGHER, METRICS, Metric, primary_of
 from expo_prof.abtest.model import (
     BETTER,
@@ -44,9 +46,6 @@ from expo_prof.abtest.model import (
     SideStats,
     Test,
 )
-from expo_prof.abtest.runs import Loaded
-from expo_prof.abtest.verdict import verdict_of
-from expo_prof.abtest.workloads import check as check_workloads
 from expo_prof.errors import BadInput
 from expo_prof.words import plural
 

@@ -11,8 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from expo_prof.analysis.switchback import Natural, Saving
-from expo_prof.report.base import fmt_ns
-from expo_prof.words import plural
+from expo_prof.words import fmt_ns, plural
 
 
 def _ci(ci: list[float] | None) -> str:
