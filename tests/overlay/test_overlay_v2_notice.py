@@ -1,18 +1,16 @@
 """The Model Runner V2 notice names the device the runner was built for (overlay/patches/not_applicable.py).
 
 vLLM's V2 ``GPUModelRunner.__init__(self, vllm_config, device)``: positionally the device comes
-second. The constructor's signature is taken from the real vLLM 0.33.0 wheel (``pip download
---no-deps`` into the wheel cache, as tools/overlay_matrix.py does), its body left out: building the
+second. The constructor's signature is taken from the real vLLM 0.33.0 wheel (the one member,
+fetched by range as tools/overlay_matrix.py does), its body left out: building the
 real runner needs a GPU.
 """
 
 from __future__ import annotations
 
 import ast
-import subprocess
 import sys
 import types
-import zipfile
 
 import pytest
 import torch
@@ -33,11 +31,10 @@ V2_MODULE = "vllm.v1.worker.gpu.model_runner"
 def v2_init_033(need):
     """A constructor with exactly the parameters of vLLM 0.33.0's V2 GPUModelRunner.__init__ (annotations dropped)."""
     try:
-        whl = overlay_matrix.wheel("vllm", "0.33.0")
-    except (subprocess.SubprocessError, OSError) as exc:
+        with overlay_matrix.wheel("vllm", "0.33.0") as z:
+            src = z.read("vllm/v1/worker/gpu/model_runner.py").decode()
+    except OSError as exc:  # urllib's errors are OSErrors
         need(False, f"wheel vllm==0.33.0 from PyPI ({exc})")
-    with zipfile.ZipFile(whl) as z:
-        src = z.read("vllm/v1/worker/gpu/model_runner.py").decode()
     init = overlay_matrix.class_methods(src, "GPUModelRunner")["__init__"]
     args = init.args
     for a in args.posonlyargs + args.args + args.kwonlyargs:
