@@ -46,6 +46,30 @@ def test_every_help_has_examples_exit_codes_and_quiet(name):
     assert out.split("Exit codes (every command):")[1] == cli("analyze", "--help").stdout.split("Exit codes (every command):")[1]
 
 
+@pytest.mark.parametrize("name", ["", *COMMANDS])
+def test_every_help_fits_80_columns(name):
+    """GIVEN a terminal of 80 columns (and a wide one, where click would otherwise widen the layout)
+    WHEN any --help is printed THEN no line is wider than 80 (docs/cli.md), and every example is still there:
+    a long one becomes a comment line and a command continued with ``\\``, never cut."""
+    for columns in (80, 200):
+        out = cli(*([name] if name else []), "--help", columns=columns).stdout
+        wide = [ln for ln in out.splitlines() if len(ln) > 80]
+        assert not wide, (name, columns, wide)
+
+
+def test_a_long_example_is_folded_never_cut():
+    """GIVEN an example longer than the help's width, with a comment WHEN laid out THEN the comment is a line of
+    its own above the command, every line fits, and the command's words joined back are the command."""
+    from expo_prof.cli.base import example_lines
+
+    cmd = "expo-prof ab --repeat 2 --num-prompts 8 -- python -m vllm.entrypoints.openai.api_server " + "--x y " * 12
+    lines = example_lines(cmd.strip() + "   # why this example")
+    assert lines[0] == "  # why this example" and all(len(ln) <= 78 for ln in lines) and len(lines) >= 3
+    assert all(ln.endswith(" \\") for ln in lines[1:-1]) and not lines[-1].endswith("\\")
+    assert " ".join(w for ln in lines[1:] for w in ln.split() if w != "\\") == " ".join(cmd.split())
+    assert example_lines("expo-prof demo") == ["  expo-prof demo"]
+
+
 @pytest.mark.parametrize("args,needle", [
     (["analyze", "--bogus"], "No such option '--bogus'"),
     (["compare", "a", "b", "--paired", "--unpaired"], "--paired and --unpaired contradict each other"),

@@ -28,13 +28,10 @@ V2_MODULE = "vllm.v1.worker.gpu.model_runner"
 
 
 @pytest.fixture(scope="module")
-def v2_init_033(need):
+def v2_init_033(pypi_wheels):
     """A constructor with exactly the parameters of vLLM 0.33.0's V2 GPUModelRunner.__init__ (annotations dropped)."""
-    try:
-        with overlay_matrix.wheel("vllm", "0.33.0") as z:
-            src = z.read("vllm/v1/worker/gpu/model_runner.py").decode()
-    except OSError as exc:  # urllib's errors are OSErrors
-        need(False, f"wheel vllm==0.33.0 from PyPI ({exc})")
+    with pypi_wheels("vllm", "0.33.0") as z:
+        src = z.read("vllm/v1/worker/gpu/model_runner.py").decode()
     init = overlay_matrix.class_methods(src, "GPUModelRunner")["__init__"]
     args = init.args
     for a in args.posonlyargs + args.args + args.kwonlyargs:

@@ -26,11 +26,8 @@ def documented():
 
 
 @pytest.mark.parametrize("dist,version", overlay_matrix.rows(), ids=lambda v: str(v))
-def test_release_row(dist, version, documented, need):
-    try:
-        overlay_matrix.wheel(dist, version).namelist()
-    except OSError as exc:  # urllib's errors are OSErrors
-        need(False, f"wheel {dist}=={version} from PyPI ({exc})")
+def test_release_row(dist, version, documented, pypi_wheels):
+    pypi_wheels(dist, version)
     row = overlay_matrix.check(dist, version)
     assert row.works, row
     assert documented.get((dist, version)) == row.cells(), "docs/overlay.md is stale: run tools/overlay_matrix.py"
