@@ -12,6 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SESSION = REPO / "traces" / "samples" / "tiny-cpu-off-on"
+TRACE = next((SESSION / "02-on" / "profiler").glob("rank0*.pt.trace.json.gz"))
 COMMANDS = ["analyze", "timeline", "report", "export", "record", "collect", "ab", "compare", "demo", "verify"]
 
 
@@ -76,6 +77,9 @@ def test_a_long_example_is_folded_never_cut():
     (["record", "--no-load", "--num-prompts", "5", "--", "vllm", "serve", "m"], "--no-load cannot be combined with --num-prompts"),
     (["analyze", "x", "--json", "--format", "text"], "--json cannot be combined with --format text"),
     (["analyze", str(SESSION), "--format", "html"], "-o FILE.html"),
+    # -o onto the input: that is the cause named, whatever the input's suffix
+    (["analyze", str(TRACE), "-o", str(TRACE)], "would overwrite an input"),
+    (["analyze", str(TRACE), "-o", "tables.html.txt.json"], "text tables can only be written to a file ending in"),
 ])
 def test_bad_options_are_one_error_line_and_exit_2(tmp_path, args, needle):
     """GIVEN an unknown or conflicting option WHEN run THEN exit 2 and exactly one stderr line, `error: …`
@@ -119,3 +123,20 @@ def test_nothing_found_is_exit_1_in_every_command(tmp_path, realtraces, cmd, out
     assert errors == ["error: no target instance found in 1 timeline (55 events)"]
     assert any(ln.startswith("  - looked for:") for ln in proc.stderr.splitlines())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_collect_without_ray_names_ray_not_the_option(tmp_path):
+    """GIVEN Ray unimportable (a laptop without the extra) WHEN `collect DIR` runs without --ray (its default
+    address) THEN one line says Ray is missing and how to get it, exit 2 — not that an option the user never
+    gave needs it."""
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "from expo_prof.cli.main import main\n"
+            "sys.argv = ['expo-prof', 'collect', sys.argv[1]]; main()")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text("{}")
+    proc = subprocess.run([sys.executable, "-c", code, str(run)], capture_output=True, text=True, timeout=120,
+                          cwd=REPO, env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: Ray is not installed") and "expo-prof[ray]" in line and "--ray needs" not in line
