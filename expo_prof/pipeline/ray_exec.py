@@ -56,7 +56,8 @@ def _import_ray():
     try:
         import ray
     except ImportError:
-        raise BadInput("--ray needs Ray: pip install 'expo-prof[ray]' (or pip install ray)") from None
+        raise BadInput("Ray is not installed (--ray and `expo-prof collect` work through it): "
+                       "pip install 'expo-prof[ray]'") from None
     return ray
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from expo_prof.words import plural
 from expo_prof.errors import BadInput
 from expo_prof.readers import detect
 from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED, file_size, read_bytes
@@ -276,6 +277,6 @@ def _nothing_message(plist: list[Path], p: detect.Plan, result: LoadResult) -> s
         return f"{path}: {why}"
     if result.skipped:
         path, why = result.skipped[0]
-        return f"no usable trace in {len(result.skipped)} file(s); first: {path}: {why}"
+        return f"no usable trace in {plural(len(result.skipped), 'file')}; first: {path}: {why}"
     where = ", ".join(str(x) for x in plist[:3]) + (" …" if len(plist) > 3 else "")
     return f"no recognisable trace in {where} (looked for {detect.LOOKED_FOR})"

@@ -92,9 +92,9 @@ def describe_run(run_dir: Path, rec: Recorder) -> None:
     console.print(f"[bold]run:[/] {run_dir}")
     console.print(f"  manifest      {run_dir / 'manifest.json'}")
     console.print(f"  server log    {run_dir / 'server.log'}")
-    console.print(f"  overlay logs  {len(overlay)} file(s) in {run_dir / 'overlay'}")
+    console.print(f"  overlay logs  {plural(len(overlay), 'file')} in {run_dir / 'overlay'}")
     if rec.inj.profiler_dir is not None:
-        console.print(f"  profiler      {len(prof)} file(s) in {rec.inj.profiler_dir}")
+        console.print(f"  profiler      {plural(len(prof), 'file')} in {rec.inj.profiler_dir}")
     if m:
         console.print(
             f"  workload      {m.get('completed')} requests, {m.get('output_throughput', 0):.1f} output tok/s, "

@@ -67,3 +67,25 @@ def test_with_op_similar_means_similar_to_the_pattern(make_tl):
     # AND with nothing similar to the pattern, the message says so without the built-in word list
     msg = _message([tl], op="zzz_not_there")
     assert msg == HEAD.format(n=1, e=2) + "--op 'zzz_not_there'; no similar names present"
+
+
+@pytest.mark.parametrize("source,inputs,line", [
+    ("overlay-log", ["trace"], "--source overlay-log: no overlay event log among the inputs"),
+    ("trace", ["log"], "--source trace: no profiler trace among the inputs holds a draw"),
+])
+def test_a_source_that_leaves_out_every_draw_is_named_as_the_cause(source, inputs, line):
+    """GIVEN the real sample run's trace (only) or its overlay event log (only) WHEN analysed with the --source
+    that excludes it THEN the error names --source and the instances the other inputs hold — never `--op`,
+    which would send the user after the wrong cause."""
+    from pathlib import Path
+
+    from expo_prof.readers import load
+
+    run = Path(__file__).resolve().parents[2] / "traces" / "samples" / "tiny-cpu-off-on" / "02-on"
+    path = next((run / "profiler").glob("rank0*.pt.trace.json.gz")) if inputs == ["trace"] else run / "overlay"
+    tls = load([path]).timelines
+    with pytest.raises(NothingFound) as ei:
+        analyze(tls, source=source)
+    assert str(ei.value).startswith(line), str(ei.value)
+    assert "--op" not in str(ei.value) + " ".join(ei.value.details)
+    assert "instances" in ei.value.details[0] and "leave out --source" in ei.value.details[0]

@@ -12,6 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SESSION = REPO / "traces" / "samples" / "tiny-cpu-off-on"
+TRACE = next((SESSION / "02-on" / "profiler").glob("rank0*.pt.trace.json.gz"))
 COMMANDS = ["analyze", "timeline", "report", "export", "record", "collect", "ab", "compare", "demo", "verify"]
 
 
@@ -46,12 +47,39 @@ def test_every_help_has_examples_exit_codes_and_quiet(name):
     assert out.split("Exit codes (every command):")[1] == cli("analyze", "--help").stdout.split("Exit codes (every command):")[1]
 
 
+@pytest.mark.parametrize("name", ["", *COMMANDS])
+def test_every_help_fits_80_columns(name):
+    """GIVEN a terminal of 80 columns (and a wide one, where click would otherwise widen the layout)
+    WHEN any --help is printed THEN no line is wider than 80 (docs/cli.md), and every example is still there:
+    a long one becomes a comment line and a command continued with ``\\``, never cut."""
+    for columns in (80, 200):
+        out = cli(*([name] if name else []), "--help", columns=columns).stdout
+        wide = [ln for ln in out.splitlines() if len(ln) > 80]
+        assert not wide, (name, columns, wide)
+
+
+def test_a_long_example_is_folded_never_cut():
+    """GIVEN an example longer than the help's width, with a comment WHEN laid out THEN the comment is a line of
+    its own above the command, every line fits, and the command's words joined back are the command."""
+    from expo_prof.cli.base import example_lines
+
+    cmd = "expo-prof ab --repeat 2 --num-prompts 8 -- python -m vllm.entrypoints.openai.api_server " + "--x y " * 12
+    lines = example_lines(cmd.strip() + "   # why this example")
+    assert lines[0] == "  # why this example" and all(len(ln) <= 78 for ln in lines) and len(lines) >= 3
+    assert all(ln.endswith(" \\") for ln in lines[1:-1]) and not lines[-1].endswith("\\")
+    assert " ".join(w for ln in lines[1:] for w in ln.split() if w != "\\") == " ".join(cmd.split())
+    assert example_lines("expo-prof demo") == ["  expo-prof demo"]
+
+
 @pytest.mark.parametrize("args,needle", [
     (["analyze", "--bogus"], "No such option '--bogus'"),
     (["compare", "a", "b", "--paired", "--unpaired"], "--paired and --unpaired contradict each other"),
     (["record", "--no-load", "--num-prompts", "5", "--", "vllm", "serve", "m"], "--no-load cannot be combined with --num-prompts"),
     (["analyze", "x", "--json", "--format", "text"], "--json cannot be combined with --format text"),
     (["analyze", str(SESSION), "--format", "html"], "-o FILE.html"),
+    # -o onto the input: that is the cause named, whatever the input's suffix
+    (["analyze", str(TRACE), "-o", str(TRACE)], "would overwrite an input"),
+    (["analyze", str(TRACE), "-o", "tables.html.txt.json"], "text tables can only be written to a file ending in"),
 ])
 def test_bad_options_are_one_error_line_and_exit_2(tmp_path, args, needle):
     """GIVEN an unknown or conflicting option WHEN run THEN exit 2 and exactly one stderr line, `error: …`
@@ -95,3 +123,20 @@ def test_nothing_found_is_exit_1_in_every_command(tmp_path, realtraces, cmd, out
     assert errors == ["error: no target instance found in 1 timeline (55 events)"]
     assert any(ln.startswith("  - looked for:") for ln in proc.stderr.splitlines())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_collect_without_ray_names_ray_not_the_option(tmp_path):
+    """GIVEN Ray unimportable (a laptop without the extra) WHEN `collect DIR` runs without --ray (its default
+    address) THEN one line says Ray is missing and how to get it, exit 2 — not that an option the user never
+    gave needs it."""
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "from expo_prof.cli.main import main\n"
+            "sys.argv = ['expo-prof', 'collect', sys.argv[1]]; main()")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text("{}")
+    proc = subprocess.run([sys.executable, "-c", code, str(run)], capture_output=True, text=True, timeout=120,
+                          cwd=REPO, env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: Ray is not installed") and "expo-prof[ray]" in line and "--ray needs" not in line

@@ -17,7 +17,6 @@ import pytest
 
 from overlay.contract import ENV_OUT, ENV_SWITCH, ENV_SWITCH_ALIAS, EVENT_LOG_GLOB
 
-pytestmark = pytest.mark.server
 
 MAX_SEQS = 4
 

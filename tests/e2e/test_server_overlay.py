@@ -27,7 +27,6 @@ from overlay.contract import (
     EVENT_LOG_SCHEMA,
 )
 
-pytestmark = pytest.mark.server
 
 #: Tokens per request. ``ignore_eos`` makes every request produce exactly this
 #: many (a random model emits EOS at random), so token counts are known.

@@ -26,7 +26,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from switchback_proof import CONFIGS, inside, measure, model_dir  # noqa: E402
 
-pytestmark = pytest.mark.server
 
 
 @pytest.fixture(scope="module")

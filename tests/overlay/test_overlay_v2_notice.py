@@ -1,18 +1,16 @@
 """The Model Runner V2 notice names the device the runner was built for (overlay/patches/not_applicable.py).
 
 vLLM's V2 ``GPUModelRunner.__init__(self, vllm_config, device)``: positionally the device comes
-second. The constructor's signature is taken from the real vLLM 0.33.0 wheel (``pip download
---no-deps`` into the wheel cache, as tools/overlay_matrix.py does), its body left out: building the
+second. The constructor's signature is taken from the real vLLM 0.33.0 wheel (the one member,
+fetched by range as tools/overlay_matrix.py does), its body left out: building the
 real runner needs a GPU.
 """
 
 from __future__ import annotations
 
 import ast
-import subprocess
 import sys
 import types
-import zipfile
 
 import pytest
 import torch
@@ -30,13 +28,9 @@ V2_MODULE = "vllm.v1.worker.gpu.model_runner"
 
 
 @pytest.fixture(scope="module")
-def v2_init_033(need):
+def v2_init_033(pypi_wheels):
     """A constructor with exactly the parameters of vLLM 0.33.0's V2 GPUModelRunner.__init__ (annotations dropped)."""
-    try:
-        whl = overlay_matrix.wheel("vllm", "0.33.0")
-    except (subprocess.SubprocessError, OSError) as exc:
-        need(False, f"wheel vllm==0.33.0 from PyPI ({exc})")
-    with zipfile.ZipFile(whl) as z:
+    with pypi_wheels("vllm", "0.33.0") as z:
         src = z.read("vllm/v1/worker/gpu/model_runner.py").decode()
     init = overlay_matrix.class_methods(src, "GPUModelRunner")["__init__"]
     args = init.args

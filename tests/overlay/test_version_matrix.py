@@ -1,7 +1,7 @@
 """Each row of the version matrix in docs/overlay.md, re-checked against its real wheel.
 
-GIVEN the real wheel of a vLLM / vllm-ascend release (``pip download --no-deps``
-into ``~/.cache/expo-prof/wheels``, once per machine, under a lock), WHEN the overlay's patch code is
+GIVEN the real wheel of a vLLM / vllm-ascend release on PyPI (only the members the checks read, fetched by
+range into ``~/.cache/expo-prof/wheel-files`` once per machine: tools/wheel_files.py), WHEN the overlay's patch code is
 run against its real sources (tools/overlay_matrix.py), THEN the runner has a
 seam ``execute_model`` calls, the replacement ``random_sample`` has exactly the
 original's parameters, one CPU step gives the original's tokens, and the
@@ -10,7 +10,6 @@ documented row says the same.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import pytest
@@ -27,11 +26,8 @@ def documented():
 
 
 @pytest.mark.parametrize("dist,version", overlay_matrix.rows(), ids=lambda v: str(v))
-def test_release_row(dist, version, documented, need):
-    try:
-        overlay_matrix.wheel(dist, version)
-    except (subprocess.SubprocessError, OSError) as exc:
-        need(False, f"wheel {dist}=={version} from PyPI ({exc})")
+def test_release_row(dist, version, documented, pypi_wheels):
+    pypi_wheels(dist, version)
     row = overlay_matrix.check(dist, version)
     assert row.works, row
     assert documented.get((dist, version)) == row.cells(), "docs/overlay.md is stale: run tools/overlay_matrix.py"

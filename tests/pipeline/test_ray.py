@@ -63,8 +63,7 @@ def _loopback(ip: str) -> bool:
     return (getattr(a, "ipv4_mapped", None) or a).is_loopback  # ::ffff:127.0.0.1 is 127.0.0.1
 
 
-def test_ray_without_address_starts_a_local_ray_on_loopback(realtraces, need):
-    need(importlib.util.find_spec("ray") is not None, "Ray (pip install 'expo-prof[ray]')")
+def test_ray_without_address_starts_a_local_ray_on_loopback(realtraces, ray_available):
     # Its own Ray temp dir: no other Ray's address file to join; short, for Ray's Unix socket paths.
     tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
     trace = realtraces / "vllm-cpu" / "rank0-fp64-gumbel.pt.trace.json.gz"
@@ -91,9 +90,7 @@ def test_ray_without_address_starts_a_local_ray_on_loopback(realtraces, need):
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, realtraces, need):
-    # (`need`, not `from conftest import require`: another directory's conftest may own that name.)
-    need(importlib.util.find_spec("ray") is not None, "Ray (pip install 'expo-prof[ray]')")
+def cluster(tmp_path_factory, realtraces, ray_available):
     for k, v in loopback_env().items():
         os.environ[k] = v
     os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")])

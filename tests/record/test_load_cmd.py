@@ -19,9 +19,8 @@ import pytest
 
 from expo_prof.serving.launch import free_port
 
-from test_record import CLI, ENV, manifest, processes_with, record, server_cmd  # type: ignore[import-not-found]
+from test_record import CLI, ENV, manifest, processes_with, record, server_cmd, standin_cmd  # type: ignore[import-not-found]
 
-pytestmark = pytest.mark.server
 
 WRAPPER = """import argparse, sys
 from vllm.benchmarks.serve import add_cli_args, main
@@ -64,14 +63,13 @@ def test_users_vllm_bench_serve_is_the_load(tiny_model, vllm_available, vllm_loc
     assert not processes_with(f"--port {port}")
 
 
-def test_failing_load_command_fails_the_run_with_its_log(tiny_model, vllm_available, vllm_lock, tmp_path):
-    # GIVEN a load command that exits 3 after printing a reason
+def test_failing_load_command_fails_the_run_with_its_log(tmp_path):
+    # GIVEN a load command that exits 3 after printing a reason (against a STAND-IN server: the load never
+    # reaches it)
     port = free_port()
     run = tmp_path / "run"
     load = f"{sys.executable} -c \"import sys; print('dataset not found: my.jsonl'); sys.exit(3)\""
-    with vllm_lock():
-        proc = record(["-o", str(run), "--profiler", "none", "--load-cmd", load, "--", *server_cmd(tiny_model, port)],
-                      tmp_path)
+    proc = record(["-o", str(run), "--profiler", "none", "--load-cmd", load, "--", *standin_cmd(port)], tmp_path)
     # THEN exit 3 (the run failed), one error naming the exit code and the command's last line; nothing left running
     assert proc.returncode == 3, proc.stderr[-2000:]
     err = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]

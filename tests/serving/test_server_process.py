@@ -136,7 +136,6 @@ def test_argv_and_free_port():
     assert 0 < port < 65536 and os.path.isabs(argv[0])
 
 
-@pytest.mark.server
 def test_real_vllm_with_a_broken_model_fails_clearly(vllm_server, tmp_path):
     """GIVEN a real vLLM asked to serve a directory that is no model WHEN
     started THEN ServerFailed arrives early, with vLLM's own error in the tail."""

@@ -30,7 +30,6 @@ import pytest
 
 from overlay.contract import ENV_SWITCH
 
-pytestmark = pytest.mark.server
 
 EXPO_PROF = [str(Path(sys.executable).parent / "expo-prof")]
 PLUGIN_DIR = Path(__file__).resolve().parent / "broken_sampler"
