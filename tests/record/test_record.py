@@ -1,5 +1,5 @@
 """``expo-prof record`` against a real vLLM CPU server: complete run directories, and every fault ends cleanly
-(where only a misbehaving process matters, a STAND-IN server: tests/support/standin_server.py).
+(where only a misbehaving process matters, a STAND-IN server: tests/support/openai_standin.py).
 
 Each test runs the real CLI in a subprocess (as a user would) on the tiny
 model, with the server lock held so servers never overlap.
@@ -34,9 +34,9 @@ ENV = {
 SMALL_LOAD = ["--num-prompts", "6", "--input-len", "64", "--output-len", "24", "--temperature", "1.0"]
 
 
-#: A STAND-IN server (tests/support/standin_server.py: not vLLM; up in well under a second) for fault paths that
+#: A STAND-IN server (tests/support/openai_standin.py: not vLLM; up in well under a second) for fault paths that
 #: need only a process that serves and then misbehaves; the real-server fault tests here keep one per path.
-STANDIN = Path(__file__).resolve().parents[1] / "support" / "standin_server.py"
+STANDIN = Path(__file__).resolve().parents[1] / "support" / "openai_standin.py"
 
 
 def standin_cmd(port: int, *extra: str) -> list[str]:

@@ -3,7 +3,8 @@
 For the tests of ``expo_prof.serving`` (client, load generator, launch) and of ``verify``'s URL mode on a machine
 without a vLLM server. It is a real HTTP server on 127.0.0.1 (stdlib ``http.server``, one thread per request), in
 the test's process (:class:`StandIn`) or as a process of its own (``python openai_standin.py --port N``, what
-``VllmServer(argv=...)`` launches).
+``VllmServer(argv=...)`` launches; ``expo-prof record`` launches it in the fault tests that need only a
+process that serves and then misbehaves: tests/record/test_record.py, test_load_cmd.py).
 
 Its "model" (:data:`MODEL`) has a vocabulary of ``len(PROBS)`` tokens and the same next-token distribution
 :data:`PROBS` at every position, whatever the prompt. Completions honour ``temperature`` (0: greedy), ``min_p``,
@@ -195,11 +196,12 @@ class StandIn:
 
 
 def main() -> None:
-    """Serve until killed (``--port``; ``--ready-after`` seconds of 503 on /health first)."""
+    """Serve until killed (``--port``; ``--ready-after`` seconds of 503 on /health first). Other flags are
+    ignored, so a test can hand it a vLLM-style command line (``--max-model-len``, ``--enforce-eager`` …)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--ready-after", type=float, default=0.0)
-    a = ap.parse_args()
+    a, _vllm_style = ap.parse_known_args()
     StandIn(port=a.port, ready_after_s=a.ready_after).httpd.serve_forever()
 
 
