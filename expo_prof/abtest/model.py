@@ -118,6 +118,13 @@ class Verdict(msgspec.Struct, kw_only=True):
     statement: str
     caveats: list[str]
 
+    @property
+    def reason(self) -> str:
+        """The statement without its leading ``decision:`` — for a heading that already says the decision
+        ("verdict: inconclusive" above "one run per side …", never "inconclusive — inconclusive: …")."""
+        head = f"{self.decision}: "
+        return self.statement[len(head):] if self.statement.startswith(head) else self.statement
+
 
 class Mechanism(msgspec.Struct, kw_only=True):
     """Why: exponential time the overlay hides per step vs how much the forward pass slowed under overlap."""

@@ -110,6 +110,10 @@ def test_compare_at_80_columns_keeps_every_column_and_says_inconclusive():
     assert "verdict: inconclusive" in proc.stdout and "no significant difference can" not in proc.stdout
     doc = json.loads(cli("compare", str(SESSION), "--json").stdout)
     assert doc["verdict"]["decision"] == "inconclusive"
+    # AND the decision is said once: the panel's title says it, its body starts with the reason (the JSON's
+    # statement keeps the whole sentence)
+    body = proc.stdout.split("verdict: inconclusive")[1].splitlines()[1].strip("│ ")
+    assert body.startswith("one run per side") and doc["verdict"]["statement"].startswith("inconclusive: one run")
 
 
 @pytest.mark.parametrize("cmd,out", [("analyze", None), ("timeline", "t.html"), ("report", "r.html"), ("export", "e.json")])

@@ -98,8 +98,11 @@ def test_session_report_ab_section_is_compares_result(tmp_path, open_page, sessi
     m_off = json.loads((session_dir / "01-off" / "manifest.json").read_text())["metrics"]["output_throughput"]
     m_on = json.loads((session_dir / "02-on" / "manifest.json").read_text())["metrics"]["output_throughput"]
     assert tok[1] == f"{m_off:.1f}" and tok[2] == f"{m_on:.1f}"
-    assert page.evaluate("document.getElementById('ab-verdict').textContent") == (
-        f"verdict: {cmp['verdict']['decision']} — {cmp['verdict']['statement']}")
+    # (the decision said once: the statement's own leading "decision: " is not repeated after it)
+    v = cmp["verdict"]
+    reason = v["statement"].removeprefix(v["decision"] + ": ")
+    assert reason != v["statement"]  # the statement does start with its decision: the check below bites
+    assert page.evaluate("document.getElementById('ab-verdict').textContent") == f"verdict: {v['decision']} — {reason}"
     assert page.evaluate("document.getElementById('ab-mechanism').textContent") == (
         f"mechanism: {cmp['mechanism']['statement']}")
     with pytest.raises(SystemExit) as ei:

@@ -128,7 +128,7 @@ def section_html(result: ComparisonResult, *, include_plotlyjs: bool | str = Fal
     cls = "good" if v.decision == ENABLE else "bad" if v.decision == KEEP_OFF else "unsure"
     parts = [
         "<section class='ab-section'><h2>A/B: should the overlay be on?</h2>",
-        f"<p class='verdict {cls}'><b>verdict: {html.escape(v.decision)}</b> — {html.escape(v.statement)}</p>",
+        f"<p class='verdict {cls}'><b>verdict: {html.escape(v.decision)}</b> — {html.escape(v.reason)}</p>",
     ]
     if v.caveats:
         parts.append("<ul>" + "".join(f"<li>{html.escape(c)}</li>" for c in v.caveats) + "</ul>")

@@ -24,7 +24,7 @@ from expo_prof.abtest.model import (
 )
 
 _MARK = {"warm-up": "ʷ", "outlier": "°"}
-_SHORT = {SAME: "n.s.", UNTESTABLE: "untestable"}
+_SHORT = {SAME: "n.s.", UNTESTABLE: "not testable"}
 _OUTCOME_STYLE = {BETTER: "green", WORSE: "red", UNTESTABLE: "yellow", MISSING: "dim"}
 _DECISION_STYLE = {ENABLE: "bold green", KEEP_OFF: "bold red"}
 
@@ -141,7 +141,7 @@ def render(result: ComparisonResult, console: Console, *, all_metrics: bool = Fa
     for n in m.notes:
         console.print(f"  [dim]{escape(n)}[/]")
     v = result.verdict
-    body = escape(v.statement)
+    body = escape(v.reason)
     for c in v.caveats:
         body += f"\n[dim]• {escape(c)}[/]"
     console.print(Panel(body, title=f"[{_DECISION_STYLE.get(v.decision, 'bold yellow')}]verdict: {v.decision}[/]",
