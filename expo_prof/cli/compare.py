@@ -60,6 +60,8 @@ def report(result, *, fmt: str, output: Path | None, all_metrics: bool) -> None:
     if fmt == "html":
         from expo_prof.abtest import report_html
 
+        assert output is not None  # resolve_format: a page needs -o
+
         try:
             report_html.write_page(result, output)
         except OSError as exc:
@@ -169,12 +171,12 @@ def switchback_comparison(path: Path, kw: dict, settings) -> int:
     import msgspec
     from rich.console import Console
 
-    from expo_prof import __version__
     from expo_prof.analysis.model import SwitchbackResult
     from expo_prof.console import console
     from expo_prof.output import write
     from expo_prof.pipeline import run
     from expo_prof.report.saving import render_saving
+    from expo_prof.version import __version__
 
     if kw["fmt"] == "html":
         raise BadInput(f"{path}: a switchback run's page is the report's: `expo-prof report {path} -o PAGE.html`")
