@@ -146,7 +146,7 @@ def load_run_dir(path: Path, warnings: list[str]) -> Run | None:
 
 
 def _bench_run(data: dict, source: str, label: str) -> Run:
-    values = {k: float(tables.number(data[k])) for k in tables.known_metric_keys(data)}
+    values = {k: v for k in tables.known_metric_keys(data) if (v := tables.number(data[k])) is not None}
     workload: dict[str, Any] = {}
     derived: set[str] = set()
     if data.get("model_id"):
