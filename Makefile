@@ -1,6 +1,6 @@
 # Two commands for a fresh machine (see README):
 #   make demo   - main job: serve the built-in tiny model on CPU with the overlay on and report
-#   make test   - the test suite (what CI runs through .ci/run)
+#   make test   - ruff, mypy and the test suite (what CI runs through .ci/run)
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -23,7 +23,10 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/expo-prof demo
 
+# Lint and type-check first (seconds; config in pyproject.toml), then the tests.
 test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -ra --durations=25
 
 bench: $(STAMP)

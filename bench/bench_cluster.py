@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import json
 import os
 import subprocess
@@ -162,8 +161,8 @@ def main() -> int:
                 best[jobs] = m
     one, many = best[1], best[n]
     speedup = one["wall"] / many["wall"]
-    print(f"\n| workers | wall s | speed-up | scaling (speed-up / workers) | main peak RSS MB | "
-          f"worker peak RSS MB (max / each) |")
+    print("\n| workers | wall s | speed-up | scaling (speed-up / workers) | main peak RSS MB | "
+          "worker peak RSS MB (max / each) |")
     print("|---|---|---|---|---|---|")
     print(f"| 1 | {one['wall']:.2f} | 1.00 | 1.00 | {one['main_rss'] / 2**20:.0f} | – (in the main process) |")
     peaks = sorted(many.get("peak_rss", {}).values())

@@ -230,7 +230,7 @@ def main() -> int:
     runs[str(floor)] = []
     runs[str(floor_full)] = []
     load_before = os.getloadavg()[0]
-    for r in range(args.rounds):
+    for _ in range(args.rounds):
         for path in [floor, floor_full] + [p["path"] for p in pages]:
             runs[str(path)].append(load_once(path))
     load_after = os.getloadavg()[0]
@@ -263,7 +263,8 @@ def main() -> int:
         errs = sum(len(x["errors"]) for x in rs)
         t.add_row(
             p["name"], f"{p['n']:,}", str(p["lanes"]), f"{p['inst']:,}", f"{p['pieces']:,}", f"{p['work']:,}", f"{p['busy']:,}",
-            f"{p['mb']:.1f}", "-" if p["build_s"] != p["build_s"] else f"{p['build_s']:.1f}", f"{med([x['plotly'] for x in rs]):.2f}", f"{ready:.2f}",
+            f"{p['mb']:.1f}", "-" if p["build_s"] != p["build_s"] else f"{p['build_s']:.1f}",
+            f"{med([x['plotly'] for x in rs]):.2f}", f"{ready:.2f}",
             f"{ready / floor_ready:.2f}", f"{med([x['paint_ms'] for x in rs]):.0f}", f"{med([x['zoom_ms'] for x in rs]):.0f}",
             goal + (f" {errs} console errors!" if errs else ""),
         )

@@ -292,7 +292,7 @@ def overhead(args, lane_core) -> list[dict]:
     res = {i: [] for i in range(len(variants))}
     bare = []
     lane = lane_on(lane_core)
-    for rep in range(args.overhead_reps):
+    for _ in range(args.overhead_reps):
         t = time.perf_counter_ns()
         d = lane.launch(1, 16, torch.float32, "cpu")
         lane.wait(d)

@@ -60,7 +60,7 @@ def main() -> None:
     print("| configuration | expected | ab change | ab 95% CI | switchback change | switchback 95% CI | same sign, "
           "inside ab's CI | ab wall s | switchback wall s | switchback wall at ab's CI width | ÷ ab wall |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for name, t, s, m, w_ab, w_sb, at_ab in rows:
+    for name, t, s, m, _w_ab, _w_sb, at_ab in rows:
         exp = "wins" if CONFIGS[name]["expect"] > 0 else "loses"
         ok = (t["change_pct"] * s["tokps_change_pct"] > 0) and t["ci_pct"] is not None and inside(
             s["tokps_change_pct"], t["ci_pct"])

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from expo_prof.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from expo_prof.pipeline import Result

@@ -202,7 +202,7 @@ class EventLog:
     def write(self, obj: dict[str, Any], *, step: bool = False) -> None:
         """Queue one object as one line (no-op when no output directory)."""
         with self._lock:
-            if self._open():
+            if self._open() and self._writer is not None:  # (open: the writer exists)
                 self._writer.put(obj, step=step)
 
     def drain(self, timeout: float | None = None) -> bool:
@@ -290,7 +290,7 @@ class EventLog:
         with self._lock:
             if self._closed:
                 return
-            if self._file is not None and self._pid == os.getpid():
+            if self._file is not None and self._writer is not None and self._pid == os.getpid():
                 # Drain and join the writer first, so the summary comes last and
                 # counts what the cap left out; a writer stuck on the disk past
                 # the wait leaves the file without a summary (readers recompute).

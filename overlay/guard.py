@@ -3,18 +3,22 @@
 Patched vLLM code calls :func:`failed` when the overlay's own code raises; the
 plugin's handler switches the overlay off (one warning, patches removed) and
 the caller continues on vLLM's original path. Kept apart from
-:mod:`overlay.plugin` so the patches need not import it (no import cycle).
+:mod:`overlay.plugin` so the patches need not import it, and below
+:mod:`overlay.sampler`: the sampler installs where notices go
+(:func:`set_notice_sink`), this module imports neither (no import cycle).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 logger = logging.getLogger("vllm.expo_prof")
 
 _on_error: Callable[[BaseException], None] | None = None
 _on_not_applicable: Callable[[str, str], None] | None = None
+#: The active overlay's ``notice_later(level, code, message)``, set by :func:`overlay.sampler.set_active`.
+_notice: Callable[[str, str, str], None] | None = None
 
 
 def set_handlers(
@@ -24,6 +28,12 @@ def set_handlers(
     """Install the plugin's handlers (None restores the defaults)."""
     global _on_error, _on_not_applicable
     _on_error, _on_not_applicable = on_error, on_not_applicable
+
+
+def set_notice_sink(notice: Callable[[str, str, str], None] | None) -> None:
+    """Where notices for the event log go: the active overlay's ``notice_later`` (None: nowhere)."""
+    global _notice
+    _notice = notice
 
 
 def failed(exc: BaseException) -> None:
@@ -53,11 +63,9 @@ def partly_applicable(message: str) -> None:
     """Say once (log and event log) that some batches bypass the overlay; it stays on."""
     try:
         from overlay.contract import NOTICE_PARTLY_APPLICABLE
-        from overlay.sampler import active
 
         logger.warning("expo-prof overlay applies in part: %s", message)
-        ov = active()
-        if ov is not None:
-            ov.notice_later("warning", NOTICE_PARTLY_APPLICABLE, message)
+        if _notice is not None:
+            _notice("warning", NOTICE_PARTLY_APPLICABLE, message)
     except Exception:  # noqa: BLE001
         pass

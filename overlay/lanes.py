@@ -22,9 +22,10 @@ import queue
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from overlay.contract import SPAN_EXPONENTIAL
 from overlay.cpubind import limit_openmp_team, vllm_claims_here
@@ -137,9 +138,9 @@ def thread_masks() -> list[frozenset[int]]:
     return masks
 
 
-def choose_auto(available: set[int], masks: list[frozenset[int]], claimed: set[int] = frozenset(),
+def choose_auto(available: set[int], masks: list[frozenset[int]], claimed: set[int] | frozenset[int] = frozenset(),
                 claimed_why: str = "", inherited: set[int] | None = None,
-                reserved: set[int] = frozenset()) -> tuple[set[int], str]:
+                reserved: set[int] | frozenset[int] = frozenset()) -> tuple[set[int], str]:
     """The ``auto`` CPUs of the lane thread, and why (pure: masks and claims are passed in).
 
     The forward's CPUs are those of this process's threads pinned narrower

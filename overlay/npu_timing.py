@@ -33,7 +33,8 @@ Stdlib only (ctypes).
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 #: The C signature: aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent).
 ACL_ELAPSED_ARGTYPES = (ctypes.POINTER(ctypes.c_float), ctypes.c_void_p, ctypes.c_void_p)

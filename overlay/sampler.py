@@ -29,9 +29,10 @@ import atexit
 import logging
 import os
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from overlay import guard
 from overlay.contract import (
@@ -558,6 +559,7 @@ def set_active(overlay: Overlay | None) -> None:
     """Install (or, with None, remove) the process-wide overlay."""
     global _active
     _active = overlay
+    guard.set_notice_sink(overlay.notice_later if overlay is not None else None)
 
 
 def sample_with_noise(probs: Any, q: Any) -> Any:

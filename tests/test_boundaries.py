@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 _BLOCKER = textwrap.dedent(
@@ -76,90 +78,138 @@ def test_overlay_imports_without_offline_libraries_or_torch():
 
 
 # ------------------------------------------------------------------------------------------------ layering
-#: Which package (or top-level module) of expo_prof may import which — the one path from paths to pages:
-#: readers → timeline; analysis → timeline; runs / pipeline → readers, analysis; html / terminal / abtest →
-#: pipeline; record → pipeline, runs, serving; cli → everything. Any package may import the root (``__version__``).
-LAYERS: dict[str, set[str] | None] = {
-    "timeline": set(),
-    "errors": set(),
-    "words": set(),
-    "output": set(),
-    "console": set(),
-    "stats": set(),
-    "special": set(),
-    "clocks": {"timeline"},
-    "readers": {"timeline", "errors"},
-    "analysis": {"timeline", "clocks", "errors"},
-    "runs": {"timeline", "clocks", "errors"},
-    "pipeline": {"readers", "analysis", "runs", "timeline", "errors"},
-    "terminal": {"pipeline", "analysis", "console", "errors"},
-    "html": {"pipeline", "analysis", "timeline", "clocks", "errors"},
-    "export": {"pipeline", "readers", "analysis", "timeline", "clocks", "errors", "html"},
-    "abtest": {"pipeline", "runs", "errors"},
-    # readers: the run's Nsight Systems report exported to SQLite at its end (readers.nsys.report.export_sqlite).
-    "record": {"pipeline", "readers", "runs", "serving", "console", "errors"},
-    # launching, the one HTTP client, the load generator and the tiny model: nothing of the analysis side.
-    "serving": {"errors"},
-    "verify": {"record", "serving", "errors"},
-    "__init__": {"pipeline"},
-    "__main__": {"cli"},
-    "cli": None,  # the commands put everything together
-}
+#: The rules, with a reason each, live in tools/layering.py, the rule kinds and the import graph in
+#: tools/importgraph.py (docs/architecture.md, "Layering").
+sys.path.insert(0, str(ROOT / "tools"))
+import importgraph  # noqa: E402
+import layering  # noqa: E402
+
+DOC = ROOT / "docs" / "architecture.md"
 
 
-def _imports_by_package() -> dict[str, set[str]]:
-    """Every ``expo_prof.X`` each package imports, at module level or inside functions (ast, not a regex)."""
-    import ast
-
-    out: dict[str, set[str]] = {}
-    pkg_root = ROOT / "expo_prof"
-    for path in pkg_root.rglob("*.py"):
-        rel = path.relative_to(pkg_root)
-        me = rel.parts[0].removesuffix(".py")
-        deps = out.setdefault(me, set())
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module] + ([f"{node.module}.{a.name}" for a in node.names] if node.module == "expo_prof" else [])
-            for n in names:
-                parts = n.split(".")
-                if parts[0] != "expo_prof" or len(parts) < 2 or parts[1] == me:
-                    continue
-                if (pkg_root / parts[1]).is_dir() or (pkg_root / f"{parts[1]}.py").is_file():
-                    deps.add(parts[1])
-    return out
+@pytest.fixture(scope="module")
+def graph() -> importgraph.Graph:
+    return layering.read_graph(ROOT)
 
 
-#: Leaf modules every layer may use: the error types, the words for people, the statistics (numpy only) and
-#: their special functions (math only).
-BASE = {"errors", "words", "stats", "special"}
+def test_every_layering_rule_holds(graph):
+    # GIVEN the import graph of both halves (module-level, lazy and typing-only imports)
+    # WHEN every rule of tools/layering.py is checked over it, transitively where the rule says so
+    problems = layering.check(graph)
+    # THEN none fails (each failure prints the import path, the rule and its reason)
+    assert not problems, "\n\n".join(map(str, problems))
 
 
-def test_every_package_imports_only_what_its_layer_allows():
-    # GIVEN the layering table WHEN every import of every expo_prof module is read THEN none crosses it
-    graph = _imports_by_package()
-    assert set(graph) <= set(LAYERS), f"packages missing from the table: {sorted(set(graph) - set(LAYERS))}"
-    bad = {pkg: sorted(deps - allowed - BASE) for pkg, deps in graph.items()
-           if (allowed := LAYERS[pkg]) is not None and deps - allowed - BASE}
-    assert not bad, f"imports across layers: {bad}"
+def test_the_graph_holds_every_module_and_the_kind_of_each_import(graph):
+    # GIVEN the graph read from the tree WHEN a few imports known from the sources are looked up
+    files = {p.relative_to(ROOT).as_posix() for half in layering.HALVES for p in (ROOT / half).rglob("*.py")}
+    # THEN every module is a node, and each import has the kind of where it is written
+    assert {f.as_posix() for f in graph.files.values()} == files
+    assert graph.edges["overlay.sampler"]["overlay.guard"].kind == importgraph.MODULE
+    assert graph.edges["overlay.plugin"]["overlay.sampler"].kind == importgraph.LAZY  # inside enable()
+    assert graph.edges["expo_prof.readers.mstx_device"]["overlay.contract"].kind == importgraph.MODULE
+    assert "torch" in graph.edges["overlay.sampler"] and graph.edges["overlay.sampler"]["torch"].kind == importgraph.LAZY
 
 
-def test_no_cycle_between_packages():
-    # GIVEN the package import graph WHEN searched depth-first THEN no package reaches itself
-    graph = _imports_by_package()
-    state: dict[str, int] = {}
+def test_architecture_doc_layering_block_is_current():
+    # GIVEN the rules WHEN the block they generate is compared with docs/architecture.md's
+    # THEN they are the same
+    assert layering.documented(DOC.read_text(encoding="utf-8")) == layering.docs_block(), (
+        "docs/architecture.md's layering table is stale: run `python tools/layering.py --write-docs`")
 
-    def visit(p: str, path: list[str]) -> None:
-        state[p] = 1
-        for q in sorted(graph.get(p, ())):
-            if state.get(q) == 1:
-                raise AssertionError("import cycle: " + " → ".join(path + [p, q]))
-            if q not in state:
-                visit(q, path + [p])
-        state[p] = 2
 
-    for p in sorted(graph):
-        if p not in state:
-            visit(p, [])
+# ---- the checker itself, on small made-up trees ----
+def _tree(root: Path, files: dict[str, str]) -> importgraph.Graph:
+    for name, text in {"expo_prof/__init__.py": "", "overlay/__init__.py": "", **files}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    return layering.read_graph(root)
+
+
+def _failures(rules, graph) -> list[str]:
+    return [str(f) for rule in rules for f in rule.check(graph)]
+
+
+def test_a_cycle_through_a_lazy_import_is_reported_with_its_path(tmp_path):
+    # GIVEN guard importing sampler inside a function, and sampler importing guard at module level
+    graph = _tree(tmp_path, {
+        "overlay/guard.py": "def f():\n    from overlay.sampler import active\n",
+        "overlay/sampler.py": "from overlay import guard\n",
+        "overlay/lanes.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from overlay.sampler import x\n",
+        "overlay/rng.py": "import overlay.lanes\n",
+    })
+    # WHEN the overlay's module-level no-cycle rule is checked
+    out = _failures([importgraph.NoCycle("overlay", reason="r")], graph)
+    # THEN the one cycle is reported, each step with its kind and line; a typing-only import closes none
+    assert out == ["overlay.guard\n      → overlay.sampler  (lazy, overlay/guard.py:2)"
+                   "\n      → overlay.guard  (module, overlay/sampler.py:1)"
+                   "\n    breaks: no import cycle between the modules of `overlay`\n    because: r"]
+
+
+def test_a_package_cycle_is_found_even_when_no_module_meets_itself(tmp_path):
+    # GIVEN readers.a → pipeline.b and pipeline.c → readers.d: no module cycle, a package one
+    graph = _tree(tmp_path, {
+        "expo_prof/readers/__init__.py": "", "expo_prof/readers/a.py": "from expo_prof.pipeline import b\n",
+        "expo_prof/readers/d.py": "", "expo_prof/pipeline/__init__.py": "", "expo_prof/pipeline/b.py": "",
+        "expo_prof/pipeline/c.py": "from expo_prof.readers.d import x\n",
+    })
+    # WHEN both granularities are checked THEN only the package rule fails, naming the two packages
+    assert _failures([importgraph.NoCycle("expo_prof", reason="r")], graph) == []
+    out = _failures([importgraph.NoCycle("expo_prof", reason="r", packages=True)], graph)
+    assert len(out) == 1 and out[0].startswith("expo_prof.pipeline\n      → expo_prof.readers\n      → expo_prof.pipeline")
+
+
+def test_forbidden_imports_are_found_through_other_modules(tmp_path):
+    # GIVEN expo_prof taking only overlay.contract, which itself imports overlay.guard, which imports torch
+    graph = _tree(tmp_path, {
+        "expo_prof/reader.py": "from overlay.contract import SPAN\n",
+        "overlay/contract.py": "import json\nfrom overlay import guard\n",
+        "overlay/guard.py": "import torch\n",
+    })
+    rules = [importgraph.NoDep("expo_prof", ("overlay",), unless=("overlay.contract",), reason="r"),
+             importgraph.NoDep("expo_prof", ("torch",), reason="r"), importgraph.StdlibOnly("overlay.contract", reason="r")]
+    # WHEN the rules are checked
+    out = _failures(rules, graph)
+    # THEN each failure shows the whole chain from an expo_prof module; the contract's stdlib import is fine
+    heads = [f.split("\n    breaks")[0].replace(" ", "").split("\n") for f in out]
+    assert heads == [
+        ["expo_prof.reader", "→overlay.contract(module,expo_prof/reader.py:1)", "→overlay.guard(module,overlay/contract.py:2)"],
+        ["expo_prof.reader", "→overlay.contract(module,expo_prof/reader.py:1)", "→overlay.guard(module,overlay/contract.py:2)",
+         "→torch(module,overlay/guard.py:1)"],
+        ["overlay.contract", "→overlay.guard(module,overlay/contract.py:2)"],
+    ]
+
+
+def test_only_module_level_chains_count_for_a_lazy_only_rule(tmp_path):
+    # GIVEN torch imported inside a function by one module, and at module level under another's import
+    graph = _tree(tmp_path, {
+        "overlay/lanes.py": "def run():\n    import torch\n",
+        "overlay/plugin.py": "import overlay.hw\n",
+        "overlay/hw.py": "import torch.cuda\n",
+    })
+    # WHEN "never at module level" is checked
+    out = _failures([importgraph.NoDep("overlay", ("torch",), kinds=frozenset({importgraph.MODULE}), reason="r")], graph)
+    # THEN only hw's import fails (once, though plugin reaches it too); the lazy one is allowed
+    assert [f.split("\n    breaks")[0] for f in out] == ["overlay.hw\n      → torch  (module, overlay/hw.py:1)"]
+
+
+def test_layers_and_gaps_in_the_table(tmp_path):
+    # GIVEN a tree whose readers import the analysis, and a package with no rule
+    graph = _tree(tmp_path, {
+        "expo_prof/timeline.py": "", "expo_prof/errors.py": "",
+        "expo_prof/readers/__init__.py": "from expo_prof.timeline import T\nfrom expo_prof.errors import E\n",
+        "expo_prof/readers/x.py": "def f():\n    from expo_prof.analysis import hidden\n",
+        "expo_prof/analysis/__init__.py": "", "expo_prof/analysis/hidden.py": "",
+    })
+    rules = [layering.layer(("expo_prof.readers",), ("expo_prof.timeline",), "r"),
+             layering.layer(("expo_prof.timeline", "expo_prof.errors", "expo_prof"), (), "r"),
+             layering.layer(("expo_prof.gone",), None, "r")]
+    # WHEN the table is checked
+    out = [str(p) for p in layering.check(graph, rules)]
+    # THEN the lazy import across layers fails (errors is a shared leaf), the package without a rule and the
+    # rule without a package are named, and so is every transitional rename whose module is gone
+    assert out[0].startswith("expo_prof.readers.x\n      → expo_prof.analysis.hidden  (lazy, expo_prof/readers/x.py:2)")
+    assert out[1:3] == [
+        "package expo_prof.analysis has no layer rule: add a Layer to RULES in tools/layering.py",
+        "layer rule for expo_prof.gone, which does not exist: remove or rename it in tools/layering.py"]
+    assert len(out) == 3 + len(layering.RENAMED)

@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from expo_prof import __version__
 from expo_prof.analysis.hidden import TimelineAnalysis, analyze_timeline
 from expo_prof.analysis.logmap import attach_overlay_logs
 from expo_prof.analysis.model import (
@@ -24,6 +23,7 @@ from expo_prof.analysis.model import (
 from expo_prof.analysis.targets import LOOKED_FOR, similar_names
 from expo_prof.errors import NothingFound
 from expo_prof.timeline import Timeline, event_count
+from expo_prof.version import __version__
 from expo_prof.words import common_forward_source, plural
 
 #: When one rank was read from several exports of the same run (torch_npu writes

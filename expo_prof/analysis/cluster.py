@@ -76,9 +76,9 @@ def cluster_view(steps: Sequence[StepResult], run: str | None = None) -> Cluster
         rk = sorted(rows)
         exp = [rows[r].exposed_ns for r in rk]
         i_max = int(np.argmax(exp))
-        fwds = [(rows[r].forward_ns, r) for r in rk if rows[r].forward_ns is not None]
+        fwds = [(f, r) for r in rk if (f := rows[r].forward_ns) is not None]
         fmax = max(fwds) if fwds else None
-        waits = [rows[r].wait_ns for r in rk if rows[r].wait_ns is not None]
+        waits = [w for r in rk if (w := rows[r].wait_ns) is not None]
         flags = [rk[i] for i in stragglers(exp)]
         for r in flags:
             flagged[r] += 1

@@ -239,11 +239,17 @@ def assign_steps(steps: Steps, t: np.ndarray) -> np.ndarray:
     return np.where(ok, steps.ids[kc], -1)
 
 
+def _step_col(tl: Timeline) -> np.ndarray:
+    """The step column of ``tl`` (steps whose source is "step-column" come from a Timeline that has one)."""
+    assert tl.step is not None
+    return tl.step
+
+
 def _spans_by_step(tl: Timeline, steps: Steps, rows: np.ndarray, when: np.ndarray) -> dict[int, int]:
     """Sum of the (unioned) spans ``rows`` per step (step of each row: its ``when`` time, or the step column)."""
     if len(rows) == 0:
         return {}
-    sid = tl.step[rows].astype(np.int64) if steps.source == "step-column" else assign_steps(steps, when[rows])
+    sid = _step_col(tl)[rows].astype(np.int64) if steps.source == "step-column" else assign_steps(steps, when[rows])
     return union_by_step(sid, tl.start[rows], tl.start[rows] + tl.dur[rows])
 
 
@@ -303,7 +309,7 @@ def analyze_timeline(tl: Timeline, op: re.Pattern | None = None) -> TimelineAnal
     steps = step_windows(tl, prefer)
     first_member = inst.events[np.searchsorted(inst.member_inst, np.arange(len(inst)))] if len(inst) else inst.events
     if steps.source == "step-column":
-        step = tl.step[first_member].astype(np.int64)
+        step = _step_col(tl)[first_member].astype(np.int64)
     else:
         step = assign_steps(steps, when[first_member])
 
@@ -361,7 +367,7 @@ def _critical_by_step(tl: Timeline, inst: Instances, step: np.ndarray, steps: St
     """
     pieces = instance_pieces(_Parts(tl, inst))
     exposed = ~pieces.hidden
-    sid_w = tl.step[w_rows].astype(np.int64) if steps.source == "step-column" else assign_steps(steps, when[w_rows])
+    sid_w = _step_col(tl)[w_rows].astype(np.int64) if steps.source == "step-column" else assign_steps(steps, when[w_rows])
     return union_by_step(
         np.concatenate((step[pieces.inst[exposed]], sid_w)),
         np.concatenate((pieces.start[exposed], tl.start[w_rows])),

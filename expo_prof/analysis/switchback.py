@@ -434,7 +434,7 @@ def savings_of(timelines, load_window_ns: list[int] | None = None) -> tuple[list
     for tl in sorted(timelines, key=lambda t: t.rank):
         ov = tl.meta.get("overlay") if isinstance(tl.meta, dict) else None
         cols = (ov or {}).get("steps")
-        if not cols:
+        if not ov or not cols:
             continue
         block = (ov.get("header") or {}).get("block_steps")
         win = in_window(cols["t0_ns"], ov.get("wall_minus_mono_ns"), load_window_ns)

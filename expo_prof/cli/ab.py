@@ -21,7 +21,8 @@ from expo_prof.errors import BadInput
     examples=[
         "expo-prof ab --switchback -- vllm serve Qwen/Qwen3-32B --port 8000   # one launch: blocks off/on",
         "expo-prof ab --repeat 3 -- vllm serve Qwen/Qwen3-32B --port 8000",
-        "expo-prof ab --repeat 2 --num-prompts 8 --input-len 64 --output-len 32 -- python -m vllm.entrypoints.openai.api_server --model ./tiny",
+        "expo-prof ab --repeat 2 --num-prompts 8 --input-len 64 --output-len 32 -- "
+        "python -m vllm.entrypoints.openai.api_server --model ./tiny",
         "expo-prof ab --repeat 3 --json -o ab.json -- vllm serve MODEL",
     ],
     context_settings={"ignore_unknown_options": False},

@@ -10,6 +10,7 @@ import click
 from expo_prof.cli.base import command as cli_command
 from expo_prof.cli.common import output_options, resolve_format
 from expo_prof.errors import BadInput
+from expo_prof.version import __version__
 
 
 def comparison_options(f):
@@ -59,6 +60,8 @@ def write_result(result, *, fmt: str, output: Path | None, all_metrics: bool) ->
 
     if fmt == "html":
         from expo_prof.abtest.reporters import html_section
+
+        assert output is not None  # resolve_format: a page needs -o
 
         try:
             html_section.write_page(result, output)
@@ -169,7 +172,6 @@ def switchback_comparison(path: Path, kw: dict, settings) -> int:
     import msgspec
     from rich.console import Console
 
-    from expo_prof import __version__
     from expo_prof.analysis.model import SwitchbackResult
     from expo_prof.console import console
     from expo_prof.output import write

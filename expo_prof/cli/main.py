@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import click
 
-from expo_prof import __version__
 from expo_prof.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, ExpoProfError
+from expo_prof.version import __version__
 
 
 @dataclass

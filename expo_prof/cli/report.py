@@ -52,6 +52,7 @@ def command(settings, paths, output, op, source, max_bytes, jobs, ray, title) ->
     from expo_prof.verify.html_section import add_to_page, find
 
     verified = find(list(paths))  # a verify.json beside the runs adds its section (docs/verify.md)
+    assert isinstance(doc.text, str)  # a page (only an export is bytes)
     n = out_mod.write(output, add_to_page(doc.text, verified))
     show_notes(settings, doc.warnings, doc.info)
     p = doc.payload

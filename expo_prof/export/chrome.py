@@ -46,13 +46,13 @@ from typing import Any
 import numpy as np
 import orjson
 
-from expo_prof import __version__
 from expo_prof.clocks import clock_offsets
 from expo_prof.errors import BadInput
 from expo_prof.export import raw_trace
 from expo_prof.export.tracks import ADDED_CAT, analysis_tracks
 from expo_prof.pipeline.result import RecordingResult
 from expo_prof.timeline import Kind, LaneKind, Timeline
+from expo_prof.version import __version__
 
 #: First pid of the added analysis processes (well clear of real pids and device ids).
 ANALYSIS_PID = 2_000_000_000
@@ -184,14 +184,14 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
                 promoted[k] = bytes(v)
         if top:
             sources[0]["top"] = top
-    other = {"tool": f"expo-prof {__version__} export", "format": "expo-prof export 2",
+    other: dict[str, Any] = {"tool": f"expo-prof {__version__} export", "format": "expo-prof export 2",
              "ranks_merged": plan.merge_ranks, "sources": sources}
     rank_pids = {r: raw_trace.RankPids(r) for r in plan.ranks}
     # The head: otherData is written at the end (it gathers per-source process metadata on the way).
     yield b'{"schemaVersion":1,"displayTimeUnit":"ns","otherData":' + orjson.dumps(
         {"tool": other["tool"], "format": other["format"]}) + b',"baseTimeNanoseconds":' + str(plan.base).encode()
-    for k, v in promoted.items():
-        yield b"," + orjson.dumps(k) + b":" + v
+    for key, raw in promoted.items():
+        yield b"," + orjson.dumps(key) + b":" + raw
     if len(plan.ranks) == 1 and "distributedInfo" not in promoted:
         yield b',"distributedInfo":' + orjson.dumps({"rank": plan.ranks[0]})
     yield b',"traceEvents":['
@@ -242,12 +242,12 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
         for c in _dump(meta):
             yield sep(c)
     # The analysis.
-    for k, a in enumerate(rr.parts):
-        i = next((j for j, t in enumerate(plan.tls) if t is a.tl), None)
-        off = plan.offs[i] if i is not None else 0
-        apid = plan.free_pid(ANALYSIS_PID + k)
+    for pk, a in enumerate(rr.parts):
+        ti = next((j for j, t in enumerate(plan.tls) if t is a.tl), None)
+        off = plan.offs[ti] if ti is not None else 0
+        apid = plan.free_pid(ANALYSIS_PID + pk)
         evs = [_meta(apid, None, "process_name", f"expo-prof analysis · rank {a.tl.rank} ({a.tl.fmt})"),
-               _meta(apid, None, "process_sort_index", -1000 + k),
+               _meta(apid, None, "process_sort_index", -1000 + pk),
                {"ph": "M", "pid": apid, "name": "process_labels", "args": {"labels": f"rank {a.tl.rank}"}}]
         tracks, st = analysis_tracks(a, op)
         for key in ("instances", "hidden", "exposed", "steps"):

@@ -45,7 +45,6 @@ from typing import Any
 
 import numpy as np
 
-from expo_prof import __version__
 from expo_prof.clocks import clock_offsets
 from expo_prof.errors import BadInput
 from expo_prof.export import raw_trace
@@ -55,6 +54,7 @@ from expo_prof.export.tracks import ADDED_CAT, analysis_tracks
 from expo_prof.pipeline.result import RecordingResult
 from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED
 from expo_prof.timeline import LaneKind, Timeline
+from expo_prof.version import __version__
 
 #: The one packet sequence of the file.
 SEQ = 1
@@ -240,6 +240,8 @@ class _Writer:
         tails: dict[tuple, bytes] = {}
         buf: list[bytes] = []
         payloads = self.payloads
+        name: Any  # None for an END, else the event's (its str is interned below)
+        cat: Any
         for tv, typ, uuid, i, p in zip(ts_bytes, typ_all, uuid_all, idx_all, pay_all):
             if typ == END:
                 name = cat = args = fo = fi = None
@@ -387,7 +389,7 @@ def export_perfetto(rr: RecordingResult, op: str | None,
     carried = [_carried(t, max_bytes, warnings) for t in tls]
     # Perfetto's timestamps are unsigned: a source placed before 0 (another clock) moves up with the rest.
     low = min((int(x.min()) + o for t, c, o in zip(tls, carried, offs)
-               for x in (t.start, c.start if c else (), c.inst_ts if c else ()) if len(x)), default=0)
+               for x in (t.start, c.start if c else _NONE, c.inst_ts if c else _NONE) if len(x)), default=0)
     if low < 0:
         offs = [o - low for o in offs]
     ranks = sorted({t.rank for t in tls})
@@ -410,12 +412,12 @@ def export_perfetto(rr: RecordingResult, op: str | None,
         step = t.step.tolist() if t.step is not None and len(t.step) == len(t) else None
         args: list[dict | None] = []
         for j in range(len(t)):
-            a: dict[str, Any] = {}
+            ea: dict[str, Any] = {}  # the event's args
             if cl is not None and cl[j] >= 0:
-                a["correlation"] = cl[j]
+                ea["correlation"] = cl[j]
             if step is not None and step[j] >= 0:
-                a["step"] = step[j]
-            args.append(a or None)
+                ea["step"] = step[j]
+            args.append(ea or None)
         lane_sel = {li: np.flatnonzero(t.lane == li) for li in range(len(t.lanes))}
         fo, fi, miss, placed = _flow_ends(t, lane_sel, (si + 1) << 40)
         missed += miss
@@ -441,8 +443,8 @@ def export_perfetto(rr: RecordingResult, op: str | None,
     if missed:
         warnings.append(f"export: {missed} flow(s) of the source have an end on no exported event; left out")
     for k, a in enumerate(rr.parts):
-        i = next((j for j, t in enumerate(tls) if t is a.tl), None)
-        off = offs[i] if i is not None else 0
+        ti = next((j for j, t in enumerate(tls) if t is a.tl), None)
+        off = offs[ti] if ti is not None else 0
         pt = w.track(f"expo-prof analysis · rank {a.tl.rank} ({a.tl.fmt})", pid=100_000 + k, rank=-1000 + k)
         tracks, st = analysis_tracks(a, op)
         for key in ("instances", "hidden", "exposed", "steps"):

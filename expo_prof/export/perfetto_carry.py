@@ -67,7 +67,7 @@ class _EvRawTs(_EventRawTs, gc=False):
     s: Any = None
 
 
-_DEC = {raw: msgspec.json.Decoder(list[c]) for raw, c in ((False, _Ev), (True, _EvRawTs))}
+_DEC: dict[bool, msgspec.json.Decoder] = {False: msgspec.json.Decoder(list[_Ev]), True: msgspec.json.Decoder(list[_EvRawTs])}
 _DEC_ONE = {raw: msgspec.json.Decoder(c) for raw, c in ((False, _Ev), (True, _EvRawTs))}
 _DEC_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _INT = re.compile(r"-?\d+")
@@ -229,9 +229,8 @@ class _Pass:
             self.what.append(_META if ph == "M" else _LEFT)
         if self.what[-1] in (_SLICE, _INSTANT):
             # On the Timeline's lane only when pid and tid are that lane's numbers (not a name like "Spans").
-            exact = lane is not None and all(type(v) is int or (isinstance(v, str) and _INT.fullmatch(v))
-                                             for v in (pid, tid))
-            self.track[-1] = self._thread(lane if exact else (pid, tid), lane if exact else -1)
+            exact = all(type(v) is int or (isinstance(v, str) and _INT.fullmatch(v)) for v in (pid, tid))
+            self.track[-1] = self._thread(lane, lane) if lane is not None and exact else self._thread((pid, tid), -1)
 
     def _thread(self, key: Any, lane: int) -> int:
         if key not in self.threads:
@@ -269,7 +268,7 @@ class _Pass:
         i_track = track[i_code]
         if any(self.i_global):
             i_track[np.array(self.i_global)] = self._thread("g", -1)
-        out.tracks = [(lane, "global instants" if key == "g" else "" if lane >= 0 else _thread_name(*key, self.names))
+        out.tracks = [(lane, "global instants" if key == "g" else "" if lane >= 0 else _thread_name(key[0], key[1], self.names))
                       for lane, key in self.thread_keys]
         s_code = _cat(self.s_code)
         out.track, out.start, out.end = track[s_code], _cat(self.s_start), _cat(self.s_end)

@@ -65,8 +65,7 @@ def load_raw(path: Path, max_bytes: int) -> RawTrace:
     """Split ``path`` (plain or gzip) into top-level keys and its event array; BadInput when it is not plain valid
     JSON (the readers repair cut or damaged files; an export then falls back to what the timeline holds)."""
     loaded = read_bytes(path, max_bytes=max_bytes)
-    data = loaded.data  # a bytearray: decoded in place, never copied (the Raw slices point into it)
-    loaded.data = None
+    data = loaded.take()  # a bytearray: decoded in place, never copied (the Raw slices point into it)
     try:
         # Decoding into Raw values still checks the whole text is valid JSON, without building any object.
         first = _NON_SPACE.search(data)  # (data.lstrip() would copy the whole file)
@@ -203,7 +202,8 @@ class Rewriter:
             args = ev.get("args")
             if ev.get("name") == "process_labels" and isinstance(args, dict):
                 args["labels"] = f"rank {self.pids.rank}" + (f", {args['labels']}" if args.get("labels") else "")
-                self.pids.labelled.add(ev.get("pid"))
+                if "pid" in ev:
+                    self.pids.labelled.add(ev["pid"])
             elif ev.get("name") == "process_sort_index" and isinstance(args, dict):
                 si = args.get("sort_index")
                 if isinstance(si, int) and not isinstance(si, bool):

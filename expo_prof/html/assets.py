@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 
-from expo_prof import __version__
 from expo_prof.html.escape import inline_script, json_for_script, text
+from expo_prof.version import __version__
 
 DATA_ID = "expo-data"
 
@@ -50,10 +50,11 @@ def plotly_js_full() -> str:
     return inline_script(get_plotlyjs())
 
 
-@lru_cache(maxsize=None)
+@cache
 def static(name: str) -> str:
     """A file of ``expo_prof/html/static/``."""
-    return resources.files("expo_prof.html").joinpath("static", name).read_text(encoding="utf-8")
+    # One name per joinpath: Traversable.joinpath takes one before Python 3.11 (zip imports).
+    return resources.files("expo_prof.html").joinpath("static").joinpath(name).read_text(encoding="utf-8")
 
 
 def _sha256(code: str) -> str:

@@ -37,9 +37,9 @@ from typing import Any
 
 import msgspec
 
-from expo_prof import __version__
 from expo_prof.analysis.cluster import cluster_view, per_step_means
 from expo_prof.analysis.model import AnalysisResult, ClusterView
+from expo_prof.version import __version__
 from expo_prof.words import forward_label, forward_sources_by_rank
 
 SCHEMA = 2

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from expo_prof import __version__
 from expo_prof.analysis.aggregate import FORMAT_PRIORITY
 from expo_prof.analysis.hidden import TimelineAnalysis, forward_span_rows
 from expo_prof.analysis.hidden import wait_rows as sampler_wait_rows
@@ -43,6 +42,7 @@ from expo_prof.clocks import clock_offsets
 from expo_prof.html import lod
 from expo_prof.analysis.pieces import instance_pieces
 from expo_prof.timeline import Interner, Kind, LaneKind, Timeline
+from expo_prof.version import __version__
 from expo_prof.words import forward_label
 
 #: Payload layout version (the page's JavaScript reads it).
@@ -304,11 +304,11 @@ def decode_page(data: dict) -> dict:
     ist = np.asarray(ic["start"], dtype=np.int64)
     pos = 0
     for i in range(len(npc)):  # a loop: this is the tests' reference, kept obviously right
-        t = int(ist[i])
+        at = int(ist[i])
         for k in range(pos, pos + int(npc[i])):
-            t += int(gap[k])
-            start[k] = t
-            t += int(dur[k])
+            at += int(gap[k])
+            start[k] = at
+            at += int(dur[k])
         pos += int(npc[i])
     out["piece"] = {"inst": inst.tolist(), "start": start.tolist(), "dur": dur.tolist(), "hidden": (d > 0).astype(int).tolist()}
     return out

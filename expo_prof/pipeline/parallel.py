@@ -114,7 +114,7 @@ def collect(plist: list[Path], plan: detect.Plan, units: Sequence[Unit], workers
         key = f"{u.node}/{u.pid}" if u.node else str(u.pid)
         peaks[key] = max(peaks.get(key, 0), u.peak_rss)
     where = {u.output.timeline.source: u.node for u in units if u.output.timeline is not None}
-    return Parallel(loaded, analyses, workers, peaks, where)  # type: ignore[arg-type]
+    return Parallel(loaded, analyses, workers, peaks, where)
 
 
 def read_parallel(plist: list[Path], *, jobs: int, max_bytes: int = DEFAULT_MAX_DECOMPRESSED,

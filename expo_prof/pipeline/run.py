@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from expo_prof import __version__
 from expo_prof.analysis.aggregate import analyze_parts
 from expo_prof.analysis.cluster import cluster_view
 from expo_prof.analysis.model import AnalysisResult, RunEntry
@@ -21,6 +20,7 @@ from expo_prof.pipeline.options import Options
 from expo_prof.pipeline.result import RecordingResult, Result
 from expo_prof.runs.manifest import is_session_dir, read_session
 from expo_prof.runs.recordings import Recording, group
+from expo_prof.version import __version__
 
 ProgressFn = Callable[[int, int], None]
 

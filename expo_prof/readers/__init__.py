@@ -214,13 +214,13 @@ def read_file(job: detect.Job | str | Path, *, max_bytes: int = DEFAULT_MAX_DECO
         from expo_prof.readers.overlay_log import read_overlay_log
 
         loaded = read_bytes(job.path, max_bytes=max_bytes, progress=progress)
-        tl = read_overlay_log(loaded.data, job.path)
+        tl = read_overlay_log(loaded.take(), job.path)
         tl.warnings[:0] = loaded.warnings
     elif r in (detect.KERNEL_CSV, detect.MSPROF_OP_SUMMARY, detect.MSPROF_TASK_TIME):
         from expo_prof.readers.ascend.kernel_csv import read_kernel_csv
 
         loaded = read_bytes(job.path, max_bytes=max_bytes, progress=progress)
-        tl = read_kernel_csv(loaded.data, job.path, fmt=r, rank_hint=job.rank_hint)
+        tl = read_kernel_csv(loaded.take(), job.path, fmt=r, rank_hint=job.rank_hint)
         tl.warnings[:0] = loaded.warnings
     elif r in (detect.ASCEND_DB, detect.MSPROF_DB):
         from expo_prof.readers.ascend.profiler_db import read_profiler_db

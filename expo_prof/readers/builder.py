@@ -20,7 +20,7 @@ class LaneTable:
         self._ids: dict[Hashable, int] = {}
         self.lanes: list[Lane] = []
 
-    def get(self, key: Hashable, make: Callable[[], Lane]) -> int:
+    def get(self, key: Hashable, make: Callable[..., Lane]) -> int:
         i = self._ids.get(key)
         if i is None:
             i = self._ids[key] = len(self.lanes)
@@ -167,7 +167,7 @@ def split_ranks(tl: Timeline, rank_pids: dict[int, int]) -> list[Timeline]:
     """
     lane_rank = np.array([rank_pids.get(int(ln.pid), -1) for ln in tl.lanes], dtype=np.int64)
     ev_rank = lane_rank[tl.lane] if len(tl) else np.zeros(0, dtype=np.int64)
-    out = []
+    out: list[Timeline] = []
     for r in sorted(set(rank_pids.values())):
         lanes_r = np.flatnonzero(lane_rank == r)
         sel = np.flatnonzero(ev_rank == r)

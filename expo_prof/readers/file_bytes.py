@@ -35,9 +35,10 @@ DEFAULT_MAX_DECOMPRESSED = 4 << 30
 try:  # ISA-L inflates gzip about twice as fast as zlib; same API
     from isal import isal_zlib as _inflate
 
-    _INFLATE_ERRORS: tuple[type[Exception], ...] = (_inflate.error, zlib.error)
+    # isal's stub declares `error: Exception` (an instance); it is the exception class, as zlib's.
+    _INFLATE_ERRORS: tuple[type[Exception], ...] = (_inflate.error, zlib.error)  # type: ignore[assignment]
 except ImportError:  # pragma: no cover - isal is a dependency, but zlib does the same job
-    _inflate = zlib  # type: ignore[assignment]
+    _inflate = zlib  # type: ignore[misc]
     _INFLATE_ERRORS = (zlib.error,)
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -61,6 +62,14 @@ class Loaded:
     data: bytes | bytearray | None
     warnings: list[str] = field(default_factory=list)
     compressed: bool = False
+
+    def take(self) -> bytes | bytearray:
+        """The bytes, handed over: ``data`` is None afterwards, so they are freed with the caller's reference."""
+        data = self.data
+        if data is None:
+            raise ValueError("the bytes of this file were already taken")
+        self.data = None
+        return data
 
 
 def is_gzip(path: Path) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 from overlay.contract import SPAN_EXPONENTIAL, SPAN_FORWARD, SPAN_WAIT
 
@@ -64,7 +64,7 @@ def launched_windows(
         by_conn[cid].append((st, en, ln))
     out: list[tuple[int, int, int, str, int]] = []
     for tid, st, en, name in ranges:
-        rows = by_tid.get(tid)
+        rows = by_tid.get(tid, [])
         if not rows:
             continue
         lo, hi = bisect_left(starts[tid], st), bisect_right(starts[tid], en)

@@ -122,7 +122,7 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
         warnings.append(f"{where}: {bad_lines} malformed line(s) skipped")
 
     rank = _int(header.get("rank")) or 0
-    backend = header.get("backend") if header.get("backend") in ("cpu", "cuda", "npu") else "cpu"
+    backend = str(header["backend"]) if header.get("backend") in ("cpu", "cuda", "npu") else "cpu"
     lanes = [Lane(LaneKind.OVERLAY, backend, lane_name) for _k, _span, lane_name in _WINDOWS]
     lanes.append(Lane(LaneKind.OVERLAY, backend, "overlay model"))
     names = Interner()

@@ -220,7 +220,8 @@ def inject(
             "torch_profiler_use_gzip": True,
         }
         if target.has_profiler_config:
-            notes.append("the command already sets --profiler-config: left as is; traces are read from it only if it points into the run directory")
+            notes.append("the command already sets --profiler-config: left as is; traces are read from it only if it "
+                         "points into the run directory")
             pdir = None
         elif vt is not None and vt < PROFILER_CONFIG_SINCE:
             env["VLLM_TORCH_PROFILER_DIR"] = str(pdir)

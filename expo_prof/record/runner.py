@@ -8,16 +8,14 @@ point leaves a directory that says how far it got.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import time
 from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
-from expo_prof import __version__
 from expo_prof.console import err_console
 from expo_prof.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, ExpoProfError
 from expo_prof.record import command as cmdmod
@@ -26,6 +24,7 @@ from expo_prof.runs.manifest import write_manifest
 from expo_prof.serving.client import ServerError
 from expo_prof.serving.launch import ServerFailed, VllmServer, answers, live_processes
 from expo_prof.serving.load import WorkloadResult, WorkloadSpec, run_workload
+from expo_prof.version import __version__
 
 
 class Interrupted(ExpoProfError):
@@ -181,6 +180,16 @@ class Recorder:
         if not self.quiet:
             err_console.print(msg)
 
+    def _live(self) -> VllmServer:
+        """The launched server: every phase after :meth:`_launch` has one, with its process."""
+        assert self.srv is not None and self.srv.proc is not None, "no server launched"
+        return self.srv
+
+    def _exited(self) -> bool:
+        """The launched server's process has exited."""
+        proc = self._live().proc
+        return proc is not None and proc.poll() is not None
+
     # ------------------------------------------------------------------ phases
 
     def _command_env(self) -> dict[str, str]:
@@ -238,7 +247,7 @@ class Recorder:
         # torch: vLLM's torch profiler; nsys: vLLM's CUDA profiler API, which opens nsys's capture range.
         if self.opts.profiler not in ("torch", "nsys") or self.inj.profiler_dir is None:
             return
-        code, body = self.srv.client.profile(start=True, timeout=120)
+        code, body = self._live().client.profile(start=True, timeout=120)
         if code != 200:
             self.manifest["notes"].append(f"/start_profile answered HTTP {code}: {body}")
             self.say(f"[yellow]warning:[/] /start_profile answered HTTP {code}; no profiler trace in this run")
@@ -253,7 +262,8 @@ class Recorder:
         t0 = time.monotonic()
         with err_console.status("stopping the profiler (vLLM writes the traces now; this can take a while)"):
             try:
-                code, body = self.srv.client.profile(start=False, timeout=timeout or self.opts.stop_profile_timeout_s)
+                code, body = self._live().client.profile(start=False,
+                                                         timeout=timeout or self.opts.stop_profile_timeout_s)
             except ServerError as exc:
                 code, body = 0, exc.reason
         self.manifest["profile_stopped"] = _now()
@@ -281,7 +291,7 @@ class Recorder:
 
         tasks: list[asyncio.Task] = []
         if opts.driver is not None:
-            await loop.run_in_executor(None, opts.driver, self.srv, opts.overlay)
+            await loop.run_in_executor(None, opts.driver, self._live(), opts.overlay)
             return
         if opts.load_cmd is not None:
             await self._drive_load_cmd(open_window, close_window)
@@ -289,12 +299,12 @@ class Recorder:
         if opts.workload is None:
             tasks.append(asyncio.create_task(open_window()))
             self.say(
-                f"recording; send your load to {self.srv.base_url}"
+                f"recording; send your load to {self._live().base_url}"
                 + (f" — stopping after {opts.duration_s:.0f} s" if opts.duration_s else " — Ctrl-C to stop")
             )
             end = time.monotonic() + (opts.duration_s or float("inf"))
             while time.monotonic() < end:
-                if self.srv.proc.poll() is not None:
+                if self._exited():
                     raise ExpoProfError(self._crash_message(), EXIT_RUN_FAILED)
                 await asyncio.sleep(0.5)
             await close_window()
@@ -314,7 +324,7 @@ class Recorder:
         )
         try:
             self.result = await run_workload(
-                self.srv.base_url, opts.workload, on_warmup_done=warm, on_request_done=done, collect=self._partial
+                self._live().base_url, opts.workload, on_warmup_done=warm, on_request_done=done, collect=self._partial
             )
         finally:
             for t in tasks:
@@ -327,18 +337,19 @@ class Recorder:
         from expo_prof.record import loadcmd
 
         t = self.target
-        values = {"base_url": self.srv.base_url, "host": t.host, "port": str(t.port), "model": self.srv.model_id or ""}
+        srv = self._live()
+        values = {"base_url": srv.base_url, "host": t.host, "port": str(t.port), "model": srv.model_id or ""}
         argv = loadcmd.expand(self.opts.load_cmd or [], values)
         self.say(f"load: {' '.join(argv)} (output in {self.run_dir / loadcmd.LOAD_DIR / 'load.log'})")
         await open_window()
         self._load_t0 = time.perf_counter()
         try:
             self._load_rc = await loadcmd.run(argv, self.run_dir / loadcmd.LOAD_DIR, values,
-                                              lambda: self.srv.proc.poll() is None)
+                                              lambda: not self._exited())
         finally:
             self._load_argv = argv
             await close_window()
-        if self.srv.proc.poll() is not None:
+        if self._exited():
             raise ExpoProfError(self._crash_message(), EXIT_RUN_FAILED)
         if self._load_rc != 0:
             log = self.run_dir / loadcmd.LOAD_DIR / "load.log"
@@ -347,9 +358,9 @@ class Recorder:
                                 EXIT_RUN_FAILED)
 
     def _crash_message(self) -> str:
-        srv = self.srv
+        srv = self._live()
         return (
-            f"the server exited with code {srv.proc.returncode} during the run; "
+            f"the server exited with code {srv.proc.returncode if srv.proc else None} during the run; "
             f"log {srv.log_path}; last lines:\n{srv.log_tail(15)}"
         )
 
@@ -393,7 +404,7 @@ class Recorder:
                 self._launch()
                 self._wait_ready()
                 asyncio.run(self._drive())
-                if self.srv.proc.poll() is not None:
+                if self._exited():
                     raise ExpoProfError(self._crash_message(), EXIT_RUN_FAILED)
         except KeyboardInterrupt:
             code, status, error = EXIT_INTERRUPTED, "interrupted", "interrupted by the user (Ctrl-C / SIGTERM)"
@@ -414,7 +425,8 @@ class Recorder:
         from expo_prof.errors import BadInput
         from expo_prof.readers.nsys.report import export_sqlite
 
-        pdir = self.inj.profiler_dir
+        pdir, tool = self.inj.profiler_dir, self.inj.tool
+        assert pdir is not None and tool is not None, "called for an nsys run only"
         rep = pdir / f"{cmdmod.NSYS_REPORT}.nsys-rep"
         if not rep.is_file():
             self.manifest["nsys_export"] = {"status": "no report", "report": str(rep.relative_to(self.run_dir))}
@@ -422,7 +434,7 @@ class Recorder:
             return
         out = rep.with_suffix(".sqlite")
         try:
-            export_sqlite(self.inj.tool, rep, out)
+            export_sqlite(tool, rep, out)
         except BadInput as exc:
             self.manifest["nsys_export"] = {"status": "failed", "error": str(exc)}
             self.manifest["notes"].append(f"exporting the nsys report failed: {exc}")

@@ -144,7 +144,7 @@ def _windows(timelines: Sequence[Timeline], idx: list[int]) -> list[_Window]:
     for i in logs:
         log = timelines[i]
 
-        def matches(j: int) -> bool:
+        def matches(j: int, log: Timeline = log) -> bool:  # this iteration's log, bound
             t = timelines[j]
             if t.fmt == OVERLAY_LOG or t.rank != log.rank:
                 return False

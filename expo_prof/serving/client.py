@@ -24,6 +24,8 @@ session, for many requests in flight (``serving.load``).
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import urllib.error
 import urllib.parse
@@ -177,7 +179,7 @@ class AsyncClient(_Policy):
     def __init__(self, base_url: str, *, timeout_s: float = REQUEST_TIMEOUT_S, max_connections: int = 0) -> None:
         super().__init__(base_url, timeout_s, None)
         self.max_connections = max_connections
-        self._session = None
+        self._session: Any = None  # an aiohttp.ClientSession inside ``async with`` (aiohttp imported lazily)
 
     async def __aenter__(self) -> AsyncClient:
         import aiohttp  # a dependency, imported here so that importing expo_prof stays quick

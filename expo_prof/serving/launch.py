@@ -368,7 +368,7 @@ class VllmServer:
                 pass
             for pid in alive:  # stragglers that left the group
                 try:
-                    if _proc_stat(pid) and _proc_stat(pid)[1] != pgid:
+                    if (st := _proc_stat(pid)) and st[1] != pgid:  # read once: it may exit in between
                         os.kill(pid, sig)
                 except ProcessLookupError:
                     pass

@@ -24,7 +24,7 @@ def saving_table(sv: Saving, several: bool = False) -> Table:
     t = Table(title=f"What the overlay saves — switchback, blocks of {sv.block_steps} steps{who}",
               title_justify="left", title_style="bold", pad_edge=False, box=None, show_header=False)
     for just in ("left", "right", "left"):
-        t.add_column(justify=just)  # type: ignore[arg-type]
+        t.add_column(justify=just)
     t.add_row("verdict", sv.decision, "")
     t.add_row("step, vLLM's own path", fmt_ns(sv.off_step_ns), f"{plural(sv.off_steps, 'step')} (off blocks)")
     t.add_row("step, overlay", fmt_ns(sv.on_step_ns), f"{plural(sv.on_steps, 'step')} (on blocks)")

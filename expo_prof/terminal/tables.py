@@ -74,7 +74,9 @@ class TableReporter:
         if file is not None:
             con = Console(file=file, highlight=False, soft_wrap=False)
         elif con is None:
-            from expo_prof.console import console as con
+            from expo_prof.console import console
+
+            con = console
         entries = result.runs
         several = len(entries) > 1
         for i, entry in enumerate(entries):

@@ -8,6 +8,7 @@ with a ``status``: ``ok``, ``differs`` (counts against the overlay), ``info``
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -76,7 +77,7 @@ def seeded(off: dict, on: dict, device: str) -> dict:
 
 def distributions(off: dict, on: dict, spec: VerifySpec) -> dict:
     """Per sampling setting and first position: a two-sample test off vs on, and its power."""
-    tests = []
+    tests: list[dict[str, Any]] = []
     for cfg in spec.configs:
         a, b = (off.get("samples") or {}).get(cfg.name), (on.get("samples") or {}).get(cfg.name)
         if not a or not b or not a["tokens"] or not b["tokens"]:

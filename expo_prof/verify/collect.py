@@ -108,7 +108,8 @@ def collect(side: dict, client: Client, spec: VerifySpec, progress: Callable[[st
     side["mixed_sampled_tokens"] = mixed_tokens
     for cfg in spec.configs:
         progress(f"sampling: {cfg.name}")
-        side["samples"][cfg.name] = out = {"tokens": [], "logprobs": []}  # partial answers stay in ``side``
+        out: dict[str, list] = {"tokens": [], "logprobs": []}
+        side["samples"][cfg.name] = out  # partial answers stay in ``side``
         _sample(client, dist_prompt, cfg, spec, out)
     side["complete"] = True
     return side

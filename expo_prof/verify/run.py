@@ -14,13 +14,13 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from expo_prof import __version__
 from expo_prof.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, ExpoProfError
 from expo_prof.verify import accuracy as acc_mod
 from expo_prof.verify import checks
 from expo_prof.serving.client import ServerError
 from expo_prof.verify.collect import collect, new_side, side_client
 from expo_prof.verify.spec import VerifySpec
+from expo_prof.version import __version__
 
 SCHEMA_NAME = "expo-prof.verify"
 SCHEMA = 1

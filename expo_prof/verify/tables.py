@@ -74,8 +74,8 @@ def render(result: dict, console: Console) -> None:
         console.print(dt)
     for n in result.get("notes") or []:
         console.print(f"[yellow]note:[/] {escape(n)}")
-    v = result.get("verdict") or {}
-    colour = {"equivalent": "green", "differs": "red"}.get(v.get("verdict"), "red")
+    v: dict = result.get("verdict") or {}
+    colour = {"equivalent": "green", "differs": "red"}.get(v.get("verdict", ""), "red")
     console.print(f"[bold {colour}]verdict:[/] {escape(v.get('line', ''))}")
     if spec and result.get("session_dir"):
         console.print(f"[dim]kept: {escape(result['session_dir'])}/verify.json[/]")

@@ -25,7 +25,8 @@ vLLM's own exceptions pass through untouched, ours switch the overlay off.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from overlay import dispatch, guard
 from overlay.contract import SPAN_FORWARD
@@ -253,7 +254,7 @@ def pick_seam(owns: Callable[[str], bool], has: Callable[[str], bool]) -> str | 
     return None
 
 
-def patch_runner_class(patcher: Any, cls: type) -> str | None:
+def patch_runner_class(patcher: Any, cls: Any) -> str | None:
     """Apply the runner wrappers to the methods ``cls`` defines itself; returns the seam.
 
     Inherited methods are left alone: the base class's patch covers them, and

@@ -42,7 +42,7 @@ class Patcher:
                 setattr(owner, name, original)
 
 
-def observe_init(patcher: Patcher, cls: type, check: Any) -> None:
+def observe_init(patcher: Patcher, cls: Any, check: Any) -> None:
     """Wrap ``cls.__init__`` so that, while the overlay is active, ``check(self)`` runs on each new instance.
 
     Used to look at what vLLM actually built (a sampler or model runner that

@@ -102,7 +102,7 @@ def make_random_sample(original: Any, finish: Any) -> Any:
     else:
 
         @functools.wraps(original)
-        def random_sample(probs: Any, generators: dict) -> Any:  # type: ignore[misc]
+        def random_sample(probs: Any, generators: dict) -> Any:
             return overlay_random_sample(
                 probs, generators, False, inline=lambda p, g, _fp64: original(p, g), finish=finish
             )

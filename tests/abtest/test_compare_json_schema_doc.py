@@ -31,5 +31,6 @@ def test_every_field_is_documented():
 def test_schema_version_and_vocabulary_match():
     text = DOC.read_text(encoding="utf-8")
     assert f"schema version {model.SCHEMA}" in text.splitlines()[0]
-    for word in (model.ENABLE, model.KEEP_OFF, model.NO_DIFFERENCE, model.INCONCLUSIVE, model.BETTER, model.WORSE, model.UNTESTABLE, model.MISSING):
+    for word in (model.ENABLE, model.KEEP_OFF, model.NO_DIFFERENCE, model.INCONCLUSIVE, model.BETTER, model.WORSE,
+                 model.UNTESTABLE, model.MISSING):
         assert f"`{word}`" in text or f"**{word}**" in text, word

@@ -10,7 +10,6 @@ Hand-built Timelines are used only where the test is about the arithmetic
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest

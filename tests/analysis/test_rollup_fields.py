@@ -79,7 +79,7 @@ def test_every_roll_up_field(make_tl):
         ("runB", 0, None, 0, 40, 1, 40, 10, 30, 10, None),
     ]
     assert [s.hidden_fraction for s in r.steps] == pytest.approx([0.5, 50 / 150, 30 / 200, 10 / 40])
-    assert all(s.source == "hand-built rank %d" % s.rank for s in r.steps)
+    assert all(s.source == f"hand-built rank {s.rank}" for s in r.steps)
 
     ranks = {(x.run, x.rank): x for x in r.ranks}
     assert list(ranks) == [("runA", 0), ("runA", 1), ("runB", 0)]

@@ -18,7 +18,8 @@ def _log(out: Path, steps) -> None:
     log.configure(backend="cpu", lane="thread", rank=0)
     for i, (fwd, exp, wait, used) in enumerate(steps):
         log.step({"step": i, "rank": 0, "rows": 4 if exp else 0, "vocab": 32 if exp else 0, "dtype": "float32",
-                  "launched": exp is not None, "used": used, "fallback": None if used else ("all_greedy" if exp is None else "not_consumed"),
+                  "launched": exp is not None, "used": used,
+                  "fallback": None if used else ("all_greedy" if exp is None else "not_consumed"),
                   "t0_ns": 10**9 + i * 10**7, "fwd": fwd, "exp": exp, "wait": wait, "timing": "host"})
     log.close()
 

@@ -9,7 +9,6 @@ exactly one ``error:`` line and nothing on stdout — never a traceback.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -67,7 +67,7 @@ def recompute(log: Path) -> dict:
     diffs, offs = [], []
     for p in sorted(by_pair):
         w_sum = off_sum = d_sum = 0.0
-        for shape, v in by_pair[p].items():
+        for v in by_pair[p].values():
             if v["off"] and v["on"]:
                 w = len(v["off"]) * len(v["on"]) / (len(v["off"]) + len(v["on"]))
                 m_off, m_on = statistics.fmean(v["off"]), statistics.fmean(v["on"])

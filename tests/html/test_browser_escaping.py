@@ -32,8 +32,8 @@ def assert_clean(page, inline: int = 3) -> None:
 
 def test_timeline_shows_hostile_names_as_text(tmp_path, open_page, evil_run):
     """GIVEN a recorded run whose spans are named '<script>…</script>' and "'><img src=x onerror=…>", used as the
-    instances (--op xss), and a hostile --title ('"><img onerror=…><script>…') WHEN the timeline page loads THEN no dialog opens, no element or
-    handler is injected, and the tooltip and heading show the names literally."""
+    instances (--op xss), and a hostile --title ('"><img onerror=…><script>…') WHEN the timeline page loads THEN no
+    dialog opens, no element or handler is injected, and the tooltip and heading show the names literally."""
     doc = timeline_document([evil_run], op="xss", title=EVIL_TITLE)
     out = tmp_path / "timeline.html"
     out.write_text(doc.text)

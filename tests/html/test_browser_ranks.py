@@ -96,7 +96,10 @@ def test_cards_say_what_the_chart_shows(tmp_path, open_page, ranks_run):
     the labels say "mean of ranks": the same number for the same thing."""
     page = _open_report(tmp_path, open_page, ranks_run)
     chart = _chart(page)
-    mean = lambda ys: sum(ys) / len(ys)
+
+    def mean(ys):
+        return sum(ys) / len(ys)
+
     label, value, detail = _card(page, "c-exposed")
     assert label == "exposed time per step — mean of ranks"
     assert value == fmt_ns(mean(chart["exposed, mean of ranks"][1]) * 1e3)
@@ -150,7 +153,8 @@ def test_mixed_forward_sources_are_said_on_the_page(tmp_path, open_page, mixed_r
     rows = page.evaluate("(() => { const t = document.getElementById('rank-tbl');"
                          " const h = Array.from(t.querySelectorAll('thead th')).map(c => c.textContent);"
                          " const i = h.indexOf('forward source');"
-                         " return Array.from(t.querySelectorAll('tbody tr')).map(r => [r.cells[0].textContent, r.cells[i].textContent]); })()")
+                         " return Array.from(t.querySelectorAll('tbody tr'))"
+                         ".map(r => [r.cells[0].textContent, r.cells[i].textContent]); })()")
     assert rows == [["0", span], ["1", busy]]
     for rank, name in (("0", span), ("1", busy)):
         page.evaluate(f"(() => {{ const s = document.getElementById('rank'); s.value = '{rank}';"

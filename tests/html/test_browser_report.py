@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from html_helpers import page_data, require, to_precision3  # type: ignore[import-not-found]
 
-import msgspec
 
 from expo_prof import readers
 from expo_prof.analysis import analyze
@@ -61,7 +60,8 @@ def test_single_run_report_shows_the_analysis(tmp_path, open_page, run_on):
     rows = page.evaluate("document.querySelectorAll('#rank-tbl tbody tr').length")
     assert rows == len(res.document.ranks)
     manifest = json.loads((run_on / "manifest.json").read_text())
-    kv = page.evaluate("Object.fromEntries(Array.from(document.querySelectorAll('table.manifest tbody tr')).map(r => [r.cells[0].textContent, r.cells[1].textContent]))")
+    kv = page.evaluate("Object.fromEntries(Array.from(document.querySelectorAll('table.manifest tbody tr'))"
+                       ".map(r => [r.cells[0].textContent, r.cells[1].textContent]))")
     assert kv["overlay"] == "on" and kv["metrics.output_throughput"] == str(manifest["metrics"]["output_throughput"])
     assert page.evaluate("document.getElementById('ab')") is None  # one run: no A/B section
 

@@ -128,7 +128,8 @@ def test_search_highlights_and_jumps_between_matches(tmp_path, open_page, nccl_t
     ms = page.evaluate("expoTimeline.matches()")
     for k in (0, 1):
         page.evaluate("document.getElementById('snext').click()")
-        wait_for(page, f"expoTimeline.search.cur === {k} && expoTimeline.stats.range[1] - expoTimeline.stats.range[0] < {d['span_ns'] / 1e6 / 2}")
+        wait_for(page, f"expoTimeline.search.cur === {k} && "
+                       f"expoTimeline.stats.range[1] - expoTimeline.stats.range[0] < {d['span_ns'] / 1e6 / 2}")
         wait_for(page, f"Math.abs(expoTimeline.stats.range[0] - {ms[k][0]}) < {max(ms[k][1] - ms[k][0], 1e-3)} * 3")
         rng = page.evaluate("expoTimeline.stats.range")
         assert rng[0] <= ms[k][0] and ms[k][1] <= rng[1]
@@ -136,7 +137,8 @@ def test_search_highlights_and_jumps_between_matches(tmp_path, open_page, nccl_t
     # the strip along the top of the match's lane
     m = ms[1]
     x, y = page.evaluate(f"expoTimeline.toClient({(m[0] + m[1]) / 2!r}, {m[2]})")
-    rowh = page.evaluate("Math.abs(document.getElementById('plot')._fullLayout.yaxis.l2p(1) - document.getElementById('plot')._fullLayout.yaxis.l2p(0))")
+    rowh = page.evaluate("Math.abs(document.getElementById('plot')._fullLayout.yaxis.l2p(1)"
+                         " - document.getElementById('plot')._fullLayout.yaxis.l2p(0))")
     assert tuple(page.evaluate(f"expoTimeline.pixel({x}, {y - rowh / 2 + 2.5})")[:3]) == AMBER
     assert page.errors() == []
 
@@ -152,7 +154,8 @@ def test_one_legend_and_step_labels_never_overlap(tmp_path, open_page, dense_pag
     span = d["span_ns"] / 1e6
     seen = 0
     for frac in (1.0, 0.25, 0.1, 0.03, 0.01):
-        page.evaluate(f"Plotly.relayout('plot', {{'xaxis.range': [{0.5 * span - frac * span / 2!r}, {0.5 * span + frac * span / 2!r}]}}).then(() => true)")
+        lo, hi = 0.5 * span - frac * span / 2, 0.5 * span + frac * span / 2
+        page.evaluate(f"Plotly.relayout('plot', {{'xaxis.range': [{lo!r}, {hi!r}]}}).then(() => true)")
         labels = sorted(page.evaluate("expoTimeline.stats.stepLabels"))
         assert all(b[0] >= a[1] for a, b in zip(labels, labels[1:])), labels
         seen += len(labels)
@@ -161,7 +164,7 @@ def test_one_legend_and_step_labels_never_overlap(tmp_path, open_page, dense_pag
     assert seen > 0
     # legend toggles a layer: the draw lane goes blank
     lane = next(i for i, ln in enumerate(d["lanes"]) if ln["label"].endswith("stream 20"))
-    page.evaluate("Plotly.relayout('plot', {'xaxis.range': [0, %r]}).then(() => true)" % span)
+    page.evaluate(f"Plotly.relayout('plot', {{'xaxis.range': [0, {span!r}]}}).then(() => true)")
     page.evaluate("document.querySelector('.legend [data-layer=hidden]').click();"
                   "document.querySelector('.legend [data-layer=exposed]').click()")
     got = page.evaluate(
@@ -199,7 +202,7 @@ def test_report_tables_fit_or_scroll(tmp_path, open_page, vllm_cpu_trace):
     )
     assert tables
     assert page.evaluate("document.documentElement.scrollWidth") <= 900
-    for right, sw, cw, ov in tables:
+    for right, _sw, _cw, ov in tables:
         assert right <= 900 and ov == "auto"
     assert any(sw > cw for _, sw, cw, _ in tables)  # at least one needed its own scroll bar at this width
     assert page.errors() == []

@@ -103,7 +103,8 @@ def test_cpu_lane_step_lines_and_profiler_spans(tmp_path):
     trace = tmp_path / "trace.json"
     prof.export_chrome_trace(str(trace))
     events = json.loads(trace.read_text())["traceEvents"]
-    tids = {name: {e["tid"] for e in events if e.get("name") == name} for name in (SPAN_EXPONENTIAL, SPAN_WAIT, SPAN_FORWARD, "aten::exponential_")}
+    tids = {name: {e["tid"] for e in events if e.get("name") == name}
+            for name in (SPAN_EXPONENTIAL, SPAN_WAIT, SPAN_FORWARD, "aten::exponential_")}
     assert tids[SPAN_EXPONENTIAL] and tids[SPAN_WAIT] and tids[SPAN_FORWARD]
     assert tids[SPAN_EXPONENTIAL] == tids["aten::exponential_"]
     assert tids[SPAN_EXPONENTIAL].isdisjoint(tids[SPAN_FORWARD])
@@ -341,7 +342,8 @@ def test_inherit_keeps_the_lane_with_the_model_thread_and_explicit_cpus_are_obey
     out = _placement('"inherit"')
     assert out["lane"] == out["model"]
     # WHEN an explicit CPU set is given THEN exactly that set
-    out = _placement("{%d}" % max(__import__("os").sched_getaffinity(0)))
+    last_cpu = max(__import__("os").sched_getaffinity(0))
+    out = _placement("{" + str(last_cpu) + "}")  # a Python set literal
     assert out["lane"] == [out["all"][-1]]
 
 

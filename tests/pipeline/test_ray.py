@@ -9,7 +9,6 @@ nodes report and what Ray's processes listen on.
 
 from __future__ import annotations
 
-import importlib.util
 import ipaddress
 import json
 import os

@@ -28,7 +28,7 @@ def doc(rt):
     events = json.loads(gzip.decompress((rt / NCCL).read_bytes()))["traceEvents"][:N_EVENTS]
     head = '{"schemaVersion": 1, "traceEvents": [\n'
     parts, ends, pos = [], [], len(head)
-    for i, e in enumerate(events):
+    for e in events:
         t = json.dumps(e)
         parts.append(t)
         pos += len(t)

@@ -13,13 +13,11 @@ import json
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
 
 from expo_prof.serving.launch import free_port
 
-from test_record import CLI, ENV, manifest, processes_with, record, server_cmd, standin_cmd  # type: ignore[import-not-found]
+from test_record import CLI, manifest, processes_with, record, server_cmd, standin_cmd  # type: ignore[import-not-found]
 
 
 WRAPPER = """import argparse, sys

@@ -25,7 +25,8 @@ _STUBBORN = textwrap.dedent(
     import os, signal, subprocess, sys, time, json
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    code = "import signal,time; signal.signal(signal.SIGINT, signal.SIG_IGN); signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+    code = ("import signal,time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)")
     child = subprocess.Popen([sys.executable, "-c", code])
     escaper = subprocess.Popen([sys.executable, "-c", "import os,time; time.sleep(600)"], start_new_session=True)
     with open(sys.argv[1], "w") as f:

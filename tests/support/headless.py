@@ -96,7 +96,7 @@ class Page:
 
     def wait_event(self, method: str, timeout: float | None = None) -> dict:
         """Wait for an event (or return one already received and not yet waited for)."""
-        for i, ev in enumerate(self.events):
+        for ev in self.events:
             if ev["method"] == method and not ev.get("_seen"):
                 ev["_seen"] = True
                 return ev
@@ -171,7 +171,8 @@ class Page:
         self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
         if full_page:
             h = int(self.evaluate("Math.ceil(document.documentElement.scrollHeight)") or height)
-            self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": max(h, height), "deviceScaleFactor": 1, "mobile": False})
+            self.send("Emulation.setDeviceMetricsOverride",
+                      {"width": width, "height": max(h, height), "deviceScaleFactor": 1, "mobile": False})
             self.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
         data = self.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": False})["data"]
         Path(path).write_bytes(base64.b64decode(data))

@@ -14,7 +14,7 @@ from expo_prof.errors import BadInput
 
 
 def _bench_run(data: dict, source: str, label: str) -> Run:
-    values = {k: float(table_rows.number(data[k])) for k in table_rows.known_metric_keys(data)}
+    values = {k: float(v) for k in table_rows.known_metric_keys(data) if (v := table_rows.number(data[k])) is not None}
     workload: dict[str, Any] = {}
     derived: set[str] = set()
     if data.get("model_id"):

@@ -77,7 +77,7 @@ def rows_to_runs(rows: list[dict[str, Any]], source: str, warnings: list[str]) -
         for c in r:
             if c not in columns:
                 columns.append(c)
-    metric_cols = {c: canonical(c) for c in columns if canonical(c)}
+    metric_cols = {c: name for c in columns if (name := canonical(c))}
     unknown = [c for c in columns if c not in metric_cols and _norm(c) not in DESCRIPTOR_COLUMNS]
     if not metric_cols:
         raise BadInput(

@@ -56,7 +56,7 @@ def warmup(a_name: str, a_runs: list[str], a_vals: list[float | None],
 
 
 def outliers(side: str, runs: list[str], vals: list[float | None], metric: str,
-             skip: set[int] = frozenset()) -> list[Flag]:
+             skip: set[int] | frozenset[int] = frozenset()) -> list[Flag]:
     """MAD outliers among the runs of one side (indices in ``skip``, e.g. warm-up runs, left out)."""
     idx = [i for i, v in enumerate(vals) if v is not None and i not in skip]
     if len(idx) < MIN_RUNS_OUTLIER:

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 
-from expo_prof import __version__, stats
+from expo_prof import stats
+from expo_prof.version import __version__
 from expo_prof.abtest.inputs.sides import Loaded
 from expo_prof.abtest.inputs.workloads import check as check_workloads
 from expo_prof.abtest.judging import flags as flagmod
@@ -82,7 +84,7 @@ def metric_result(metric: Metric, a_runs: list[str], a_vals: list[float | None],
     """One metric: values, means, change, CI, tests, outcome and runs needed."""
     a_st, b_st = _side_stats(a_runs, a_vals, a_flags), _side_stats(b_runs, b_vals, b_flags)
     notes: list[str] = []
-    base = dict(name=metric.name, label=metric.label, unit=metric.unit,
+    base: dict[str, Any] = dict(name=metric.name, label=metric.label, unit=metric.unit,
                 better="higher" if metric.better == HIGHER else "lower", mechanism=metric.mechanism, a=a_st, b=b_st)
     if a_st.n == 0 or b_st.n == 0:
         for st, side_runs, side in ((a_st, a_runs, "A"), (b_st, b_runs, "B")):
@@ -94,6 +96,7 @@ def metric_result(metric: Metric, a_runs: list[str], a_vals: list[float | None],
     for st, n_runs, side in ((a_st, len(a_runs), "A"), (b_st, len(b_runs), "B")):
         if st.n < n_runs:
             notes.append(f"present in {st.n} of {n_runs} runs of side {side}")
+    assert a_st.mean is not None and b_st.mean is not None  # both sides have values (n > 0)
     diff = b_st.mean - a_st.mean
     change = 100.0 * diff / a_st.mean if a_st.mean else None
     a = np.array([v for v in a_vals if v is not None])
@@ -102,7 +105,7 @@ def metric_result(metric: Metric, a_runs: list[str], a_vals: list[float | None],
     paired = pairs is not None
     t = perm = None
     needed: int | None = None
-    if paired and len(usable) < len(pairs):
+    if pairs is not None and len(usable) < len(pairs):
         notes.append(f"{len(pairs) - len(usable)} pair(s) without this metric left out of the paired test")
     n_eff = len(usable) if paired else min(len(a), len(b))
     if n_eff < 2:
@@ -146,7 +149,7 @@ def metric_result(metric: Metric, a_runs: list[str], a_vals: list[float | None],
     else:
         outcome = SAME
         if paired:
-            dd = np.array([b_vals[j] - a_vals[i] for i, j in usable])
+            dd = pb - pa
             needed = stats.runs_needed_paired(float(dd.mean()), float(np.std(dd, ddof=1)), alpha)
         else:
             needed = stats.runs_needed_unpaired(diff, float(np.var(a, ddof=1)), float(np.var(b, ddof=1)), alpha)
@@ -241,7 +244,7 @@ def compare(loaded: Loaded, *, alpha: float = 0.05, primary: str | None = None, 
     view = _View(loaded, drop_a, drop_b)
     results = [view.result(metrics[n], alpha, marks) for n in names]
     by_name = {r.name: r for r in results}
-    verdict = verdict_of(by_name.get(pname), results, alpha)
+    verdict = verdict_of(by_name.get(pname) if pname is not None else None, results, alpha)
     sens = _sensitivity(loaded, pmetric, alpha, verdict.decision, wa, wb, oa, ob, drop_a, drop_b, marks)
     verdict.caveats += [f"{s.what} the verdict would be: {s.decision}" for s in sens if s.changes_verdict]
     excluded = [loaded.a.runs[i].label for i in sorted(drop_a)] + [loaded.b.runs[j].label for j in sorted(drop_b)]

@@ -58,7 +58,7 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
     if f_off is not None and f_on is not None:
         slow = f_on - f_off
         slow_pct = 100.0 * slow / f_off if f_off else None
-        sig = fwd.significant
+        sig = fwd.significant if fwd else None
     elif f_on is not None:
         notes.append("forward-pass slowdown not measured: the off runs have no forward timing "
                      "(record them with a profiler, e.g. `ab --profiler torch`)")
@@ -96,10 +96,10 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
         if slow is None and removed is not None and tpot_us > 0:
             statement += (f" — the steps got slower although {fmt_ns(removed * 1e3)} of exponential left the "
                           "critical path: the overlap costs more than it hides (contention with the side lane)")
-    steps = [r.info.get("steps") for r in loaded.a.runs + loaded.b.runs if r.info.get("steps")]
+    steps = [int(n) for r in loaded.a.runs + loaded.b.runs if (n := r.info.get("steps"))]
     if steps:
         notes.append(f"per-step means over {min(steps)}–{max(steps)} steps per run")
-    sources = {r.info.get("forward_source") for r in loaded.a.runs + loaded.b.runs if r.info.get("forward_source")}
+    sources = {s for r in loaded.a.runs + loaded.b.runs if (s := r.info.get("forward_source"))}
     if len(sources - {MIXED}) > 1:
         notes.append("forward time comes from different sources in these runs ("
                      + ", ".join(forward_label(x) for x in sorted(sources - {MIXED})) + "): compare with care")

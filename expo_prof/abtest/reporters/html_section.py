@@ -86,7 +86,7 @@ def tradeoff_figure(result: ComparisonResult):
     import plotly.graph_objects as go
 
     m = result.mechanism
-    if m.exp_removed_us is None or m.forward_slowdown_us is None:
+    if m.exp_removed_us is None or m.forward_slowdown_us is None or m.net_us is None:
         return None
     names = ["exponential removed", "forward slowdown", "net gain"]
     vals = [m.exp_removed_us, -m.forward_slowdown_us, m.net_us]

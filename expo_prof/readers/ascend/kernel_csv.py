@@ -84,6 +84,8 @@ def read_kernel_csv(data: bytes | bytearray, path: Path, *, fmt: str, rank_hint:
     missing = [_COLS[f][0] for f in ("name", "start", "dur") if ci[f] is None]
     if missing:
         raise BadInput(f"{where}: missing column(s) {', '.join(missing)} (not a kernel table)")
+    c_name, c_start, c_dur, c_stream = ci["name"], ci["start"], ci["dur"], ci["stream"]
+    assert c_name is not None and c_start is not None and c_dur is not None  # checked just above
     rows: list[list[str]] = []
     short = 0
     try:
@@ -107,15 +109,15 @@ def read_kernel_csv(data: bytes | bytearray, path: Path, *, fmt: str, rank_hint:
     if n == 0:
         raise BadInput(f"{where}: no kernel rows")
 
-    starts_txt = [r[ci["start"]] for r in rows]
-    durs_txt = [r[ci["dur"]] for r in rows]
+    starts_txt = [r[c_start] for r in rows]
+    durs_txt = [r[c_dur] for r in rows]
     start, sbad = _parse_col(starts_txt)
     dur, dbad = _parse_col(durs_txt)
     bad = sbad | dbad
     if bad.any():
         warnings.append(f"{where}: {int(bad.sum())} row(s) with an unreadable start/duration skipped")
 
-    no_stream = ci["stream"] is None
+    no_stream = c_stream is None
     if no_stream:
         warnings.append(
             f"{where}: no Stream ID column (profiler level0 export): all kernels share one lane, so overlap "
@@ -135,7 +137,7 @@ def read_kernel_csv(data: bytes | bytearray, path: Path, *, fmt: str, rank_hint:
         k = kind_cache.get(core)
         if k is None:
             k = kind_cache[core] = ascend_task_kind(core)
-        stream = r[ci["stream"]].strip() if not no_stream else None
+        stream = r[c_stream].strip() if c_stream is not None else None
         if core in _COMM_CORES and (stream is None or not stream.isdigit()):
             # Communication ops without a stream: op-level windows (like the
             # HCCL group lane of trace_view.json), not a device queue.
@@ -146,7 +148,7 @@ def read_kernel_csv(data: bytes | bytearray, path: Path, *, fmt: str, rank_hint:
             sid = int(stream) if stream.isdigit() else -1
             li = lanes.get(("stream", stream), lambda s=stream, sid=sid: Lane(LaneKind.STREAM, "npu", f"Stream {s}", 0, sid))
         lane_col[i] = li
-        name_col[i] = names(r[ci["name"]])
+        name_col[i] = names(r[c_name])
         kind_col[i] = k
         if ci["step"] is not None:
             v = _int_cell(r[ci["step"]])

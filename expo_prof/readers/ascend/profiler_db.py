@@ -127,9 +127,10 @@ def _read(con: sqlite3.Connection, path: Path, where: str, fmt: str, rank_hint: 
             k = Kind.COMM
         else:
             nm = tstr
-            k = kind_cache.get(tstr)
-            if k is None:
-                k = kind_cache[tstr] = _DB_TASK_KIND.get(tstr, ascend_task_kind(tstr))
+            cached = kind_cache.get(tstr)
+            if cached is None:
+                cached = kind_cache[tstr] = _DB_TASK_KIND.get(tstr, ascend_task_kind(tstr))
+            k = cached
             if k == Kind.KERNEL:
                 if cid in comm_conn or stream in comm_streams:
                     k = Kind.COMM

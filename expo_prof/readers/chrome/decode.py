@@ -90,7 +90,7 @@ KnownCat = Literal[
 
 
 class _EventKnownCat(_Event, gc=False):
-    cat: KnownCat | None = None  # type: ignore[assignment]
+    cat: KnownCat | None = None
 
 
 class _EventRawTs(_Event, gc=False):
@@ -289,7 +289,7 @@ def _careful_layout(
         what = "a JSON array of events" if is_array else "a trace object with a traceEvents array"
         raise BadInput(f"{where}: not {what} ({exc})") from None
     top = None if is_array else d.value
-    arr = d.value if is_array else top.traceEvents
+    arr = d.value if top is None else top.traceEvents
     if top is not None:
         top.traceEvents = _NULL
     first = memoryview(arr)[:1].tobytes()
@@ -431,7 +431,7 @@ def buffer_address(buf: Any) -> int:
 
 def _decode_batch(
     raws: list[msgspec.Raw], raw_ts: bool, c: Cols, inplace: _InPlace | None = None
-) -> list[_Event]:
+) -> list[_Event] | list[_EventRawTs]:
     """Decode one batch of events; on a type error decode one by one and skip the bad ones."""
     if not raws:
         return []

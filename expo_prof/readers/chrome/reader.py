@@ -64,8 +64,7 @@ def read_chrome(
     where = str(path)
     if isinstance(data, Loaded):
         # Take the bytes over so they can be freed once the events are columns.
-        loaded, data = data, data.data
-        loaded.data = None
+        data = data.take()
     top, cols, warnings = read_events(data, where)
     del data
     return _timeline(top, cols, warnings, path, fmt_hint, rank_hint)

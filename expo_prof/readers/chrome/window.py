@@ -27,7 +27,7 @@ from expo_prof.readers.file_bytes import _GZIP_MAGIC, Progress, _mb, gzip_size_h
 try:
     from isal.isal_zlib import _GzipReader
 except ImportError:  # pragma: no cover - isal is a dependency; inflate() does the same job
-    _GzipReader = None
+    _GzipReader = None  # type: ignore[misc,assignment]
 
 __all__ = ["DamagedGzip", "Window"]
 
@@ -96,7 +96,8 @@ class Window:
         if self.compressed:
             expected = gzip_size_hint(self._f, size, max_bytes) or capacity
             if _GzipReader is not None:
-                self._gz = _GzipReader(self._f if progress is None else _Counted(self._f, progress), _COMPRESSED_READ)
+                src: Any = self._f if progress is None else _Counted(self._f, progress)  # read by duck typing
+                self._gz = _GzipReader(src, _COMPRESSED_READ)
             else:  # pragma: no cover
                 self._pieces = inflate(path, self._f, max_bytes, progress, self.warnings, PIECE)
         elif size > max_bytes:

@@ -214,10 +214,10 @@ def _read(db: _Db, where: str) -> Timeline:
     # demangledName: torch's kernels are recognised by their full names (exponential_kernel is a template argument).
     name_expr = f"COALESCE({', '.join(_nullable(kc, c) for c in ('demangledName', 'shortName', 'mangledName'))}, -1)"
     for table, extra in ((KERNEL, name_expr), (MEMCPY, None), (MEMSET, None), (SYNC, None)):
-        cols = db.cols(table) if table in db.tables else set()
-        what = extra or _int(cols, {MEMCPY: "copyKind", SYNC: "syncType"}.get(table, ""))  # memset: no name id
-        rows, bad = db.timed(table, ", ".join((_int(cols, "deviceId"), _int(cols, "streamId"),
-                                               _int(cols, "correlationId"), _int(cols, "globalPid"), what)))
+        tc = db.cols(table) if table in db.tables else set()
+        what = extra or _int(tc, {MEMCPY: "copyKind", SYNC: "syncType"}.get(table, ""))  # memset: no name id
+        rows, bad = db.timed(table, ", ".join((_int(tc, "deviceId"), _int(tc, "streamId"),
+                                               _int(tc, "correlationId"), _int(tc, "globalPid"), what)))
         dropped += bad
         if rows is not None:
             device.append((table, rows))
@@ -227,7 +227,7 @@ def _read(db: _Db, where: str) -> Timeline:
         pid = _pid_of(r[:, 5])
         lane = ev.stream_lanes(pid, r[:, 2], r[:, 3])
         corr = _corr_keys(pid, r[:, 4], scoped)
-        kind = NSYS_TABLE_KIND[table]
+        kind: Kind | np.ndarray = NSYS_TABLE_KIND[table]
         if table == KERNEL:
             name = ev.intern(r[:, 6], lambda i: db.string(i, f"kernel {i}"))
             comm = np.array([is_comm_kernel(n) for n in ev.names.names], bool)[name]
