@@ -107,7 +107,7 @@ def test_the_graph_holds_every_module_and_the_kind_of_each_import(graph):
     assert {f.as_posix() for f in graph.files.values()} == files
     assert graph.edges["overlay.sampler"]["overlay.guard"].kind == importgraph.MODULE
     assert graph.edges["overlay.plugin"]["overlay.sampler"].kind == importgraph.LAZY  # inside enable()
-    assert graph.edges["expo_prof.readers.mstx_device"]["overlay.contract"].kind == importgraph.MODULE
+    assert graph.edges["expo_prof.readers.host_ranges"]["overlay.contract"].kind == importgraph.MODULE
     assert "torch" in graph.edges["overlay.sampler"] and graph.edges["overlay.sampler"]["torch"].kind == importgraph.LAZY
 
 
