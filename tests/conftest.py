@@ -10,6 +10,7 @@ import contextlib
 import fcntl
 import importlib.util
 import os
+import signal
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -40,6 +41,13 @@ def need():
     """:func:`require` for test modules that cannot import this conftest by name."""
     return require
 
+
+# A suite started in the background (`make test &`, nohup, some CI runners) inherits SIGINT *ignored*, and every
+# process it starts inherits that: a Ctrl-C test would then never stop its `record`, and each server stop would
+# wait out its SIGINT grace before escalating. A handler (not "ignored") is reset to the default in children on
+# exec, so they get the SIGINT a person's terminal gives them.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Property tests draw the same examples on every CI run (a red CI is never luck, and the failing example is
 # printed with its reproduction blob); elsewhere they explore new ones. `make fuzz` runs the readers'
