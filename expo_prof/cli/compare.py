@@ -9,7 +9,7 @@ import click
 
 from expo_prof.cli.base import command as cli_command
 from expo_prof.cli.common import output_options, resolve_format
-from expo_prof.errors import BadInput
+from expo_prof.errors import BadInput, import_extra
 from expo_prof.version import __version__
 
 
@@ -48,6 +48,8 @@ def check_out(output: Path | None, inputs: list[Path], fmt: str) -> None:
     from expo_prof.output import COMPARE_JSON, COMPARE_PAGE, COMPARE_TEXT, check_target
 
     check_target(output, inputs, {"json": COMPARE_JSON, "html": COMPARE_PAGE, "text": COMPARE_TEXT}[fmt], "-o")
+    if fmt == "html":  # its charts are plotly figures: the optional extra "compare-html", checked before loading
+        import_extra("compare-html", "compare --format html")
 
 
 def write_result(result, *, fmt: str, output: Path | None, all_metrics: bool) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from expo_prof.errors import import_extra
 from expo_prof.cli.base import command as cli_command
 
 DEMO_LOAD = {"num_prompts": 16, "input_len": 64, "output_len": 64}
@@ -43,6 +44,7 @@ DEMO_LOAD = {"num_prompts": 16, "input_len": 64, "output_len": 64}
 @click.pass_obj
 def command(settings, overlay_mode, repeat, num_prompts, input_len, output_len, traces_dir, model_dir, ready_timeout) -> int:
     """Record the built-in tiny model on CPU with the overlay on, and report."""
+    import_extra("serve", "expo-prof demo (its built-in load)")
     from expo_prof.cli.run_summary import after_run
     from expo_prof.console import err_console
     from expo_prof.record.runner import RecordOptions

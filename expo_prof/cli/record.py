@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from expo_prof.cli.base import command as cli_command, refuse_together
-from expo_prof.errors import BadInput
+from expo_prof.errors import BadInput, import_extra
 
 OVERLAY_MODES = ("on", "off", "both", "switchback")
 
@@ -59,6 +59,8 @@ def build_spec(kw: dict):
 
     if kw["no_load"] or kw.get("load_cmd") is not None:
         return None
+    # Checked before anything is launched: the built-in load's HTTP client is the optional extra "serve".
+    import_extra("serve", "the built-in load (--load-cmd CMD drives your own)")
     for name in ("num_prompts", "input_len", "output_len", "warmup"):
         if kw[name] is not None and kw[name] < (0 if name == "warmup" else 1):
             raise BadInput(f"--{name.replace('_', '-')} must be at least {0 if name == 'warmup' else 1}")

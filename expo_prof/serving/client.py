@@ -32,7 +32,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Callable
 
-from expo_prof.errors import EXIT_RUN_FAILED, BadInput, ExpoProfError
+from expo_prof.errors import EXIT_RUN_FAILED, BadInput, ExpoProfError, import_extra
 
 HEALTH = "/health"
 MODELS = "/v1/models"
@@ -182,7 +182,8 @@ class AsyncClient(_Policy):
         self._session: Any = None  # an aiohttp.ClientSession inside ``async with`` (aiohttp imported lazily)
 
     async def __aenter__(self) -> AsyncClient:
-        import aiohttp  # a dependency, imported here so that importing expo_prof stays quick
+        # Imported here: the extra "serve" (the built-in load), and importing expo_prof stays quick.
+        aiohttp = import_extra("serve", "the built-in load")
 
         # No session-wide limit: each request carries its own (ClientTimeout per call).
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self.max_connections),

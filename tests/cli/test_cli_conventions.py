@@ -144,3 +144,32 @@ def test_collect_without_ray_names_ray_not_the_option(tmp_path):
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("error: Ray is not installed") and "expo-prof[ray]" in line and "--ray needs" not in line
+
+
+def test_the_laptop_install_analyses_and_draws_and_names_the_extras_it_lacks(tmp_path):
+    """GIVEN the laptop install — the optional extras' modules (aiohttp: "serve"; plotly: "compare-html")
+    unimportable WHEN analyze, timeline, report and export read the committed runs THEN they work (the pages
+    inline the vendored plotly.js bundle); and record's built-in load and compare's HTML page each stop with
+    one line naming the extra, exit 2, before anything is launched or written."""
+    code = ("import sys; sys.modules['aiohttp'] = None; sys.modules['plotly'] = None\n"
+            "from expo_prof.cli.main import main\n"
+            "sys.argv = ['expo-prof', *sys.argv[1:]]; main()")
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300,
+                              cwd=tmp_path, env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
+
+    run_dir = SESSION / "02-on"
+    for args in (["analyze", str(run_dir)], ["timeline", str(run_dir), "-o", "t.html"],
+                 ["report", str(SESSION), "-o", "r.html"], ["export", str(run_dir), "-o", "e.json"]):
+        proc = run(*args)
+        assert proc.returncode == 0, (args, proc.stderr[-2000:])
+    assert (tmp_path / "t.html").stat().st_size > 1_000_000 and (tmp_path / "r.html").is_file()
+    rec = run("record", "-o", "run", "--", sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "m")
+    assert rec.returncode == 2, rec.stderr
+    assert rec.stderr.strip().splitlines()[-1] == ("error: the built-in load (--load-cmd CMD drives your own) needs "
+                                                   "aiohttp, an optional extra: pip install 'expo-prof[serve]'")
+    assert not (tmp_path / "run").exists()
+    page = run("compare", str(SESSION), "--format", "html", "-o", "c.html")
+    assert page.returncode == 2 and "pip install 'expo-prof[compare-html]'" in page.stderr, page.stderr
+    assert not (tmp_path / "c.html").exists()
