@@ -26,6 +26,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from switchback_proof import CONFIGS, inside, measure, model_dir  # noqa: E402
 
+#: The proof is 14 server launches (two configurations, each `ab --repeat 3` and one switchback run): about
+#: 15 minutes on an idle 2-core machine, past pytest-timeout's 900 s default for one test (its fixture included).
+pytestmark = pytest.mark.timeout(2700)
+
 
 
 @pytest.fixture(scope="module")
