@@ -136,39 +136,45 @@ class WheelFiles:
         self.dist, self.version = dist, version
         self.dir = FILES_CACHE / f"{dist}-{version}"
         whole = sorted(WHEEL_CACHE.glob(f"{dist.replace('-', '_')}-{version}-*.whl"))
-        self._zip: zipfile.ZipFile | None = zipfile.ZipFile(whole[0]) if whole else None
+        #: A whole wheel on this machine: read in place, nothing fetched or cached.
+        self._local: zipfile.ZipFile | None = zipfile.ZipFile(whole[0]) if whole else None
+        #: The wheel on PyPI, opened by range on the first member not in the cache.
+        self._ranged: zipfile.ZipFile | None = None
         self._names: list[str] | None = None
 
-    def _remote(self) -> zipfile.ZipFile:
-        if self._zip is None:
-            self._zip = zipfile.ZipFile(io.BufferedReader(RangeReader(wheel_url(self.dist, self.version)), BLOCK))
-        return self._zip
+    def _fetch(self) -> zipfile.ZipFile:
+        if self._ranged is None:
+            self._ranged = zipfile.ZipFile(io.BufferedReader(RangeReader(wheel_url(self.dist, self.version)), BLOCK))
+        return self._ranged
 
     def namelist(self) -> list[str]:
         """Every member name of the wheel."""
         if self._names is None:
             listing = self.dir / "names.json"
-            if self._zip is None and listing.is_file():
+            if self._local is not None:
+                self._names = self._local.namelist()
+            elif listing.is_file():
                 self._names = json.loads(listing.read_text())
             else:
-                self._names = self._remote().namelist()
-                if not listing.is_file():
-                    _write(listing, json.dumps(self._names).encode())
+                self._names = self._fetch().namelist()
+                _write(listing, json.dumps(self._names).encode())
         return self._names
 
     def read(self, name: str) -> bytes:
         """The bytes of member ``name`` (KeyError when the wheel has none)."""
+        if self._local is not None:
+            return self._local.read(name)
         cached = self.dir / "files" / name
-        if self._zip is None and cached.is_file():
+        if cached.is_file():
             return cached.read_bytes()
-        data = self._remote().read(name)
-        if not cached.is_file():
-            _write(cached, data)
+        data = self._fetch().read(name)
+        _write(cached, data)
         return data
 
     def close(self) -> None:
-        if self._zip is not None:
-            self._zip.close()
+        for z in (self._local, self._ranged):
+            if z is not None:
+                z.close()
 
     def __enter__(self) -> WheelFiles:
         return self
