@@ -244,7 +244,9 @@ def ab_section(compare: Any) -> dict | None:
                      "mean_on": m["b"]["mean"], "change_pct": m["change_pct"], "ci_pct": m["ci_pct"],
                      "p": (m["t_test"] or {}).get("p"), "outcome": m["outcome"], "notes": m["notes"]})
     return {"sides": {"off": c["a"]["runs"], "on": c["b"]["runs"]}, "design": c["design"], "rows": rows,
-            "verdict": c["verdict"], "flags": c["flags"], "mechanism": c["mechanism"], "compare": c}
+            "verdict": c["verdict"], "flags": c["flags"],
+            # the statement without its leading "decision:" (Verdict.reason): what the page prints after it
+            "verdict_reason": compare.verdict.reason, "mechanism": c["mechanism"], "compare": c}
 
 
 def build_payload(runs: list[dict], *, title: str = "expo-prof report", warnings: list[str] | None = None,

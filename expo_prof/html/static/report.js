@@ -3,8 +3,6 @@
 "use strict";
 (function () {
   const D = Expo.data();
-  // The statement without its leading "decision: ": the line already says the decision (Verdict.reason).
-  const verdictReason = (v) => v.statement.startsWith(v.decision + ": ") ? v.statement.slice(v.decision.length + 2) : v.statement;
   const COL = { hidden: "#2ca02c", exposed: "#d62728", fwd: "#4a8fc1" };
   const config = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
   const P = D.runs[D.primary];
@@ -226,7 +224,7 @@
     t.id = "ab-tbl";
     const wrap = Expo.el("div", { className: "scroll" });
     wrap.appendChild(t);
-    document.getElementById("ab-table").append(Expo.el("p", { id: "ab-verdict", className: "verdict" }, "verdict: " + ab.verdict.decision + " — " + verdictReason(ab.verdict)), wrap);
+    document.getElementById("ab-table").append(Expo.el("p", { id: "ab-verdict", className: "verdict" }, "verdict: " + ab.verdict.decision + " — " + ab.verdict_reason), wrap);
     const extra = document.getElementById("ab-compare");
     if (ab.mechanism) extra.append(Expo.el("p", { id: "ab-mechanism" }, "mechanism: " + ab.mechanism.statement));
     for (const f of ab.flags) extra.append(Expo.el("div", { className: "warn" }, f.kind + ": " + f.side + " run " + f.run + " (" + f.metric + ")"));
