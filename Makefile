@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml
 	@# Debian's Chromium drives the HTML pages' browser tests (headless, DevTools protocol).
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
 		|| echo "warning: could not install chromium; the browser tests need /usr/bin/chromium"
+	@# strace delivers a signal at one exact system call in tests/cli/test_hostile_output.py (Ctrl-C at the rename).
+	@command -v strace >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace; } \
+		|| echo "warning: could not install strace; tests/cli/test_hostile_output.py needs it"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -13,6 +13,7 @@ from expo_prof.cli.common import (
     options,
     output_options,
     resolve_format,
+    says,
     show_notes,
     target_options,
     write_report,
@@ -109,7 +110,5 @@ def command(settings, paths: tuple[Path, ...], op: str | None, source: str, max_
     reporter = {"text": TableReporter(top=top), "json": JsonReporter(), "html": HtmlReporter(label="analysis")}[fmt]
     write_report(reporter, result.document, output)
     if output is not None and not quiet:
-        from expo_prof.console import console
-
-        console.print(f"{fmt}: {output}")
+        says(output).print(f"{fmt}: {output}")
     return 0

@@ -104,6 +104,15 @@ def check_output(output: Path | None, inputs: list[Path], fmt: str) -> None:
     check_target(output, inputs, {"json": ANALYZE_JSON, "html": PAGE, "text": TEXT}[fmt], "-o")
 
 
+def says(output: Path | None) -> Any:
+    """The console for a command's summary lines: stderr when ``-o`` is stdout (``-``, ``/dev/stdout``), so the
+    output there stays whole; stdout otherwise."""
+    from expo_prof.console import console, err_console
+    from expo_prof.output import is_stdout
+
+    return err_console if is_stdout(output) else console
+
+
 def write_report(reporter: Any, result: Any, output: Path | None) -> None:
     """Render ``result`` with ``reporter`` to stdout, or atomically to ``output``."""
     import io

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from expo_prof.cli.base import command as cli_command
-from expo_prof.cli.common import output_options, resolve_format
+from expo_prof.cli.common import output_options, resolve_format, says
 from expo_prof.errors import BadInput, import_extra
 from expo_prof.version import __version__
 
@@ -65,10 +65,7 @@ def write_result(result, *, fmt: str, output: Path | None, all_metrics: bool) ->
 
         assert output is not None  # resolve_format: a page needs -o
 
-        try:
-            html_section.write_page(result, output)
-        except OSError as exc:
-            raise BadInput(f"-o {output}: cannot write ({exc.strerror or exc})") from None
+        write(output, html_section.page(result))  # a failed write: one line, the earlier page kept
         return
     if output is None:
         if fmt == "json":
@@ -96,9 +93,7 @@ def run_comparison(loaded, kw: dict, settings, inputs: list[Path]) -> int:
     )
     write_result(result, fmt=kw["fmt"], output=kw["output"], all_metrics=kw["all_metrics"])
     if kw["output"] is not None and not getattr(settings, "quiet", False):
-        from expo_prof.console import console
-
-        console.print(f"{kw['fmt']}: {kw['output']}")
+        says(kw["output"]).print(f"{kw['fmt']}: {kw['output']}")
     return 0
 
 

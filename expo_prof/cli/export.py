@@ -9,7 +9,7 @@ import click
 
 from expo_prof.words import plural
 from expo_prof.cli.base import command as cli_command
-from expo_prof.cli.common import options, show_notes, target_options
+from expo_prof.cli.common import options, says, show_notes, target_options
 
 
 @cli_command(
@@ -39,7 +39,6 @@ def command(settings, paths, output, fmt, op, source, max_bytes, jobs, ray) -> i
     (Perfetto), plus added tracks for each exponential instance, its hidden and exposed
     parts, and the steps.
     """
-    from expo_prof.console import console
     from expo_prof import output as out_mod
     from expo_prof.export import export_document
     from rich.markup import escape
@@ -49,6 +48,7 @@ def command(settings, paths, output, fmt, op, source, max_bytes, jobs, ray) -> i
     if output is None:
         output = Path("annotated.pftrace" if fmt == "perfetto" else "annotated.json")
     out_mod.check_target(output, list(paths), out_mod.PERFETTO if fmt == "perfetto" else out_mod.EXPORT)
+    console = says(output)  # the summary: on stderr when the output is stdout
     doc = export_document(list(paths), fmt=fmt, options=options(op, source, max_bytes, jobs, ray))
     n = out_mod.write_chunks(output, doc.chunks)
     show_notes(settings, doc.warnings, doc.info)

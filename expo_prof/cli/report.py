@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from expo_prof.cli.base import command as cli_command
-from expo_prof.cli.common import options, show_notes, target_options
+from expo_prof.cli.common import options, says, show_notes, target_options
 
 
 @cli_command(
@@ -34,7 +34,6 @@ def command(settings, paths, output, op, source, max_bytes, jobs, ray, title) ->
     With overlay-off and overlay-on runs (two run directories, or a session of
     `record --overlay both`) the page adds the A/B section: `expo-prof compare`'s result.
     """
-    from expo_prof.console import console
     from expo_prof import output as out_mod
     from expo_prof.html.build import report_document
     from rich.markup import escape
@@ -42,6 +41,7 @@ def command(settings, paths, output, op, source, max_bytes, jobs, ray, title) ->
     if not paths:
         raise click.UsageError("report needs a run directory, a session directory or trace PATHs")
     out_mod.check_target(output, list(paths), out_mod.PAGE)
+    console = says(output)  # the summary: on stderr when the output is stdout
     from expo_prof.abtest.from_pipeline import compare_recordings
     from expo_prof.pipeline import run
 

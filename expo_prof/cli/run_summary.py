@@ -37,13 +37,18 @@ def summarize(run_dir: Path, *, quiet: bool = False) -> object | None:
         if not quiet:
             console.print("  analysis      none: this run has no overlay log and no profiler trace")
         return None
+    import io
+
+    from expo_prof import output as out_mod
+
     try:
         result = run([run_dir])
+        buf = io.StringIO()
+        JsonReporter().render(result.document, file=buf)
+        out_mod.write(run_dir / "analysis.json", buf.getvalue())  # never half a file (a full disk: one line)
     except ExpoProfError as exc:
         err_console.print(f"[yellow]analysis:[/] {exc}")
         return None
-    with open(run_dir / "analysis.json", "w") as f:
-        JsonReporter().render(result.document, file=f)
     if not quiet:
         TableReporter(top=5).render(result.document)
         console.print(f"  analysis      {run_dir / 'analysis.json'}")

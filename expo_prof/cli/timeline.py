@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from expo_prof.cli.base import command as cli_command
-from expo_prof.cli.common import options, show_notes, target_options
+from expo_prof.cli.common import options, says, show_notes, target_options
 from expo_prof.html import lod
 
 
@@ -38,7 +38,6 @@ def command(settings, paths, output, op, source, max_bytes, jobs, ray, title, de
     PATH is a run directory (from `expo-prof record`), or trace files /
     folders of one recording. The page needs no network: plotly.js and the data are inline.
     """
-    from expo_prof.console import console
     from expo_prof import output as out_mod
     from expo_prof.html.build import timeline_document
     from rich.markup import escape
@@ -46,6 +45,7 @@ def command(settings, paths, output, op, source, max_bytes, jobs, ray, title, de
     if not paths:
         raise click.UsageError("timeline needs a run directory or trace PATH")
     out_mod.check_target(output, list(paths), out_mod.PAGE)
+    console = says(output)  # the summary: on stderr when the output is stdout
     doc = timeline_document(
         list(paths), options=options(op, source, max_bytes, jobs, ray), title=title,
         detail_budget=detail_budget, busy_budget=busy_budget,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -117,6 +118,12 @@ def collect(plist: list[Path], plan: detect.Plan, units: Sequence[Unit], workers
     return Parallel(loaded, analyses, workers, peaks, where)
 
 
+def _worker_init() -> None:
+    """A worker ends quietly on Ctrl-C (SIGINT's default action), as a terminal sends it to the whole process
+    group: no traceback of its own, idle or reading; the main process says "interrupted" once."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def read_parallel(plist: list[Path], *, jobs: int, max_bytes: int = DEFAULT_MAX_DECOMPRESSED,
                   op: str | None = None, events: bool = True, progress: ProgressFn | None = None,
                   force: bool = False) -> Parallel | None:
@@ -143,17 +150,28 @@ def read_parallel(plist: list[Path], *, jobs: int, max_bytes: int = DEFAULT_MAX_
     order = sorted(range(len(ts)), key=lambda i: -sizes[i])
     from concurrent.futures.process import BrokenProcessPool
 
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init)
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futs = {pool.submit(work, ts[i], max_bytes, op, events): i for i in order}
-            for fut in as_completed(futs):
-                i = futs[fut]
-                units[i] = fut.result()
-                done += sizes[i]
-                if progress is not None:
-                    progress(min(done, total), total)
+        futs = {pool.submit(work, ts[i], max_bytes, op, events): i for i in order}
+        for fut in as_completed(futs):
+            i = futs[fut]
+            units[i] = fut.result()
+            done += sizes[i]
+            if progress is not None:
+                progress(min(done, total), total)
     except BrokenProcessPool:
         # Workers that cannot start (a main module they cannot re-import, e.g. a script read from stdin)
         # or that died: the caller reads in this process instead.
+        pool.shutdown(wait=True)
         return None
+    except BaseException:
+        # Ctrl-C (or any failure) here: stop the workers now rather than wait for the files they are reading
+        # (a Ctrl-C sent to this process alone does not reach them); the interrupt goes on to the CLI's one line.
+        # Then wait for the pool's own thread to see them gone: left running, it races the interpreter's exit
+        # (concurrent.futures' atexit hook) and can print a traceback after the one line.
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     return collect(plist, plan, units, workers, op)  # type: ignore[arg-type]

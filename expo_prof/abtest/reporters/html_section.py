@@ -1,14 +1,13 @@
 """The A/B section of the HTML report: figures of the runs and of the mechanism, the verdict, the table.
 
 :func:`section_html` returns an HTML fragment (the report page embeds it and
-loads plotly.js once); :func:`write_page` writes a self-contained page for
+loads plotly.js once); :func:`page` is a self-contained page for
 ``compare --html``.
 """
 
 from __future__ import annotations
 
 import html
-from pathlib import Path
 
 from expo_prof.abtest.metrics import METRICS
 from expo_prof.abtest.model import BETTER, ENABLE, KEEP_OFF, WORSE, ComparisonResult
@@ -154,8 +153,9 @@ table.ab{border-collapse:collapse;font-size:14px}table.ab td,table.ab th{border:
 .good{color:#1a7f37}.bad{color:#c62828}.unsure{color:#9a6700}.note{color:#555}"""
 
 
-def write_page(result: ComparisonResult, path: Path) -> None:
-    """A self-contained page (plotly.js inlined: works offline)."""
+def page(result: ComparisonResult) -> str:
+    """A self-contained page (plotly.js inlined: works offline); ``compare`` writes it as every output is
+    written (expo_prof/output.py: never half a page under its name)."""
     body = section_html(result, include_plotlyjs=True)
-    path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>expo-prof A/B</title>"
-                    f"<style>{_STYLE}</style></head><body>{body}</body></html>\n", encoding="utf-8")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>expo-prof A/B</title>"
+            f"<style>{_STYLE}</style></head><body>{body}</body></html>\n")
