@@ -17,6 +17,7 @@ from expo_prof.abtest.inputs.run_dirs import load_run_dir, read_json
 from expo_prof.abtest.inputs.sides import Loaded, Run, Side
 from expo_prof.abtest.metrics import METRICS
 from expo_prof.errors import BadInput
+from expo_prof.runs.layout import inside
 from expo_prof.runs.manifest import is_run_dir, is_session_dir, read_manifest, read_session
 
 #: The overlay states that make a run one side of an A/B comparison (manifest "overlay").
@@ -51,6 +52,8 @@ def load_path(path: Path, warnings: list[str]) -> list[Run]:
         raise BadInput(f"{path}: no such file or directory")
     if path.is_file():
         return _runs_of(path, warnings)
+    if not path.is_dir():
+        raise BadInput(f"{path}: not a regular file or directory (a FIFO, socket or device): not read")
     if is_session_dir(path):
         raise BadInput(f"{path}: a session directory holds both sides; pass it as the only input")
     if is_run_dir(path):
@@ -58,6 +61,11 @@ def load_path(path: Path, warnings: list[str]) -> list[Run]:
     runs: list[Run] = []
     children = sorted(path.iterdir())
     for child in children:
+        try:  # a symbolic link leading out of the folder given is never followed
+            inside(path, child.name, "entry")
+        except BadInput as exc:
+            warnings.append(f"{exc}; left out")
+            continue
         if (child.is_dir() and is_run_dir(child)) or (
                 child.is_file() and child.suffix.lower() in (".json", ".jsonl", ".csv")):
             runs.extend(_runs_of(child, warnings))
