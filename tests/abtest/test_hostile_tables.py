@@ -148,3 +148,15 @@ def test_monte_carlo_tests_of_a_million_values_are_bounded():
     # AND below the work bound nothing changed: 20,000 seeded resamples (scipy's definition of p is checked
     # in test_stats.py)
     assert stats.mc_resamples(500) == stats.MC_RESAMPLES
+
+
+def test_quotes_inside_cells_are_read_as_spreadsheets_write_them(tmp_path, cli):
+    """GIVEN a GENERATED CSV written by Python's csv module whose run labels hold quotes and commas ("" inside a
+    quoted cell, as spreadsheets write it) WHEN compared THEN each row is one run with its label intact (before:
+    the sniffer, reading the header alone, turned doubled quotes off, and two rows ran into one label)."""
+    labels = ['say "hi", twice', "plain", '""', 'a "b" c']
+    a = write_csv(tmp_path / "off.csv", ["run", "output_throughput"], [[n, 100.0 + i] for i, n in enumerate(labels)])
+    b = _three(tmp_path, "on.csv", [104.0, 105.0, 107.0])
+    out = ok_json(cli("compare", str(a), str(b), "--json"))
+    assert out["a"]["runs"] == labels
+    assert metric(out, "output_throughput")["a"]["values"] == [100.0, 101.0, 102.0, 103.0]

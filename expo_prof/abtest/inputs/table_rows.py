@@ -74,12 +74,13 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
             header = next(lines, None)
             if header is None:
                 raise BadInput(f"{path}: a table needs a header line and at least one row")
-            try:
-                dialect: Any = csv.Sniffer().sniff(header, delimiters=",;\t")
+            try:  # only the delimiter: from a header line the sniffer cannot tell how quotes are escaped
+                delimiter = csv.Sniffer().sniff(header, delimiters=",;\t").delimiter
             except csv.Error:
-                dialect = csv.excel
+                delimiter = ","
             rows: list[dict[str, Any]] = []
-            reader = csv.DictReader(itertools.chain([header], lines), dialect=dialect)
+            # Quoting as spreadsheets and Python's csv write it: "…" around a cell, "" for a quote inside.
+            reader = csv.DictReader(itertools.chain([header], lines), dialect=csv.excel, delimiter=delimiter)
             for r in reader:
                 if None in r:  # more cells than header names
                     raise BadInput(f"{path}: a row has more cells than the header has columns")

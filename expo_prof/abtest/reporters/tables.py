@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from expo_prof.words import plural
+from expo_prof.words import plural, visible
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as escape_markup
 from rich.panel import Panel
 from rich.table import Table
 
@@ -22,6 +22,13 @@ from expo_prof.abtest.model import (
     ComparisonResult,
     MetricResult,
 )
+
+
+def escape(text: object) -> str:
+    """Text for the console: control and bidi characters visible, long text cut (words.visible: run labels come
+    from tables), rich markup escaped (expo_prof.console.safe, which this layer does not import)."""
+    return escape_markup(visible(text))
+
 
 _MARK = {"warm-up": "ʷ", "outlier": "°"}
 _SHORT = {SAME: "n.s.", UNTESTABLE: "not testable"}
