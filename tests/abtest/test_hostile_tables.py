@@ -89,7 +89,7 @@ def test_a_field_over_the_csv_limit_or_binary_junk_is_one_line(tmp_path, cli):
 def _cli_peak(args: list[str], timeout: float) -> tuple[subprocess.CompletedProcess, float, int]:
     """The real CLI run under a fresh parent that reports its peak RSS (KiB): (process, seconds, peak)."""
     wrapper = ("import json, resource, subprocess, sys, time; t = time.monotonic(); "
-               "p = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+               f"p = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout={timeout - 15}); "
                "print(json.dumps([p.returncode, p.stdout[-4000:], p.stderr[-4000:], time.monotonic() - t, "
                "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss]))")
     out = subprocess.run([sys.executable, "-c", wrapper, *CLI, *args], capture_output=True, text=True,
