@@ -19,6 +19,8 @@ def find(paths: list[Path]) -> list[tuple[Path, dict]]:
         for cand in (Path(p) / RESULT_FILE, Path(p).parent / RESULT_FILE):
             if cand in seen or not cand.is_file():
                 continue
+            if cand.is_symlink() and cand.parent.resolve() not in cand.resolve().parents:
+                continue  # a symbolic link out of its folder is never followed (docs/cli.md)
             seen.add(cand)
             try:
                 doc = json.loads(cand.read_text())
