@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
+
+from expo_prof.words import visible
 
 console = Console(highlight=False, soft_wrap=False)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def safe(text: object) -> str:
+    """Data for a console line (a name, a path, a message holding them): control and bidirectional-formatting
+    characters shown as ``\\uXXXX`` and long text cut (:func:`expo_prof.words.visible`: an ESC sequence in a
+    trace name cannot recolour the terminal, nor an RTL override reorder the line), then rich markup escaped."""
+    return escape(visible(text))
 
 
 def warn(message: str) -> None:

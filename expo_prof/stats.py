@@ -9,7 +9,9 @@
   with the confidence interval of the mean difference.
 * Permutation tests of the mean difference: exact sign flips of the pair
   differences (paired), exact re-splits of the pooled runs (unpaired); Monte
-  Carlo with a fixed seed above :data:`EXACT_LIMIT` arrangements. Two-sided p
+  Carlo with a fixed seed above :data:`EXACT_LIMIT` arrangements (at most
+  :data:`MC_WORK` resampled values in all, drawn :data:`MC_CHUNK` at a time:
+  bounded time and memory for any number of runs). Two-sided p
   is ``2 · min(P(T ≤ t_obs), P(T ≥ t_obs))`` clipped to 1, the definition
   scipy.stats.permutation_test uses.
 * Runs needed: the smallest equal number of runs per side (pairs) for which a
@@ -32,6 +34,12 @@ EXACT_LIMIT = 65_536
 #: Monte Carlo resamples beyond EXACT_LIMIT (seeded: the same data give the same p).
 MC_RESAMPLES = 20_000
 MC_SEED = 20251127
+#: Work bound of a Monte Carlo test (resamples × runs): beyond ``MC_WORK / MC_RESAMPLES`` runs (500) the resamples
+#: shrink so that a test of a million runs takes a second, not hours (its smallest p grows with it: past
+#: ``2 · MC_WORK / alpha`` runs it cannot reach alpha, and the t-test decides, as with too few runs).
+MC_WORK = 10_000_000
+#: Rows of resamples drawn at once: memory stays about ``MC_CHUNK`` doubles whatever the run count.
+MC_CHUNK = 2_000_000
 #: Relative tolerance for ties with the observed statistic (as scipy: 100 ulp).
 _TIE_EPS = np.finfo(float).eps * 100
 
@@ -182,11 +190,34 @@ def sign_flip_test(a: np.ndarray, b: np.ndarray) -> PermTest:
         null = (signs * d).mean(axis=1)
         return PermTest("sign-flip permutation", obs, _two_sided(null, obs, 0), True, 2**n, min(1.0, 2.0 / 2**n))
     rng = np.random.default_rng(MC_SEED)
-    signs = rng.choice(np.array([-1.0, 1.0]), size=(MC_RESAMPLES, n))
-    null = (signs * d).mean(axis=1)
-    return PermTest(
-        "sign-flip permutation", obs, _two_sided(null, obs, 1), False, MC_RESAMPLES, 2.0 / (MC_RESAMPLES + 1)
-    )
+    k = mc_resamples(n)
+    null = np.concatenate([(rng.choice(np.array([-1.0, 1.0]), size=(rows, n)) * d).mean(axis=1)
+                           for rows in _chunks(k, n)])
+    return PermTest("sign-flip permutation", obs, _two_sided(null, obs, 1), False, k, 2.0 / (k + 1))
+
+
+def _comb_up_to(n: int, k: int, limit: int) -> int | None:
+    """``math.comb(n, k)`` when it is at most ``limit``, else None — without the huge number (C(2·10⁶, 10⁶)
+    has 600,000 digits)."""
+    k = min(k, n - k)
+    c = 1
+    for i in range(k):
+        c = c * (n - i) // (i + 1)
+        if c > limit:
+            return None
+    return c
+
+
+def mc_resamples(n: int) -> int:
+    """Monte Carlo resamples of a test of ``n`` values: :data:`MC_RESAMPLES`, fewer past :data:`MC_WORK`."""
+    return max(1, min(MC_RESAMPLES, MC_WORK // max(n, 1)))
+
+
+def _chunks(k: int, n: int) -> list[int]:
+    """``k`` resamples of ``n`` values in row counts of about :data:`MC_CHUNK` values each (the random stream is
+    the same as one draw of all ``k`` rows)."""
+    step = max(1, MC_CHUNK // max(n, 1))
+    return [min(step, k - i) for i in range(0, k, step)]
 
 
 def permutation_test(a: np.ndarray, b: np.ndarray) -> PermTest:
@@ -197,16 +228,20 @@ def permutation_test(a: np.ndarray, b: np.ndarray) -> PermTest:
     n = na + nb
     obs = float(b.mean() - a.mean())
     total = pooled.sum()
-    count = math.comb(n, nb)
-    if count <= EXACT_LIMIT:
+    count = _comb_up_to(n, nb, EXACT_LIMIT)
+    if count is not None:
         combos = np.array(list(itertools.combinations(range(n), nb)), dtype=np.int64)
         sum_b = pooled[combos].sum(axis=1)
         null = sum_b / nb - (total - sum_b) / na
         return PermTest("permutation", obs, _two_sided(null, obs, 0), True, count, min(1.0, 2.0 / count))
     rng = np.random.default_rng(MC_SEED)
-    perms = rng.permuted(np.tile(pooled, (MC_RESAMPLES, 1)), axis=1)
-    null = perms[:, na:].mean(axis=1) - perms[:, :na].mean(axis=1)
-    return PermTest("permutation", obs, _two_sided(null, obs, 1), False, MC_RESAMPLES, 2.0 / (MC_RESAMPLES + 1))
+    k = mc_resamples(n)
+    parts = []
+    for rows in _chunks(k, n):
+        perms = rng.permuted(np.tile(pooled, (rows, 1)), axis=1)
+        parts.append(perms[:, na:].mean(axis=1) - perms[:, :na].mean(axis=1))
+    null = np.concatenate(parts)
+    return PermTest("permutation", obs, _two_sided(null, obs, 1), False, k, 2.0 / (k + 1))
 
 
 def significant(t: TTest, perm: PermTest, alpha: float) -> tuple[bool, bool]:

@@ -3,6 +3,7 @@ words. Shared by every layer (like errors.py)."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -28,6 +29,25 @@ def fmt_ns(ns: float | None, *, signed: bool = False) -> str:
     if a < 1_000_000_000:
         return f"{ns / 1e6:{sign}.2f} ms"
     return f"{ns / 1e9:{sign}.3f} s"
+
+
+#: Characters never shown as themselves (terminal and pages alike): C0 controls but tab, DEL, C1
+#: controls (an ESC sequence would recolour or rewrite the terminal), the Arabic letter mark, LRM / RLM, the
+#: bidirectional embeddings and overrides U+202A–202E, the isolates U+2066–2069 (a right-to-left override in a
+#: name would reverse the text after it) and the line / paragraph separators. static/common.js ``show`` is the
+#: pages' twin.
+_HIDDEN = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+#: Most characters of one text shown by :func:`visible` (the pages' TEXT_MAX).
+TEXT_MAX = 4096
+
+
+def visible(text: object, limit: int = TEXT_MAX) -> str:
+    """``text`` as people see it: the characters above as ``\\uXXXX`` escapes, cut at ``limit`` characters with a
+    count of the rest (a 1 MB name stays one line). The data (``--json``, exports) keeps the text whole."""
+    s = str(text)
+    out = s[:limit] if len(s) > limit else s
+    out = _HIDDEN.sub(lambda m: f"\\u{ord(m.group()):04x}", out)
+    return out + (f"… (+{len(s) - limit:,} characters)" if len(s) > limit else "")
 
 
 #: The verdict's words, the same wherever a saving or an A/B change is judged (compare, ab, switchback).

@@ -76,6 +76,9 @@ class MetricResult(msgspec.Struct, kw_only=True):
     #: Runs per side (pairs) that would give 80% power at alpha for the observed effect; null when settled / unknown.
     runs_needed: int | None
     notes: list[str]
+    #: The test that judged: "t" (the t-test, as a rule), "permutation" (zero variance: the t-test degenerates,
+    #: only the permutation test can judge a difference), null when none could.
+    decided_by: str | None = "t"
 
 
 class Flag(msgspec.Struct, kw_only=True):

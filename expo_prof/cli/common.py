@@ -55,7 +55,7 @@ def show_notes(settings: Any, warnings: list[str], info: list[str]) -> None:
     """Warnings (always, unless --quiet) and the info lines on stderr; names from traces escaped."""
     if getattr(settings, "quiet", False):
         return
-    from rich.markup import escape
+    from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
 
     from expo_prof.console import info as info_line
     from expo_prof.console import warn

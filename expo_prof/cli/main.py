@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         # int return value instead of calling sys.exit itself.
         rv = cli.main(args=argv, prog_name="expo-prof", standalone_mode=False)
     except ExpoProfError as exc:
-        from rich.markup import escape
+        from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
 
         # What was gathered before the failure (e.g. "gzip stream is truncated") explains it: always shown.
         for w in getattr(exc, "warnings", []):
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:
         # One error style for every failure: click's own usage errors too ("error: …", one line, exit 2).
-        from rich.markup import escape
+        from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
 
         msg = " ".join(exc.format_message().split())
         ctx = getattr(exc, "ctx", None)

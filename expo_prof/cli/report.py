@@ -49,7 +49,7 @@ def command(settings, paths, output, op, source, max_bytes, jobs, ray, title) ->
     # The A/B section is compare's result on the same runs (the pipeline's per-run mechanism included).
     result = run(list(paths), opts)
     doc = report_document(list(paths), title=title, compare=compare_recordings(result), result=result)
-    from expo_prof.verify.html_section import add_to_page, find
+    from expo_prof.verify.html_section import add_to_page, find, verdict_line
 
     verified = find(list(paths))  # a verify.json beside the runs adds its section (docs/verify.md)
     assert isinstance(doc.text, str)  # a page (only an export is bytes)
@@ -65,5 +65,5 @@ def command(settings, paths, output, op, source, max_bytes, jobs, ray, title) ->
         # The off and on runs measured the saving across launches: say so beside the per-recording lines.
         console.print(escape(f"A/B (off vs on runs): {p['ab']['verdict']['statement']}"))
     for _path, v in verified:
-        console.print(escape(f"verify: {(v.get('verdict') or {}).get('line', '')}"))
+        console.print(escape(f"verify: {verdict_line(v)}"))
     return 0

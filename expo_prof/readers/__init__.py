@@ -270,7 +270,7 @@ def _strip_path(msg: str, path: Path) -> str:
 
 
 def _nothing_message(plist: list[Path], p: detect.Plan, result: LoadResult) -> str:
-    if len(plist) == 1 and plist[0].is_dir() and not p.jobs:
+    if len(plist) == 1 and plist[0].is_dir() and not p.jobs and not p.skipped:
         return f"no recognisable trace in {plist[0]} (looked for {detect.LOOKED_FOR})"
     if len(result.skipped) == 1:
         path, why = result.skipped[0]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -241,12 +242,33 @@ def companions_of(path: Path) -> list[Path]:
     return out
 
 
+#: Why a FIFO, socket or device is never opened: reading one can block forever or never end.
+NOT_REGULAR = "not a regular file (a FIFO, socket or device): not read; save it to a file first"
+
+
+def not_walked(p: Path, top: Path, real_top: Path) -> str | None:
+    """Why a file met in the walk of directory ``top`` (resolved: ``real_top``) is not read, or None: a
+    symbolic link leading out of ``top`` is never followed (a run directory received from elsewhere may link
+    anywhere), and a FIFO, socket or device is never opened (a read could block forever)."""
+    if p.is_symlink():
+        real = p.resolve()
+        if real != real_top and real_top not in real.parents:
+            return f"a symbolic link leading out of {top} (to {real}): not followed"
+    try:
+        mode = p.stat().st_mode
+    except OSError:
+        return None  # a dangling link: the read names the error
+    return None if stat.S_ISREG(mode) else NOT_REGULAR
+
+
 def plan(paths: list[Path]) -> Plan:
     """Decide which files to read with which reader."""
     result = Plan()
     for p in paths:
         if p.is_dir():
             _plan_dir(p, result)
+        elif p.exists() and not p.is_file():
+            result.skipped.append((p, NOT_REGULAR))
         elif p.exists():
             _plan_file(p, result, explicit=True)
         else:
@@ -289,9 +311,14 @@ def _plan_file(p: Path, result: Plan, explicit: bool) -> bool:
 def _plan_dir(d: Path, result: Plan) -> None:
     found: list[Job] = []
     sub = Plan()
-    for root, dirs, files in os.walk(d):
+    real_top = d.resolve()
+    for root, dirs, files in os.walk(d):  # symbolic links to folders are not descended (followlinks=False)
         dirs.sort()
         for f in sorted(files):
+            why = not_walked(Path(root) / f, d, real_top)
+            if why is not None:
+                result.skipped.append((Path(root) / f, why))
+                continue
             _plan_file(Path(root) / f, sub, explicit=False)
     found = _reports_once(sub.jobs, result)
     if not found:

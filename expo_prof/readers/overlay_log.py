@@ -47,6 +47,37 @@ def _window(v: Any) -> tuple[int, int] | None:
     return None
 
 
+def _short(v: Any) -> str:
+    """A value from the file for a message: its repr, cut to 60 characters (a line may hold megabytes)."""
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _is_int(v: Any) -> bool:
+    return _int(v) is not None
+
+
+def _is_window(v: Any) -> bool:
+    return v is None or _window(v) is not None
+
+
+#: A step line's keys and the values they may hold (docs/event-log.md): a value of another type is a damaged
+#: field, ignored (the line's other fields are kept) and counted in one warning.
+_STEP_FIELDS: dict[str, Any] = {
+    "step": _is_int, "rank": _is_int, "rows": _is_int, "vocab": _is_int, "reqs": _is_int, "tokens": _is_int,
+    "t0_ns": _is_int, "launched": lambda v: isinstance(v, bool), "used": lambda v: isinstance(v, bool),
+    "dtype": lambda v: isinstance(v, str), "fallback": lambda v: v is None or isinstance(v, str),
+    "timing": lambda v: v in ("host", "device"), "phase": lambda v: v in (PHASE_ON, PHASE_OFF),
+    "block": lambda v: v is None or _is_int(v), "host_end": lambda v: v is None or _is_int(v),
+    **{key: _is_window for key, _span, _lane in _WINDOWS},
+}
+
+
+def _bad_fields(step: dict[str, Any]) -> list[str]:
+    """The keys of a step line whose values are not of their documented type."""
+    return [k for k, ok in _STEP_FIELDS.items() if k in step and not ok(step[k])]
+
+
 def _model_busy(win: dict[str, tuple[int, int]]) -> tuple[int, int] | None:
     """The model's busy window of a step: forward start until the sampler begins to wait for q.
 
@@ -78,21 +109,31 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
     summary: dict[str, Any] | None = None
     notices: list[dict[str, Any]] = []
     steps: list[dict[str, Any]] = []
+    # Garbage lines (not JSON, not an object, no "type": binary junk, NUL bytes, invalid UTF-8, a cut line) are
+    # counted and skipped, the first one named; the valid lines around them are kept.
     bad_lines = 0
+    first_bad = 0
+    # Step lines with a field of the wrong type: the field is ignored, the line kept.
+    bad_field_lines = 0
+    first_bad_field = ""
     n_lines = len(lines)
+    text_lines = 0
     for i, raw in enumerate(lines):
         if not raw.strip():
             continue
+        text_lines += 1
         try:
             obj = _DEC.decode(raw)
         except msgspec.DecodeError:
-            if i == n_lines - 1 and (torn_tail or i > 0):
+            if i == n_lines - 1 and (torn_tail or i > 0) and header is not None:
                 warnings.append(f"{where}: last line is incomplete (process killed while writing?); skipped it")
             else:
                 bad_lines += 1
+                first_bad = first_bad or i + 1
             continue
-        if not isinstance(obj, dict):
+        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
             bad_lines += 1
+            first_bad = first_bad or i + 1
             continue
         typ = obj.get("type")
         if typ == "header":
@@ -102,14 +143,18 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
             schema = obj.get("schema")
             if schema not in READABLE_SCHEMAS or isinstance(schema, bool):
                 raise BadInput(
-                    f"{where}: event log schema {schema!r} is not supported "
+                    f"{where}: event log schema {_short(schema)} is not supported "
                     f"(this expo-prof reads schemas {', '.join(map(str, READABLE_SCHEMAS))}; "
                     "use a matching expo-prof version)"
                 )
             header = obj
         elif header is None:
-            raise BadInput(f"{where}: event log does not start with a header line (line {i + 1} is {typ!r})")
+            raise BadInput(f"{where}: event log does not start with a header line (line {i + 1} is {_short(typ)})")
         elif typ == "step":
+            bad = _bad_fields(obj)
+            if bad:
+                bad_field_lines += 1
+                first_bad_field = first_bad_field or f"line {i + 1}: {', '.join(bad)}"
             steps.append(obj)
         elif typ == "summary":
             summary = obj
@@ -117,9 +162,16 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
             notices.append(obj)
         # Unknown types are ignored (forward compatible within one schema).
     if header is None:
+        if bad_lines:
+            raise BadInput(f"{where}: not an overlay event log: none of its {text_lines} line(s) is a JSON object "
+                           "with a type, and no header line (a damaged or foreign file?)")
         raise BadInput(f"{where}: empty event log (no header line)")
     if bad_lines:
-        warnings.append(f"{where}: {bad_lines} malformed line(s) skipped")
+        warnings.append(f"{where}: {bad_lines} malformed line(s) skipped (not a JSON object with a type; "
+                        f"the first: line {first_bad})")
+    if bad_field_lines:
+        warnings.append(f"{where}: {bad_field_lines} step line(s) with a field of the wrong type; those fields "
+                        f"ignored (the first: {first_bad_field})")
 
     rank = _int(header.get("rank")) or 0
     backend = str(header["backend"]) if header.get("backend") in ("cpu", "cuda", "npu") else "cpu"

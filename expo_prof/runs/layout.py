@@ -37,6 +37,24 @@ SESSION_SCHEMA = 1
 TRACE_DIRS = ("overlay", "profiler", "msprof")
 
 
+def inside(top: Path, rel: str | Path, what: str) -> Path:
+    """``top / rel`` when it stays inside ``top``; BadInput otherwise (and nothing is read).
+
+    A run or session directory names its own files (``manifest.json``, ``session.json``'s run folders,
+    ``workload.json`` …); one received from elsewhere may name anything. Refused: an absolute path, a ``..``
+    part, and a symbolic link anywhere on the way that leads out of ``top`` (compared after resolving both).
+    """
+    r = Path(rel)
+    shown = repr(str(rel)) if len(str(rel)) <= 80 else repr(str(rel)[:77] + "...")
+    if not str(rel).strip() or r.is_absolute() or ".." in r.parts:
+        raise BadInput(f"{top}: {what} {shown} is not a path inside it (absolute paths and '..' are refused)")
+    p = top / r
+    real_top, real = top.resolve(), p.resolve()
+    if real != real_top and real_top not in real.parents:
+        raise BadInput(f"{p}: {what} leads out of {top} (a symbolic link to {real}); not followed")
+    return p
+
+
 def utc_stamp() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 

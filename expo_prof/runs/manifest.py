@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from expo_prof.errors import BadInput
-from expo_prof.runs.layout import MANIFEST, SESSION, SESSION_SCHEMA, TRACE_DIRS, write_json
+from expo_prof.runs.layout import MANIFEST, SESSION, SESSION_SCHEMA, TRACE_DIRS, inside, write_json
 
 
 @dataclass
@@ -73,7 +73,7 @@ class Manifest:
         prof = self.raw.get("profiler_dir")
         if isinstance(prof, str) and prof and prof not in names and "/" not in prof and prof not in ("..", "."):
             names.insert(1, prof)
-        return [run / n for n in names if (run / n).is_dir() and any((run / n).rglob("*"))]
+        return [run / n for n in names if _contained(run, n) and (run / n).is_dir() and any((run / n).rglob("*"))]
 
 
 @dataclass
@@ -103,9 +103,20 @@ def _load(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def _contained(top: Path, name: str) -> bool:
+    try:
+        inside(top, name, name)
+    except BadInput:
+        return False
+    return True
+
+
 def is_run_dir(p: Path) -> bool:
-    """``p`` holds an expo-prof manifest (a JSON object with an ``expo_prof`` key)."""
+    """``p`` holds an expo-prof manifest (a JSON object with an ``expo_prof`` key), or claims to: a
+    ``manifest.json`` that is a symbolic link out of ``p`` is never read, and :func:`read_manifest` refuses it."""
     m = p / MANIFEST
+    if m.is_symlink() and not _contained(p, MANIFEST):
+        return True
     if not m.is_file():
         return False
     try:
@@ -121,8 +132,9 @@ def is_session_dir(p: Path) -> bool:
 
 
 def read_manifest(run_dir: Path) -> Manifest:
-    """The manifest of a run directory (BadInput when missing, unreadable or not expo-prof's)."""
-    p = run_dir / MANIFEST
+    """The manifest of a run directory (BadInput when missing, unreadable, not expo-prof's, or a symbolic link
+    leading out of the run directory)."""
+    p = inside(run_dir, MANIFEST, "its manifest")
     try:
         raw = _load(p)
     except FileNotFoundError:
@@ -140,8 +152,9 @@ def write_manifest(run_dir: Path, raw: dict[str, Any]) -> None:
 
 
 def read_session(session_dir: Path) -> Session:
-    """The ``session.json`` of a session directory (BadInput when unreadable or listing no run)."""
-    p = session_dir / SESSION
+    """The ``session.json`` of a session directory (BadInput when unreadable, listing no run, or naming a run
+    folder outside the session directory: absolute, through ``..`` or a symbolic link leading out)."""
+    p = inside(session_dir, SESSION, "its session file")
     try:
         raw = _load(p)
     except (OSError, ValueError) as exc:
@@ -150,6 +163,8 @@ def read_session(session_dir: Path) -> Session:
     if not isinstance(runs, list) or not runs:
         raise BadInput(f"{p}: lists no runs")
     out = [SessionRun(str(r.get("dir", "")), r.get("overlay"), r.get("status")) for r in runs if isinstance(r, dict)]
+    for r in out:
+        inside(session_dir, r.dir, f"{SESSION} run folder")
     return Session(session_dir, out, str(raw.get("status", "")), raw)
 
 

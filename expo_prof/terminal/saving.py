@@ -7,7 +7,7 @@ switchback run. The figures come from :mod:`expo_prof.analysis.switchback`.
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
+from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
 from rich.table import Table
 
 from expo_prof.analysis.switchback import Natural, Saving

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import IO
 
 from rich.console import Console
-from rich.markup import escape
+from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
 from rich.table import Table
 
 from expo_prof.analysis.cluster import per_step_means

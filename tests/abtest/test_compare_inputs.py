@@ -40,16 +40,29 @@ def test_one_run_per_side_shows_the_change_but_no_ci(tmp_path, cli):
     assert "one run per side" in table.stdout
 
 
-def test_zero_variance_is_reported_not_crashed(tmp_path, cli):
-    # GIVEN a perfectly deterministic benchmark: identical runs on each side
+def test_zero_variance_never_decides_on_the_degenerate_t_test(tmp_path, cli):
+    """GIVEN a perfectly deterministic benchmark: identical runs on each side, 100 vs 102 tok/s (GENERATED tables)
+    WHEN compared with 3 runs per side THEN the degenerate t-test (p = 0) is reported and flagged but decides
+    nothing: no point CI, and since the permutation test cannot go below p = 0.1 with 3 vs 3 runs, the verdict is
+    inconclusive (before: "enable" on p = 0 and a CI of +2.00% to +2.00%);
+    AND with 5 runs per side the permutation test decides alone (p = 2/C(10,5): the one split as extreme, both
+    ways); AND identical sides give p = 1, no difference."""
     a = write_csv(tmp_path / "off.csv", ["run", "output_throughput"], [[1, 100.0], [2, 100.0], [3, 100.0]])
     b = write_csv(tmp_path / "on.csv", ["run", "output_throughput"], [[1, 102.0], [2, 102.0], [3, 102.0]])
     out = ok_json(cli("compare", str(a), str(b), "--json"))
     t = metric(out, "output_throughput")
-    # THEN the degenerate t-test (p = 0, CI collapsed onto +2%) is flagged as such
-    assert t["t_test"]["p"] == 0.0 and t["ci_pct"] == [pytest.approx(2.0), pytest.approx(2.0)]
+    assert t["t_test"]["p"] == 0.0 and t["ci_pct"] is None and t["outcome"] == "not testable"
+    assert t["decided_by"] is None and t["significant"] is None
     assert any("zero variance" in n for n in t["notes"])
-    # AND identical measurements on both sides (another table, the same values) give p = 1, no difference
+    assert out["verdict"]["decision"] == "inconclusive" and out["verdict"]["p"] is None
+    assert out["verdict"]["statement"].startswith("inconclusive: zero variance — output tok/s +2.00% observed")
+    five_a = write_csv(tmp_path / "off5.csv", ["run", "output_throughput"], [[i, 100.0] for i in range(5)])
+    five_b = write_csv(tmp_path / "on5.csv", ["run", "output_throughput"], [[i, 102.0] for i in range(5)])
+    five = ok_json(cli("compare", str(five_a), str(five_b), "--json"))
+    f = metric(five, "output_throughput")
+    assert f["decided_by"] == "permutation" and f["outcome"] == "better" and f["ci_pct"] is None
+    assert five["verdict"]["decision"] == "enable"
+    assert five["verdict"]["p"] == pytest.approx(2 / 252) and five["verdict"]["test"] == "permutation"
     twin = write_csv(tmp_path / "twin.csv", ["run", "output_throughput"], [[1, 100.0], [2, 100.0], [3, 100.0]])
     same = ok_json(cli("compare", str(a), str(twin), "--json"))
     s = metric(same, "output_throughput")

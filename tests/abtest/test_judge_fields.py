@@ -203,7 +203,25 @@ def test_zero_variance_is_named_and_the_statistic_is_not_infinite(pairs):
     assert (f"zero variance: every {what} exactly the same, so the t-test degenerates (p is 0 or 1); "
             "more runs would show the real spread") in r.notes
     assert r.t_test.statistic is None and r.t_test.p == 0.0
-    assert r.ci_diff == [2.0, 2.0]
+    # AND its p = 0 decides nothing: the permutation test cannot reach alpha with 3 runs (pairs), so not testable,
+    # without the t-test's point CI
+    assert r.outcome == UNTESTABLE and r.significant is None and r.decided_by is None
+    assert r.ci_diff is None and r.ci_pct is None and r.runs_needed is None
+
+
+@pytest.mark.parametrize("pairs", [None, [(i, i) for i in range(6)]])
+def test_zero_variance_is_judged_by_the_permutation_test_alone(pairs):
+    # GIVEN every pair (6 pairs) differing by exactly +2.0 / constant sides (6 runs each): enough runs for the
+    # permutation test to go below alpha (2/2^6, 2/C(12,6))
+    a_vals = [10.0, 11.0, 12.5, 9.0, 10.5, 11.5] if pairs else [10.0] * 6
+    r = _judge(TPOT, a_vals, [v + 2.0 for v in a_vals], pairs=pairs)
+    ref = (ss.permutation_test(([v + 2.0 for v in a_vals], a_vals), _mean_diff, permutation_type="samples",
+                               n_resamples=np.inf, alternative="two-sided").pvalue if pairs
+           else 2 / math.comb(12, 6))
+    # THEN that test decides (TPOT +2: worse), at scipy's p, and the degenerate t-test only stays on record
+    assert r.decided_by == "permutation" and r.permutation.p == pytest.approx(ref)
+    assert r.significant is True and r.outcome == WORSE and r.ci_diff is None
+    assert r.notes[-1] == f"the t-test cannot judge runs without spread: the {r.permutation.name} test decides (p={ref:.3g})"
 
 
 def test_one_constant_side_is_not_zero_variance():

@@ -15,7 +15,9 @@ from expo_prof.abtest.inputs import table_rows
 from expo_prof.abtest.inputs.result_files import load_file
 from expo_prof.abtest.inputs.run_dirs import load_run_dir, read_json
 from expo_prof.abtest.inputs.sides import Loaded, Run, Side
+from expo_prof.abtest.metrics import METRICS
 from expo_prof.errors import BadInput
+from expo_prof.runs.layout import inside
 from expo_prof.runs.manifest import is_run_dir, is_session_dir, read_manifest, read_session
 
 #: The overlay states that make a run one side of an A/B comparison (manifest "overlay").
@@ -50,6 +52,8 @@ def load_path(path: Path, warnings: list[str]) -> list[Run]:
         raise BadInput(f"{path}: no such file or directory")
     if path.is_file():
         return _runs_of(path, warnings)
+    if not path.is_dir():
+        raise BadInput(f"{path}: not a regular file or directory (a FIFO, socket or device): not read")
     if is_session_dir(path):
         raise BadInput(f"{path}: a session directory holds both sides; pass it as the only input")
     if is_run_dir(path):
@@ -57,6 +61,11 @@ def load_path(path: Path, warnings: list[str]) -> list[Run]:
     runs: list[Run] = []
     children = sorted(path.iterdir())
     for child in children:
+        try:  # a symbolic link leading out of the folder given is never followed
+            inside(path, child.name, "entry")
+        except BadInput as exc:
+            warnings.append(f"{exc}; left out")
+            continue
         if (child.is_dir() and is_run_dir(child)) or (
                 child.is_file() and child.suffix.lower() in (".json", ".jsonl", ".csv")):
             runs.extend(_runs_of(child, warnings))
@@ -158,6 +167,7 @@ def load(a_paths: list[Path], b_paths: list[Path], *, paired: bool | None = None
         labels = orient(loaded, labels)
     loaded.a.name, loaded.b.name = labels
     for side in (loaded.a, loaded.b):
+        _refuse_impossible(side)
         _unique_labels(side)
     for side in (loaded.a, loaded.b):
         if not side.runs:
@@ -236,6 +246,19 @@ def orient(loaded: Loaded, labels: tuple[str, str]) -> tuple[str, str]:
         loaded.reordered = (f"{'; '.join(notes)}: {labels[0]} (A) = {', '.join(loaded.a.sources)}, "
                             f"{labels[1]} (B) = {', '.join(loaded.b.sources)}")
     return labels
+
+
+def _refuse_impossible(side: Side) -> None:
+    """Every known metric is a throughput, a latency or a time per step: none can be negative. A negative value
+    is a sign error or a column of differences, and judged as it stands it would turn the verdict around (a
+    "−200 % change" called better); a side of more runs than a table may hold is refused too."""
+    if len(side.runs) > table_rows.MAX_ROWS:
+        raise table_rows.too_many_rows(f"side {side.name!r} ({', '.join(side.sources)})")
+    for r in side.runs:
+        for name, v in r.values.items():
+            if v < 0:
+                raise BadInput(f"{r.source}: {name} = {v:g} is negative; a {METRICS[name].unit} figure cannot be "
+                               "(a sign error, or a column of differences?): give each run's measured values")
 
 
 def _unique_labels(side: Side) -> None:

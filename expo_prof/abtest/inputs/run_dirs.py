@@ -12,6 +12,7 @@ from expo_prof.abtest.inputs import table_rows
 from expo_prof.abtest.inputs.sides import Run
 from expo_prof.abtest.metrics import METRICS
 from expo_prof.errors import BadInput, ExpoProfError
+from expo_prof.runs.layout import inside
 from expo_prof.runs.manifest import read_manifest
 from expo_prof.words import common_forward_source, forward_sources_by_rank
 
@@ -30,6 +31,17 @@ def read_json(path: Path) -> Any:
         raise BadInput(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise BadInput(f"{path}: not readable JSON ({exc})") from None
+
+
+def own_file(run_dir: Path, name: str, warnings: list[str]) -> Path | None:
+    """The run directory's file ``name`` when it is a regular file inside it; None when absent, and None with a
+    warning when it is a symbolic link leading out of the run directory (never read)."""
+    try:
+        p = inside(run_dir, name, name)
+    except BadInput as exc:
+        warnings.append(f"{exc}; left out")
+        return None
+    return p if p.is_file() else None
 
 
 def _spec_workload(spec: dict | None) -> dict[str, Any]:
@@ -81,15 +93,15 @@ def run_mechanism(path: Path, warnings: list[str]) -> tuple[dict[str, float], di
 
     from expo_prof.pipeline import run
 
-    traced = any(d.is_dir() and any(d.iterdir()) for d in (path / "overlay", path / "profiler", path / "msprof"))
+    traced = any(d.is_dir() and any(d.iterdir()) for d in read_manifest(path).trace_dirs)
     if traced:
         try:
             return mechanism_values(msgspec.to_builtins(run([path]).document))
         except ExpoProfError as exc:
             warnings.append(f"{path}: no mechanism figures ({exc})")
             return {}, {}
-    saved = path / "analysis.json"
-    if saved.is_file():
+    saved = own_file(path, "analysis.json", warnings)
+    if saved is not None:
         return mechanism_values(read_json(saved))
     return {}, {}
 
@@ -102,8 +114,8 @@ def load_run_dir(path: Path, warnings: list[str]) -> Run | None:
     if status != "ok":
         warnings.append(f"{path}: run status {status!r}; left out")
         return None
-    workload_file = path / "workload.json"
-    wl = read_json(workload_file) if workload_file.is_file() else {}
+    workload_file = own_file(path, "workload.json", warnings)
+    wl = read_json(workload_file) if workload_file is not None else {}
     metrics = (wl.get("metrics") if isinstance(wl, dict) else None) or manifest.get("metrics") or {}
     values = {k: float(v) for k, v in metrics.items() if k in METRICS and table_rows.number(v) is not None}
     spec = (wl.get("spec") if isinstance(wl, dict) else None) or manifest.get("workload")

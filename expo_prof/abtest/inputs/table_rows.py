@@ -7,6 +7,7 @@ computed from the runs. Unknown columns are named in a warning and ignored.
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 import re
 from pathlib import Path
@@ -34,6 +35,11 @@ def number(value: Any) -> float | None:
         return None
     if isinstance(value, (int, float)):
         return float(value) if math.isfinite(value) else None
+    try:  # the common case, fast (a million rows): a plain number; "nan" / "inf" are refused as below
+        v = float(value)
+        return v if math.isfinite(v) else None
+    except (TypeError, ValueError):
+        pass
     m = _NUM.match(str(value))
     if not m:
         return None
@@ -48,23 +54,45 @@ def _norm(col: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", col.strip().lower()).strip("_")
 
 
+#: Most run rows a table (or a side) may hold: compare judges benchmark runs, one row per run; a bigger table is
+#: refused after reading this many rows, so a 10⁶-row file costs a second and bounded memory, not minutes.
+MAX_ROWS = 10_000
+
+
+def too_many_rows(source: str) -> BadInput:
+    """The refusal of a table (or side) of more than :data:`MAX_ROWS` runs."""
+    return BadInput(f"{source}: more than {MAX_ROWS:,} run rows; compare judges benchmark runs (one row per run), "
+                    "not per-request samples: give one row per run")
+
+
 def read_csv(path: Path) -> list[dict[str, Any]]:
-    """The rows of a CSV file (header line first; comma, semicolon or tab separated)."""
+    """The rows of a CSV file (header line first; comma, semicolon or tab separated), read as a stream: at most
+    :data:`MAX_ROWS` rows are kept."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        with path.open(encoding="utf-8-sig", newline="") as f:
+            lines = (ln for ln in f if ln.strip() and not ln.lstrip().startswith("#"))
+            header = next(lines, None)
+            if header is None:
+                raise BadInput(f"{path}: a table needs a header line and at least one row")
+            try:  # only the delimiter: from a header line the sniffer cannot tell how quotes are escaped
+                delimiter = csv.Sniffer().sniff(header, delimiters=",;\t").delimiter
+            except csv.Error:
+                delimiter = ","
+            rows: list[dict[str, Any]] = []
+            # Quoting as spreadsheets and Python's csv write it: "…" around a cell, "" for a quote inside.
+            reader = csv.DictReader(itertools.chain([header], lines), dialect=csv.excel, delimiter=delimiter)
+            for r in reader:
+                if None in r:  # more cells than header names
+                    raise BadInput(f"{path}: a row has more cells than the header has columns")
+                if len(rows) == MAX_ROWS:
+                    raise too_many_rows(str(path))
+                rows.append(r)
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"{path}: cannot read ({exc})") from None
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    if len(lines) < 2:
+    except csv.Error as exc:  # a field over csv's limit (128 KiB), a broken quote …
+        raise BadInput(f"{path}: not a readable CSV table (row {len(rows) + 1}: {exc})") from None
+    if not rows:
         raise BadInput(f"{path}: a table needs a header line and at least one row")
-    try:
-        dialect = csv.Sniffer().sniff(lines[0], delimiters=",;\t")
-    except csv.Error:
-        dialect = csv.excel
-    rows = list(csv.DictReader(lines, dialect=dialect))
-    for r in rows:
-        if None in r:  # more cells than header names
-            raise BadInput(f"{path}: a row has more cells than the header has columns")
     return rows
 
 
@@ -72,6 +100,8 @@ def rows_to_runs(rows: list[dict[str, Any]], source: str, warnings: list[str]) -
     """Runs from table rows; warns about summary rows and unknown columns, fails when nothing is usable."""
     if not rows:
         raise BadInput(f"{source}: no rows")
+    if len(rows) > MAX_ROWS:
+        raise too_many_rows(source)
     columns: list[str] = []
     for r in rows:
         for c in r:
@@ -87,6 +117,7 @@ def rows_to_runs(rows: list[dict[str, Any]], source: str, warnings: list[str]) -
     if unknown:
         warnings.append(f"{source}: ignored column(s) that are not known metrics: {', '.join(unknown)}")
     label_col = next((c for c in columns if _norm(c) in _LABEL_COLS), None)
+    workload_cols = [(col, key) for col in columns if (key := _WORKLOAD_COLS.get(_norm(col)))]
     runs: list[Run] = []
     for i, row in enumerate(rows, 1):
         label = str(row.get(label_col) or "").strip() if label_col else ""
@@ -103,9 +134,8 @@ def rows_to_runs(rows: list[dict[str, Any]], source: str, warnings: list[str]) -
                 warnings.append(f"{source}: row {i} has no number in any metric column; skipped")
             continue
         workload = {}
-        for col in columns:
-            key = _WORKLOAD_COLS.get(_norm(col))
-            if key and row.get(col) not in (None, ""):
+        for col, key in workload_cols:
+            if row.get(col) not in (None, ""):
                 v = row[col]
                 n = number(v)
                 workload[key] = n if n is not None else str(v).strip()

@@ -92,7 +92,7 @@ def metric_result(metric: Metric, a_runs: list[str], a_vals: list[float | None],
                 notes.append(f"missing on side {side} (0 of {len(side_runs)} runs have it)")
         return MetricResult(**base, diff=None, change_pct=None, ci_diff=None, ci_pct=None, paired=pairs is not None,
                             pairs=0, t_test=None, permutation=None, significant=None, outcome=MISSING,
-                            runs_needed=None, notes=notes)
+                            runs_needed=None, notes=notes, decided_by=None)
     for st, n_runs, side in ((a_st, len(a_runs), "A"), (b_st, len(b_runs), "B")):
         if st.n < n_runs:
             notes.append(f"present in {st.n} of {n_runs} runs of side {side}")
@@ -119,7 +119,7 @@ def metric_result(metric: Metric, a_runs: list[str], a_vals: list[float | None],
                      "(run 3+ per side)")
         return MetricResult(**base, diff=diff, change_pct=change, ci_diff=None, ci_pct=None, paired=paired,
                             pairs=len(usable), t_test=None, permutation=None, significant=None, outcome=UNTESTABLE,
-                            runs_needed=None, notes=notes)
+                            runs_needed=None, notes=notes, decided_by=None)
     if paired:
         pa = np.array([a_vals[i] for i, _ in usable])
         pb = np.array([b_vals[j] for _, j in usable])
@@ -135,12 +135,14 @@ def metric_result(metric: Metric, a_runs: list[str], a_vals: list[float | None],
             "zero variance: every " + ("pair differed" if paired else "run of each side measured") +
             " exactly the same, so the t-test degenerates (p is 0 or 1); more runs would show the real spread"
         )
+    runs = (plural(n_eff, "pair") if paired else f"{plural(len(a), 'run')} per side" if len(a) == len(b)
+            else f"{len(a)} vs {plural(len(b), 'run')}")
+    if zero_var and t.diff != 0.0:
+        return _zero_variance(base, notes, diff, change, paired, len(usable), t, perm, runs, metric, alpha)
     significant, vetoed = stats.significant(t, perm, alpha)
     if vetoed:
         notes.append(f"the {perm.name} test disagrees (p={perm.p:.3g}): not settled")
     elif perm.min_p >= alpha:
-        runs = (plural(n_eff, "pair") if paired else f"{plural(len(a), 'run')} per side" if len(a) == len(b)
-                else f"{len(a)} vs {plural(len(b), 'run')}")
         notes.append(f"with {runs} the {perm.name} test cannot go below "
                      f"p={perm.min_p:.3g}; the t-test (normal errors assumed) decides")
     if significant:
@@ -160,6 +162,27 @@ def metric_result(metric: Metric, a_runs: list[str], a_vals: list[float | None],
         t_test=_test(t), permutation=_test(perm), significant=significant, outcome=outcome, runs_needed=needed,
         notes=notes,
     )
+
+
+def _zero_variance(base: dict[str, Any], notes: list[str], diff: float, change: float | None, paired: bool,
+                   pairs: int, t: stats.TTest, perm: stats.PermTest, runs: str, metric: Metric,
+                   alpha: float) -> MetricResult:
+    """A difference between sides without spread: the t-test's p (0) and its point CI say nothing, so the
+    permutation test alone judges — and where it cannot reach alpha with these runs, nothing can (not testable,
+    never "enable" on a degenerate p)."""
+    if perm.min_p >= alpha:
+        notes.append(f"with {runs} the {perm.name} test cannot go below p={perm.min_p:.3g} and the t-test cannot "
+                     "judge runs without spread: no test can decide")
+        significant: bool | None = None
+        outcome, decided_by = UNTESTABLE, None
+    else:
+        notes.append(f"the t-test cannot judge runs without spread: the {perm.name} test decides (p={perm.p:.3g})")
+        significant = perm.p < alpha
+        outcome = (BETTER if diff * METRICS[metric.name].better > 0 else WORSE) if significant else SAME
+        decided_by = "permutation"
+    return MetricResult(**base, diff=diff, change_pct=change, ci_diff=None, ci_pct=None, paired=paired, pairs=pairs,
+                        t_test=_test(t), permutation=_test(perm), significant=significant, outcome=outcome,
+                        runs_needed=None, notes=notes, decided_by=decided_by)
 
 
 class _View:
@@ -209,8 +232,8 @@ def _flags(loaded: Loaded, primary: Metric | None, names: list[str]) -> tuple[li
                                        name, skip)
             found += flagged
             if primary is not None and name == primary.name:
-                labels = [r.label for r in side.runs]
-                bucket.update(labels.index(f.run) for f in flagged)
+                where = {r.label: i for i, r in enumerate(side.runs)}
+                bucket.update(where[f.run] for f in flagged)
     return found, wa, wb, oa, ob
 
 
@@ -235,10 +258,11 @@ def compare(loaded: Loaded, *, alpha: float = 0.05, primary: str | None = None, 
     drop_b = (wb if drop_warmup else set()) | (ob if drop_outliers else set())
     # Per (metric, side, run index): "warm-up" (a run's state, so on every metric) or "outlier" (per metric).
     marks: dict[tuple[str, str, int], str] = {}
+    # labels are unique within a side (loader._unique_labels): a run's index by its label, for any number of flags
+    where = {"a": {r.label: i for i, r in enumerate(loaded.a.runs)}, "b": {r.label: i for i, r in enumerate(loaded.b.runs)}}
     for f in flag_list:
         side = "a" if f.side == loaded.a.name else "b"
-        runs = loaded.a.runs if side == "a" else loaded.b.runs
-        idx = [r.label for r in runs].index(f.run)
+        idx = where[side][f.run]
         for n in names if f.kind == "warm-up" else [f.metric]:
             marks.setdefault((n, side, idx), f.kind)
     view = _View(loaded, drop_a, drop_b)
@@ -286,7 +310,8 @@ def _sensitivity(loaded: Loaded, pmetric: Metric | None, alpha: float, decision:
         r = view.result(pmetric, alpha, marks)
         d = verdict_of(r, [r], alpha).decision
         runs = [loaded.a.runs[i].label for i in sorted(da)] + [loaded.b.runs[j].label for j in sorted(db)]
-        p = r.t_test.p if r.t_test else None
+        judge = r.permutation if r.decided_by == "permutation" else r.t_test
+        p = judge.p if judge else None
         change = "n/a" if r.change_pct is None else f"{r.change_pct:+.2f}%"
         ci = "" if r.ci_pct is None else f" (95% CI {r.ci_pct[0]:+.2f}% to {r.ci_pct[1]:+.2f}%)"
         pv = "" if p is None else f", p={p:.3g}"

@@ -37,13 +37,21 @@ def verdict_of(primary: MetricResult | None, results: list[MetricResult], alpha:
         return Verdict(decision=NO_DIFFERENCE, metric=None, change_pct=None, ci_pct=None, p=None, test=None,
                        runs_per_side=[0, 0], runs_needed=None, caveats=[],
                        statement="no verdict: no throughput or latency metric in common")
-    p = primary.t_test.p if primary.t_test else None
-    test = primary.t_test.name if primary.t_test else None
+    # The test that judged: the t-test, or the permutation test where zero variance leaves the t-test degenerate.
+    judge = primary.permutation if primary.decided_by == "permutation" else primary.t_test
+    p = judge.p if judge else None
+    test = judge.name if judge else None
     caveats: list[str] = []
     change = f"{primary.label} {_pct(primary.change_pct)}{_ci(primary)}"
     if primary.outcome == MISSING:
         decision = NO_DIFFERENCE
         statement = f"no verdict: {primary.label} is missing on one side"
+    elif primary.outcome == UNTESTABLE and primary.t_test is not None:
+        # Zero variance with too few runs for the permutation test: the degenerate t-test must not decide.
+        decision, p, test = INCONCLUSIVE, None, None
+        statement = (f"inconclusive: zero variance — {change} observed, but every "
+                     f"{'pair differed' if primary.paired else 'run of each side measured'} exactly the same, so "
+                     f"no test can decide with {_runs(primary)}; run more")
     elif primary.outcome == UNTESTABLE:
         # With one run per side no test exists: "no significant difference" would claim too much.
         decision = INCONCLUSIVE

@@ -12,9 +12,17 @@ import html
 from expo_prof.abtest.metrics import METRICS
 from expo_prof.abtest.model import BETTER, ENABLE, KEEP_OFF, WORSE, ComparisonResult
 from expo_prof.abtest.reporters.tables import num, pct
-from expo_prof.words import fmt_ns
+from expo_prof.words import fmt_ns, visible
 
 _COLORS = {"a": "#7f7f7f", "b": "#1f77b4"}
+#: Most characters of a run label shown in a figure (a label is any text a table's run column held).
+_LABEL_MAX = 200
+
+
+def _t(text: object, limit: int | None = None) -> str:
+    """Text from the inputs for markup or a plotly label: control and bidi characters visible, long text cut
+    (words.visible), markup characters escaped (plotly renders a subset of HTML in its labels)."""
+    return html.escape(visible(text) if limit is None else visible(text, limit))
 
 
 def runs_figure(result: ComparisonResult):
@@ -29,7 +37,7 @@ def runs_figure(result: ComparisonResult):
     for col, r in enumerate(shown, 1):
         for key, st, name in (("a", r.a, result.a.name), ("b", r.b, result.b.name)):
             xs = [name] * len(st.values)
-            text = [f"{run}{' (' + f + ')' if f else ''}" for run, f in zip(st.runs, st.flags, strict=True)]
+            text = [_t(f"{run}{' (' + f + ')' if f else ''}", _LABEL_MAX) for run, f in zip(st.runs, st.flags, strict=True)]
             symbols = ["x" if f else "circle" for f in st.flags]
             fig.add_trace(go.Scatter(x=xs, y=st.values, mode="markers", text=text, name=name,
                                      marker=dict(color=_COLORS[key], size=9, symbol=symbols),
@@ -57,7 +65,7 @@ def mechanism_figure(result: ComparisonResult):
     if fwd:
         # The metric's label names the forward time's source (a span, or compute-busy time); plotly renders
         # markup in names, so it is escaped.
-        name = html.escape(fwd.label)
+        name = _t(fwd.label)
         fig.add_bar(x=sides, y=[fwd.a.mean, fwd.b.mean], name=name, marker_color="#2ca02c",
                     offsetgroup="path", hovertemplate="%{y:.1f} µs<extra>" + name + "</extra>")
     if exp:
@@ -72,7 +80,7 @@ def mechanism_figure(result: ComparisonResult):
         if r is not None and (r.a.mean is None or r.b.mean is None):
             missing = result.a.name if r.a.mean is None else result.b.name
             fig.add_annotation(x=missing, y=0, yanchor="bottom", showarrow=False,
-                               text=f"no {html.escape(r.label)} timing<br>for the {html.escape(missing)} runs")
+                               text=f"no {_t(r.label)} timing<br>for the {_t(missing)} runs")
             break
     fig.update_layout(barmode="group", height=360, margin=dict(l=40, r=20, t=50, b=30),
                       title="why: time per step (µs): critical path, and exponential hidden beside it",
@@ -101,7 +109,7 @@ def tradeoff_figure(result: ComparisonResult):
 
 
 def _table_html(result: ComparisonResult) -> str:
-    a, b = html.escape(result.a.name), html.escape(result.b.name)
+    a, b = _t(result.a.name), _t(result.b.name)
     rows = []
     for r in result.metrics:
         if not METRICS[r.name].main and r.name != result.primary_metric:
@@ -112,9 +120,9 @@ def _table_html(result: ComparisonResult) -> str:
         runs_a = " ".join(num(v) for v in r.a.values)
         runs_b = " ".join(num(v) for v in r.b.values)
         rows.append(
-            f"<tr><td>{html.escape(r.label)} ({html.escape(r.unit)})</td><td>{runs_a}</td><td>{runs_b}</td>"
+            f"<tr><td>{_t(r.label)} ({_t(r.unit)})</td><td>{runs_a}</td><td>{runs_b}</td>"
             f"<td>{num(r.a.mean)}</td><td>{num(r.b.mean)}</td><td>{pct(r.change_pct)}</td><td>{ci}</td>"
-            f"<td>{p}</td><td class='{cls}'>{html.escape(r.outcome)}</td></tr>"
+            f"<td>{p}</td><td class='{cls}'>{_t(r.outcome)}</td></tr>"
         )
     head = (f"<tr><th>metric</th><th>{a} runs</th><th>{b} runs</th><th>{a} mean</th><th>{b} mean</th>"
             "<th>change</th><th>95% CI</th><th>p</th><th>outcome</th></tr>")
@@ -127,18 +135,18 @@ def section_html(result: ComparisonResult, *, include_plotlyjs: bool | str = Fal
     cls = "good" if v.decision == ENABLE else "bad" if v.decision == KEEP_OFF else "unsure"
     parts = [
         "<section class='ab-section'><h2>A/B: should the overlay be on?</h2>",
-        f"<p class='verdict {cls}'><b>verdict: {html.escape(v.decision)}</b> — {html.escape(v.reason)}</p>",
+        f"<p class='verdict {cls}'><b>verdict: {_t(v.decision)}</b> — {_t(v.reason)}</p>",
     ]
     if v.caveats:
-        parts.append("<ul>" + "".join(f"<li>{html.escape(c)}</li>" for c in v.caveats) + "</ul>")
+        parts.append("<ul>" + "".join(f"<li>{_t(c)}</li>" for c in v.caveats) + "</ul>")
     d = result.design
-    parts.append(f"<p>{'paired' if d.paired else 'unpaired'} analysis: {html.escape(d.reason)}</p>")
+    parts.append(f"<p>{'paired' if d.paired else 'unpaired'} analysis: {_t(d.reason)}</p>")
     if result.reordered:
-        parts.append(f"<p class='note'>{html.escape(result.reordered)}</p>")
+        parts.append(f"<p class='note'>{_t(result.reordered)}</p>")
     parts.append(_table_html(result))
-    parts.append(f"<p><b>why:</b> {html.escape(result.mechanism.statement)}</p>")
+    parts.append(f"<p><b>why:</b> {_t(result.mechanism.statement)}</p>")
     for s in result.sensitivity:
-        parts.append(f"<p class='note'>{html.escape(s.statement)}</p>")
+        parts.append(f"<p class='note'>{_t(s.statement)}</p>")
     first = True
     for fig in (runs_figure(result), mechanism_figure(result), tradeoff_figure(result)):
         if fig is not None:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from expo_prof.words import plural
+from expo_prof.words import plural, visible
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as escape_markup
 from rich.panel import Panel
 from rich.table import Table
 
@@ -22,6 +22,13 @@ from expo_prof.abtest.model import (
     ComparisonResult,
     MetricResult,
 )
+
+
+def escape(text: object) -> str:
+    """Text for the console: control and bidi characters visible, long text cut (words.visible: run labels come
+    from tables), rich markup escaped (expo_prof.console.safe, which this layer does not import)."""
+    return escape_markup(visible(text))
+
 
 _MARK = {"warm-up": "ʷ", "outlier": "°"}
 _SHORT = {SAME: "n.s.", UNTESTABLE: "not testable"}
@@ -63,12 +70,20 @@ def _name(result: ComparisonResult, r: MetricResult) -> str:
     return f"[bold]{name}[/]" if r.name == result.primary_metric else name
 
 
+#: Runs shown one by one in the "each run" table (and flags listed); the rest are counted (--json has every one).
+MAX_SHOWN = 12
+
+
 def runs_table(result: ComparisonResult, *, all_metrics: bool = False) -> Table:
-    """Each run's value: a row per metric and side, a column per run (pairs share a column when paired)."""
+    """Each run's value: a row per metric and side, a column per run (pairs share a column when paired); the
+    first :data:`MAX_SHOWN` runs, and a count of the others."""
     shown = _shown(result, all_metrics)
-    n = max([len(r.a.values) for r in shown] + [len(r.b.values) for r in shown] + [0])
-    t = Table(title="each run" + (" (column k = pair k)" if result.design.paired else ""), title_justify="left",
-              box=box.SIMPLE_HEAD)
+    total = max([len(r.a.values) for r in shown] + [len(r.b.values) for r in shown] + [0])
+    n = min(total, MAX_SHOWN)
+    title = "each run" + (" (column k = pair k)" if result.design.paired else "")
+    if total > n:
+        title += f" (the first {n} of {total}; --json lists every run)"
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     t.add_column("metric")
     t.add_column("side")
     for i in range(n):
@@ -76,7 +91,7 @@ def runs_table(result: ComparisonResult, *, all_metrics: bool = False) -> Table:
     for r in shown:
         for k, (st, side) in enumerate(((r.a, result.a.name), (r.b, result.b.name))):
             cells = []
-            for v, f in zip(st.values, st.flags, strict=True):
+            for v, f in zip(st.values[:n], st.flags[:n], strict=True):
                 cells.append(escape(num(v)) + (f"[yellow]{_MARK[f]}[/]" if f in _MARK else ""))
             cells += [""] * (n - len(cells))
             t.add_row(_name(result, r) if k == 0 else "", escape(side), *cells, end_section=k == 1)
@@ -128,11 +143,13 @@ def render(result: ComparisonResult, console: Console, *, all_metrics: bool = Fa
     console.print(metric_table(result, all_metrics=all_metrics))
     if result.flags:
         console.print("[bold]flagged runs[/] ([yellow]ʷ[/] warm-up, [yellow]°[/] outlier):")
-        for f in result.flags:
+        for f in result.flags[:MAX_SHOWN]:
             console.print(
                 f"  {f.kind}: {escape(f.side)} {escape(f.run)} {escape(f.metric)} = {num(f.value)} "
                 f"(median of the others {num(f.reference)}, robust z {f.robust_z:+.1f})"
             )
+        if len(result.flags) > MAX_SHOWN:
+            console.print(f"  … and {len(result.flags) - MAX_SHOWN} more (--json lists every flag)")
     for s in result.sensitivity:
         mark = "[yellow]changes the verdict[/]: " if s.changes_verdict else ""
         console.print(f"  {mark}{escape(s.statement)}")

@@ -307,12 +307,14 @@
 
   // ------------------------------------------------------------------ hover
   const tip = document.getElementById("tip");
+  /** Most characters of a name in the tooltip (the rest counted; the page data keeps the whole name). */
+  const TIP_NAME = 300;
   function pieceLines(i, part) {
     const dur = D.inst.dur[i], hid = D.inst.hidden[i], exp = D.inst.exposed[i];
     const step = D.inst.step[i];
     const g = D.groups[D.inst.group[i]];
     const out = [
-      ["t", D.names[D.inst.name[i]]],
+      ["t", Expo.show(D.names[D.inst.name[i]], TIP_NAME)],
       ["", "lane: " + D.lanes[inst.lane[i]].label],
       ["", "rank " + g.rank + " · " + g.fmt + " · step " + (step >= 0 ? step : "-")],
       ["", "start: " + Expo.fmtAt(D.inst.start[i])],
@@ -331,7 +333,7 @@
     const step = stepAt(g, s);
     const name = cols.name ? D.names[cols.name[i]] : what;
     return [
-      ["t", name],
+      ["t", Expo.show(name, TIP_NAME)],
       ["", what + " · lane: " + D.lanes[lane].label],
       ["", "step " + (step === null ? "-" : step)],
       ["", "start: " + Expo.fmtAt(s)],
