@@ -9,7 +9,8 @@ time (bounded memory, and the few thousand Structs stay in the CPU cache while
 :mod:`.batch` makes columns of them).
 
 Finding boundaries without parsing: a chunk ends at a match of
-``}`` ws ``,`` ws ``{`` ws ``"`` (:data:`_BOUNDARY`) after its target size.
+``}`` ws ``,`` ws ``{`` ws ``"`` (or ``}``: an empty object) after its target size
+(:func:`next_boundary`).
 Such a match can also sit inside a string or between nested objects, so a
 candidate is only *accepted* when the chunk decodes: a chunk starting at a
 true event start parses along the real structure, and the ``]`` put at its
@@ -39,11 +40,13 @@ import numpy as np
 from expo_prof.errors import BadInput
 from expo_prof.readers.chrome.batch import collect_events
 from expo_prof.readers.chrome.columns import Cols
+from expo_prof.readers.chrome.filler import EMPTY_DROPPED, empty_run_start, skip_empties, skip_space
 from expo_prof.readers.file_bytes import decode_json, repair
 
 __all__ = [
     "BATCH", "CHUNK_BYTES", "EVENTS_KEY", "NON_SPACE", "Ends", "NotAnArray", "Trace", "buffer_address",
-    "collect_array", "collect_raws", "decode_chunk", "end_candidates", "next_boundary", "read_events", "split_events",
+    "collect_array", "collect_raws", "decode_chunk", "end_candidates", "next_boundary", "read_events", "skip_filler",
+    "split_events", "whole_elements",
 ]
 
 
@@ -138,8 +141,10 @@ CHUNK_BYTES = 1 << 18
 #: Events per batch on the raw-slice path.
 BATCH = 1 << 11
 
-_BOUNDARY = re.compile(rb'\}[ \t\r\n]*,[ \t\r\n]*(\{)[ \t\r\n]*"')
-_LBRACKET, _RBRACKET = 0x5B, 0x5D
+_LBRACKET, _RBRACKET, _LBRACE, _COMMA = 0x5B, 0x5D, 0x7B, 0x2C
+#: A chunk may end before an event (``{"``) or an empty object (``{}``, filler that :mod:`.filler` skips).
+_QUOTE_OR_RBRACE = b'"}'
+
 
 
 # --------------------------------------------------------------------------- the document
@@ -320,23 +325,53 @@ def collect_array(buf: Any, a0: int, ends: Ends, c: Cols, start: int | None = No
     s = a0 + 1 if start is None else start
     a1 = ends.next(s)
     while s < a1:
-        e, nxt = next_boundary(buf, s + CHUNK_BYTES, a1)
+        s = skip_filler(buf, s, a1, c)
+        if s >= a1:
+            break
+        e, nxt = next_boundary(buf, s + CHUNK_BYTES, a1, s + 1)
         while not decode_chunk(buf, s, e, c):
             if e >= a1:
                 # Not the end of the array (a later list of the top level): the next candidate.
                 a1 = ends.next(s)
-                e, nxt = next_boundary(buf, s + CHUNK_BYTES, a1)
+                e, nxt = next_boundary(buf, s + CHUNK_BYTES, a1, s + 1)
             else:
                 e, nxt = next_boundary(buf, e + 1, a1)
         s = nxt
 
 
-def next_boundary(buf: bytearray, pos: int, a1: int) -> tuple[int, int]:
-    """(end of a chunk, start of the next) at the first boundary candidate from ``pos``."""
-    if pos < a1:
-        m = _BOUNDARY.search(buf, pos, a1)
-        if m is not None:
-            return m.start() + 1, m.start(1)
+def skip_filler(buf: bytearray, s: int, hi: int, c: Cols) -> int:
+    """From the element start ``s``, skip whitespace and a run of empty objects (counted in ``c`` as a decoded
+    ``{}`` is); the offset of what follows (``hi`` at most)."""
+    s = skip_space(buf, s, hi)
+    s, n = skip_empties(buf, s, hi)
+    if n:
+        c.n_seen += n
+        c.dropped[EMPTY_DROPPED] = c.dropped.get(EMPTY_DROPPED, 0) + n
+    return s
+
+
+def next_boundary(buf: bytearray, pos: int, a1: int, lo: int | None = None) -> tuple[int, int]:
+    """(end of a chunk, start of the next) at the first boundary candidate from ``pos``; with ``lo``, first
+    at the start of a run of empty objects in ``buf[lo:pos]`` (the chunk then ends before the run, which the next
+    one skips without decoding)."""
+    if lo is not None and lo < pos:
+        run = empty_run_start(buf, lo, min(pos, a1))
+        if run is not None:
+            return run
+    # Each "}" is found by bytes.find and the whitespace after it skipped by skip_space (memchr / memcmp speed:
+    # a regex scans a long run of whitespace at a tenth of that), then the rest of a boundary is checked.
+    while pos < a1:
+        j = buf.find(b"}", pos, a1)
+        if j < 0:
+            break
+        k = skip_space(buf, j + 1, a1)
+        if k < a1 and buf[k] == _COMMA:
+            k = skip_space(buf, k + 1, a1)
+            if k < a1 and buf[k] == _LBRACE:
+                q = skip_space(buf, k + 1, a1)
+                if q < a1 and buf[q] in _QUOTE_OR_RBRACE:
+                    return j + 1, k
+        pos = j + 1
     return a1, a1
 
 
@@ -366,6 +401,15 @@ def decode_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
             return None
 
     collect_events(events, c, redecode)
+    return True
+
+
+def whole_elements(buf: bytearray, s: int, e: int) -> bool:
+    """Whether ``buf[s:e]`` (``s`` an element start) is whole elements of the array: a structure-only parse."""
+    try:
+        _in_brackets(buf, s, e, _DEC_ARRAY_RAW_EVENTS)
+    except msgspec.DecodeError:
+        return False
     return True
 
 
