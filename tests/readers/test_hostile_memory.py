@@ -4,9 +4,10 @@ Every file here is GENERATED (tests/support/hostile.py): empty objects ``{}``
 by the million around five real-looking events, and gzip bombs inflating to
 gigabytes of whitespace, alone or around a valid trace. Each is read by the
 real CLI (``python -m expo_prof analyze``) in a child process whose peak RSS is
-measured: ``os.wait4``'s ``ru_maxrss`` for the child itself, and ``VmHWM`` of
-every process below it sampled from /proc while it runs (``-j`` workers come
-from a fork server the CLI does not wait for, so ``wait4`` does not see them).
+measured: ``ru_maxrss`` of the CLI process (through a small wrapper, see
+``_WRAPPER``), and ``VmHWM`` of every process below the wrapper sampled from
+/proc while it runs (``-j`` workers come from a fork server the CLI does not
+wait for, so ``ru_maxrss`` does not see them).
 
 The bound is the README's (section "Memory"): peak RSS ≤ baseline + 2× the
 decompressed size, and ≤ baseline + 256 MB when nothing in the file can count,
@@ -35,7 +36,7 @@ import pytest
 from expo_prof.readers.chrome.reader import read_chrome, read_chrome_file
 from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED, read_bytes
 from expo_prof.timeline import Kind
-from support.hostile import DRAW_NS, EVENTS, HIDDEN_NS, trace, write_blank_gzip, write_empty_objects
+from support.hostile import DRAW_NS, EVENTS, HIDDEN_NS, trace, write_blank_gzip, write_empty_objects, write_filler
 
 REPO = Path(__file__).resolve().parents[2]
 MB = 1 << 20
@@ -81,9 +82,22 @@ class Run:
         return max([self.main_kb, *self.tree_kb.values()]) / 1024
 
 
+#: Runs its arguments as a child and writes the child's peak RSS (KB) to the file named first. ``wait4`` on the
+#: CLI straight from this process would not do: Linux carries the pre-exec image's peak into ``ru_maxrss``, and
+#: a child forked from pytest starts as a copy of it; this wrapper is a bare interpreter (about 10 MB), and it
+#: starts the CLI with posix_spawn/vfork, so the CLI's ``ru_maxrss`` is its own.
+_WRAPPER = """
+import resource, subprocess, sys
+rc = subprocess.run(sys.argv[2:]).returncode
+with open(sys.argv[1], "w") as f:
+    f.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+sys.exit(rc)
+"""
+
+
 def cli(*args: str, tmp: Path, env: dict[str, str] | None = None) -> Run:
     """``python -m expo_prof analyze ARGS`` in a child process (this worktree's code), measured."""
-    out, err = tmp / "stdout.txt", tmp / "stderr.txt"
+    out, err, peak = tmp / "stdout.txt", tmp / "stderr.txt", tmp / "peak.txt"
     full_env = {**os.environ, "PYTHONPATH": str(REPO), "OPENBLAS_NUM_THREADS": "1", "COLUMNS": "200",
                 **(env or {})}
 
@@ -91,8 +105,8 @@ def cli(*args: str, tmp: Path, env: dict[str, str] | None = None) -> Run:
         resource.setrlimit(resource.RLIMIT_AS, (_AS_LIMIT, _AS_LIMIT))
 
     with open(out, "wb") as o, open(err, "wb") as e:
-        p = subprocess.Popen([sys.executable, "-m", "expo_prof", "analyze", *args], stdout=o, stderr=e,
-                             env=full_env, cwd=REPO, preexec_fn=limit)
+        p = subprocess.Popen([sys.executable, "-c", _WRAPPER, str(peak), sys.executable, "-m", "expo_prof",
+                              "analyze", *args], stdout=o, stderr=e, env=full_env, cwd=REPO, preexec_fn=limit)
     tree: dict[int, int] = {}
     done = threading.Event()
 
@@ -104,11 +118,10 @@ def cli(*args: str, tmp: Path, env: dict[str, str] | None = None) -> Run:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    _, status, usage = os.wait4(p.pid, 0)
+    p.wait()
     done.set()
     sampler.join()
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return Run(p.returncode, out.read_text(), err.read_text(), usage.ru_maxrss, tree)
+    return Run(p.returncode, out.read_text(), err.read_text(), int(peak.read_text()), tree)
 
 
 @pytest.fixture(scope="module")
@@ -179,6 +192,80 @@ def test_empty_objects_counted_like_decoded_ones(tmp_path):
     cut.write_bytes(b'{"traceEvents": [' + b",".join(ev) + b"," + b"{}," * 100 + b'], "x": 0}')
     tl = read_chrome_file(cut)
     assert any("JSON is malformed" in w for w in tl.warnings), tl.warnings
+
+
+#: Elements that are not events, six per unit: a number, null, a string, an array, a boolean, a float.
+NOT_OBJECTS = b'1,null,"s",[],true,2.5,'
+N_UNITS = 500_000
+
+
+def test_elements_that_are_not_objects_cost_only_their_count(tmp_path, baseline_mb):
+    """GIVEN a GENERATED Kineto trace whose array holds 3 million elements that are not objects (numbers, null,
+    strings, arrays, booleans: no ``}`` boundary anywhere among them) around the five events
+    WHEN ``expo-prof analyze`` reads it
+    THEN it finds the one hidden draw with peak RSS within baseline + min(2× the size, 256 MB), and every such
+    element is counted as malformed (the stdlib's json counts them), the first reported in msgspec's words,
+    streaming and whole-file alike."""
+    path = tmp_path / "scalars.pt.trace.json"
+    size = write_filler(path, NOT_OBJECTS, N_UNITS)
+    run = cli(str(path), "--json", tmp=tmp_path)
+    assert run.rc == 0, run.err
+    _one_hidden_draw(run)
+    bound = baseline_mb + min(2 * size / MB, NON_COUNTABLE_MB)
+    assert run.peak_mb <= bound, f"peak {run.peak_mb:.0f} MB > {bound:.0f} MB (baseline {baseline_mb:.0f} MB)"
+    n = sum(1 for e in json.loads(path.read_bytes())["traceEvents"] if not isinstance(e, dict))
+    assert n == 6 * N_UNITS
+    for tl in (read_chrome_file(path), read_chrome(read_bytes(path), path)):
+        assert f"{n} malformed event(s) skipped (first: Expected `object`, got `int`)" in " ".join(tl.warnings)
+        assert tl.meta["events_in_file"] == len(EVENTS) and len(tl) == len(EVENTS)
+
+
+def test_objects_without_ph_cost_only_their_count(tmp_path, baseline_mb):
+    """GIVEN a GENERATED Kineto trace of 2 million objects without ``ph`` (``{"a":1}``) around the five events
+    WHEN ``expo-prof analyze`` reads it
+    THEN it finds the one hidden draw with peak RSS within baseline + min(2× the size, 256 MB), and counts
+    each such object as an event without ``ph``."""
+    path = tmp_path / "no-ph.pt.trace.json"
+    size = write_filler(path, b'{"a":1},', 2_000_000)
+    run = cli(str(path), "--json", tmp=tmp_path)
+    assert run.rc == 0, run.err
+    _one_hidden_draw(run)
+    bound = baseline_mb + min(2 * size / MB, NON_COUNTABLE_MB)
+    assert run.peak_mb <= bound, f"peak {run.peak_mb:.0f} MB > {bound:.0f} MB (baseline {baseline_mb:.0f} MB)"
+    tl = read_chrome_file(path)
+    assert tl.meta["dropped_events"] == {"ph=?": 2_000_000} and tl.meta["events_in_file"] == 2_000_005
+
+
+def test_filler_mixed_with_events_reads_alike_in_tiny_chunks(tmp_path, monkeypatch):
+    """GIVEN a GENERATED trace mixing the five events with runs of ``{}`` (compact, spaced, irregular), numbers
+    and null, objects without ``ph`` (one whose pid is an object), and long whitespace between tokens
+    WHEN read streaming through tiny chunks and a tiny window, and whole-file with the default chunks
+    THEN both give the same Timeline and counts, and the counts are the stdlib's: ``{}`` and ph-less objects as
+    ``ph=?``, the other elements as malformed."""
+    from expo_prof.readers.chrome import decode, window
+
+    ev = EVENTS
+    parts = [ev[0], *[b"{}"] * 3000, b'{"a": 1}', ev[1], *[b"{ }"] * 40, *[b"1", b"null"] * 2000,
+             b'{"pid": {"x": 1}}', *[b'{"b":2}'] * 500, b" " * 70_000 + ev[2], *[b"{}"] * 700, *ev[3:],
+             *[b"[]"] * 300]
+    body = b",".join(parts[:3500]) + b", " + b", ".join(parts[3500:])
+    p = tmp_path / "mixed.pt.trace.json"
+    p.write_bytes(b'{"traceEvents": [' + body + b'], "baseTimeNanoseconds": 0}')
+    elems = json.loads(p.read_bytes())["traceEvents"]
+    no_ph = sum(1 for e in elems if isinstance(e, dict) and "ph" not in e)
+    not_obj = sum(1 for e in elems if not isinstance(e, dict))
+    whole = read_chrome(read_bytes(p), p)
+    monkeypatch.setattr(decode, "CHUNK_BYTES", 2000)
+    monkeypatch.setattr(window, "CAPACITY", 3000)
+    monkeypatch.setattr(window, "PIECE", 777)
+    small = read_chrome_file(p)
+    for tl in (whole, small):
+        assert tl.meta["dropped_events"] == {"ph=?": no_ph}
+        assert tl.meta["events_in_file"] == no_ph + len(ev)
+        assert f"{not_obj} malformed event(s) skipped" in " ".join(tl.warnings)
+    for col in ("start", "dur", "lane", "name", "kind", "step"):
+        assert (getattr(small, col) == getattr(whole, col)).all(), col
+    assert small.names == whole.names and small.warnings == whole.warnings
 
 
 def test_whitespace_gzip_bomb_is_refused_at_bounded_memory(tmp_path, baseline_mb):

@@ -5,7 +5,8 @@ as much as possible for what they hold.
 
 * :func:`write_empty_objects`: a Kineto trace whose ``traceEvents`` holds ``n``
   empty objects ``{}`` around the five events of :data:`EVENTS` (the issue's
-  300 MB file is ``n = 100_000_000``);
+  300 MB file is ``n = 100_000_000``); :func:`write_filler` the same with any
+  elements (numbers, ``null``, objects without ``ph``…);
 * :func:`write_blank_gzip`: gzip data inflating to ``blank`` bytes of spaces
   between an optional ``prefix`` and ``suffix`` (a whitespace gzip bomb:
   about 1000:1), written as concatenated gzip members of 256 MB each (legal
@@ -47,7 +48,12 @@ def trace(events: list[bytes] = EVENTS) -> bytes:
 def write_empty_objects(path: Path, n: int, *, sep: bytes = b",", gz: bool = False) -> int:
     """Write ``n`` ``{}`` elements (separated by ``sep``) around :data:`EVENTS`: one event first, one after
     the first third of the ``{}``, the other three at the end. Returns the decompressed size in bytes."""
-    unit = b"{}" + sep
+    return write_filler(path, b"{}" + sep, n, sep=sep, gz=gz)
+
+
+def write_filler(path: Path, unit: bytes, n: int, *, sep: bytes = b",", gz: bool = False) -> int:
+    """Write ``unit`` (one or more elements, each followed by a separator) ``n`` times around :data:`EVENTS`, as
+    :func:`write_empty_objects` places them. Returns the decompressed size in bytes."""
     first = n // 3
     parts = [(HEAD + EVENTS[0] + sep, None), (unit, first), (EVENTS[1] + sep, None), (unit, n - first),
              (sep.join(EVENTS[2:]) + TAIL, None)]

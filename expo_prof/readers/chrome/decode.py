@@ -45,8 +45,8 @@ from expo_prof.readers.file_bytes import decode_json, repair
 
 __all__ = [
     "BATCH", "CHUNK_BYTES", "EVENTS_KEY", "NON_SPACE", "Ends", "NotAnArray", "Trace", "buffer_address",
-    "collect_array", "collect_raws", "decode_chunk", "end_candidates", "next_boundary", "read_events", "skip_filler",
-    "split_events", "whole_elements",
+    "collect_array", "collect_raws", "decode_chunk", "end_candidates", "loose_boundary", "next_boundary",
+    "read_events", "runs_possible", "skip_filler", "split_events", "whole_elements",
 ]
 
 
@@ -103,6 +103,10 @@ class _EventRawTs(_Event, gc=False):
     dur: msgspec.Raw = msgspec.Raw(b"null")
 
 
+#: An element that is not an object is not an event: decoded as what it is, in C, it is counted as malformed
+#: (:func:`_mixed_chunk`) instead of going through the raw-slice path one by one.
+_DEC_MIXED = msgspec.json.Decoder(list[_Event | None | bool | int | float | str | list[Any]])
+_DEC_MIXED_RAWTS = msgspec.json.Decoder(list[_EventRawTs | None | bool | int | float | str | list[Any]])
 _DEC_ARRAY_RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
 _DEC_EVENTS = msgspec.json.Decoder(list[_Event])
 _DEC_EVENTS_KNOWN = msgspec.json.Decoder(list[_EventKnownCat])
@@ -328,15 +332,40 @@ def collect_array(buf: Any, a0: int, ends: Ends, c: Cols, start: int | None = No
         s = skip_filler(buf, s, a1, c)
         if s >= a1:
             break
-        e, nxt = next_boundary(buf, s + CHUNK_BYTES, a1, s + 1)
-        while not decode_chunk(buf, s, e, c):
+        lo = s + 1 if runs_possible(c) else None
+        e, nxt = next_boundary(buf, s + CHUNK_BYTES, a1, lo)
+        reach = CHUNK_BYTES
+        while True:
+            if e >= a1 and a1 - s > 2 * reach:
+                # No "}" boundary up to a far end: elements that are not objects? A comma, further each time.
+                got = loose_boundary(buf, s + reach, a1)
+                if got is not None:
+                    e, nxt = got
+                    reach = max(2 * reach, e + 1 - s)
+            if decode_chunk(buf, s, e, c):
+                break
             if e >= a1:
                 # Not the end of the array (a later list of the top level): the next candidate.
                 a1 = ends.next(s)
-                e, nxt = next_boundary(buf, s + CHUNK_BYTES, a1, s + 1)
+                e, nxt = next_boundary(buf, s + CHUNK_BYTES, a1, lo)
             else:
                 e, nxt = next_boundary(buf, e + 1, a1)
         s = nxt
+
+
+def loose_boundary(buf: bytearray, pos: int, hi: int) -> tuple[int, int] | None:
+    """(end of a chunk, start of the next) at the first comma from ``pos`` followed, before ``hi``, by
+    something other than ``]``: a chunk end between elements that are not objects (no ``}`` boundary), for
+    the decode to confirm as any other candidate. None if there is none."""
+    k = buf.find(b",", pos, hi)
+    while k >= 0:
+        nxt = skip_space(buf, k + 1, hi)
+        if nxt >= hi:
+            return None
+        if buf[nxt] != _RBRACKET:
+            return k, nxt
+        k = buf.find(b",", nxt, hi)
+    return None
 
 
 def skip_filler(buf: bytearray, s: int, hi: int, c: Cols) -> int:
@@ -348,6 +377,13 @@ def skip_filler(buf: bytearray, s: int, hi: int, c: Cols) -> int:
         c.n_seen += n
         c.dropped[EMPTY_DROPPED] = c.dropped.get(EMPTY_DROPPED, 0) + n
     return s
+
+
+def runs_possible(c: Cols) -> bool:
+    """Whether runs of empty objects are looked for inside chunks: once the file has shown an event without
+    ``ph`` (never, in a profiler's trace, so they cost nothing there; a hostile file gets at most one chunk
+    of them decoded before)."""
+    return EMPTY_DROPPED in c.dropped
 
 
 def next_boundary(buf: bytearray, pos: int, a1: int, lo: int | None = None) -> tuple[int, int]:
@@ -377,6 +413,8 @@ def next_boundary(buf: bytearray, pos: int, a1: int, lo: int | None = None) -> t
 
 def decode_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
     """Decode and collect the events in ``buf[s:e]``; False when ``e`` is not an event boundary."""
+    if c.mixed and _mixed_chunk(buf, s, e, c):
+        return True
     try:
         events = None
         if c.known_cats:
@@ -387,6 +425,11 @@ def decode_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
         if events is None:
             events = _in_brackets(buf, s, e, _DEC_EVENTS)
     except (msgspec.ValidationError, msgspec.DecodeError):
+        # Once the first malformed event has been reported (by the raw-slice path, in msgspec's words),
+        # elements that are not objects are only counted.
+        if c.first_malformed is not None and not c.mixed and _mixed_chunk(buf, s, e, c):
+            c.mixed = True
+            return True
         try:
             raws = _in_brackets(buf, s, e, _DEC_ARRAY_RAW_EVENTS)
         except msgspec.DecodeError:
@@ -411,6 +454,31 @@ def whole_elements(buf: bytearray, s: int, e: int) -> bool:
     except msgspec.DecodeError:
         return False
     return True
+
+
+def _mixed_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
+    """Decode ``buf[s:e]`` as events and other JSON values, collect the events and count the others as
+    malformed; False when that does not decode (a malformed object, damaged strings, not a boundary)."""
+    try:
+        items = _in_brackets(buf, s, e, _DEC_MIXED)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return False
+    events = list(filter(_IS_EVENT, items))
+    c.n_malformed += len(items) - len(events)
+    del items
+
+    def redecode() -> list[Any] | None:
+        try:
+            return list(filter(_IS_EVENT_RAWTS, _in_brackets(buf, s, e, _DEC_MIXED_RAWTS)))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return None
+
+    collect_events(events, c, redecode)
+    return True
+
+
+_IS_EVENT = _Event.__instancecheck__
+_IS_EVENT_RAWTS = _EventRawTs.__instancecheck__
 
 
 def _in_brackets(buf: bytearray, s: int, e: int, dec: msgspec.json.Decoder) -> Any:

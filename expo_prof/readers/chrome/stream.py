@@ -31,7 +31,9 @@ from expo_prof.readers.chrome.decode import (
     collect_array,
     decode_chunk,
     end_candidates,
+    loose_boundary,
     next_boundary,
+    runs_possible,
     skip_filler,
     whole_elements,
 )
@@ -114,18 +116,27 @@ def _stream(w: Window) -> tuple[Trace | None, Cols, list[str]] | None:
     s = _skip(w, a0 + 1, c)
     pos, lo = s + chunk, s + 1
     tail_try = _BLANK_TAIL  # the pending bytes past which a blank tail is looked for (doubles when none is cut)
+    reach = chunk  # where a comma is looked for as a chunk end when no "}" boundary comes (doubles on failure)
     known = -1  # the last byte before a blank tail dropped already (what precedes it was found whole)
     while True:
         while w.base + w.hi < pos + look and w.more(s - 1 - w.base):
             pass
-        e, nxt = next_boundary(w.buf, pos - w.base, w.hi, lo - w.base)
+        e, nxt = next_boundary(w.buf, pos - w.base, w.hi, lo - w.base if runs_possible(c) else None)
         if e < w.hi:
             if decode_chunk(w.buf, s - w.base, e, c):
                 s = _skip(w, nxt + w.base, c)
-                pos, lo = s + chunk, s + 1
+                pos, lo, reach = s + chunk, s + 1, chunk
             else:  # not an event boundary: the next candidate
                 pos = lo = e + 1 + w.base
         else:  # no boundary in what has been read: read more, and look again from a little before its end
+            if w.base + w.hi - s > 2 * reach:
+                # Elements that are not objects (no "}" boundary)? A comma as the chunk end, further each time.
+                got = loose_boundary(w.buf, s + reach - w.base, w.hi)
+                if got is not None and decode_chunk(w.buf, s - w.base, got[0], c):
+                    s = _skip(w, got[1] + w.base, c)
+                    pos, lo, reach = s + chunk, s + 1, chunk
+                    continue
+                reach = max(2 * reach, got[0] + 1 + w.base - s if got is not None else 0)
             if w.base + w.hi - s >= tail_try:
                 kept = _cut_blank_tail(w, s, head, is_array, known)
                 if kept is None:
