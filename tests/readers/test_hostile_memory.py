@@ -36,7 +36,16 @@ import pytest
 from expo_prof.readers.chrome.reader import read_chrome, read_chrome_file
 from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED, read_bytes
 from expo_prof.timeline import Kind
-from support.hostile import DRAW_NS, EVENTS, HIDDEN_NS, trace, write_blank_gzip, write_empty_objects, write_filler
+from support.hostile import (
+    DRAW_NS,
+    EVENTS,
+    HEAD,
+    HIDDEN_NS,
+    trace,
+    write_blank_gzip,
+    write_empty_objects,
+    write_filler,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 MB = 1 << 20
@@ -192,6 +201,23 @@ def test_empty_objects_counted_like_decoded_ones(tmp_path):
     cut.write_bytes(b'{"traceEvents": [' + b",".join(ev) + b"," + b"{}," * 100 + b'], "x": 0}')
     tl = read_chrome_file(cut)
     assert any("JSON is malformed" in w for w in tl.warnings), tl.warnings
+
+
+def test_cut_file_of_empty_objects_is_salvaged_within_twice_its_size(tmp_path, baseline_mb):
+    """GIVEN a GENERATED Kineto trace of the five events, 5 million ``{}`` and a last event cut in its middle
+    (damaged JSON: the reader takes the careful path, which holds the whole file to cut it back)
+    WHEN ``expo-prof analyze`` reads it
+    THEN it finds the one hidden draw, warns that the JSON is truncated, and its peak RSS stays within
+    baseline + 2× the file's size (the document is closed in place for the salvaging decode, not copied)."""
+    path = tmp_path / "cut.pt.trace.json"
+    doc = HEAD + b",".join(EVENTS) + b"," + b"{}," * N_EMPTY + EVENTS[1][:40]
+    path.write_bytes(doc)
+    run = cli(str(path), "--json", tmp=tmp_path)
+    assert run.rc == 0, run.err
+    _one_hidden_draw(run)
+    assert any("JSON is truncated" in w for w in json.loads(run.out)["warnings"]), run.out[-2000:]
+    bound = baseline_mb + 2 * len(doc) / MB
+    assert run.peak_mb <= bound, f"peak {run.peak_mb:.0f} MB > {bound:.0f} MB (baseline {baseline_mb:.0f} MB)"
 
 
 #: Elements that are not events, six per unit: a number, null, a string, an array, a boolean, a float.

@@ -53,6 +53,9 @@ _NO_TASK_CATS = frozenset(KINETO_CATS) | DROP_CATS
 _NO_CORR_CATS = frozenset({"cpu_op", "Operator", "user_annotation", "gpu_user_annotation"}) | DROP_CATS
 
 _PH = attrgetter("ph")
+#: More events than this in one batch (a chunk of 256 KB: events of under 16 bytes; a profiler's are 100+)
+#: is filler: its events without ph are dropped before the columns even before the file has shown one.
+_DENSE = 1 << 14
 
 # What a ``ph`` value means here.
 _PH_X, _PH_M, _PH_S, _PH_F, _PH_T, _PH_OTHER = range(6)
@@ -67,13 +70,14 @@ def collect_events(events: list[Any], c: Cols, redecode: Callable[[], list[Any] 
     too large to be exact.
     """
     c.n_seen += len(events)
-    if NO_PH in c.dropped:
-        # The file has shown events without ph (never, in a profiler's trace): from then on they are counted
-        # and dropped here, in C, instead of costing a key and a lookup each (a hostile file of millions).
+    if NO_PH in c.dropped or len(events) > _DENSE:
+        # The file has shown events without ph (never, in a profiler's trace), or this batch is too dense for
+        # events that can count: events without ph are counted and dropped here, in C, instead of costing a key
+        # and a lookup each (a hostile file of millions).
         phs = list(map(_PH, events))
         missing = phs.count(None)
         if missing:
-            c.dropped[NO_PH] += missing
+            c.dropped[NO_PH] = c.dropped.get(NO_PH, 0) + missing
             events = list(compress(events, phs))
             full = redecode
 

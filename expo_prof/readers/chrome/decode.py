@@ -41,7 +41,7 @@ from expo_prof.errors import BadInput
 from expo_prof.readers.chrome.batch import collect_events
 from expo_prof.readers.chrome.columns import Cols
 from expo_prof.readers.chrome.filler import EMPTY_DROPPED, empty_run_start, skip_empties, skip_space
-from expo_prof.readers.file_bytes import decode_json, repair
+from expo_prof.readers.file_bytes import Loaded, decode_json, repair
 
 __all__ = [
     "BATCH", "CHUNK_BYTES", "EVENTS_KEY", "NON_SPACE", "Ends", "NotAnArray", "Trace", "buffer_address",
@@ -158,7 +158,9 @@ def read_events(data: Any, where: str) -> tuple[Trace | None, Cols, list[str]]:
     """Decode a Chrome-trace document: its top level (None for a bare array) and its events as columns.
 
     ``data`` should be a bytearray (else it is copied into one): chunks are
-    decoded in place, and it is left as it was. The fast path finds the event
+    decoded in place, and it is left as it was. A :class:`~expo_prof.readers.file_bytes.Loaded` hands its
+    bytes over (:meth:`~expo_prof.readers.file_bytes.Loaded.take`), so that they are freed as soon as a
+    cut-back copy replaces them on the careful path. The fast path finds the event
     array by its key and its closing bracket by looking back from the end of
     the file; the document is then only parsed once, chunk by chunk. Anything
     unusual (truncated or damaged JSON, a layout the fast path does not
@@ -166,6 +168,8 @@ def read_events(data: Any, where: str) -> tuple[Trace | None, Cols, list[str]]:
     the whole document (repairing or cutting back damaged input, see
     :func:`~expo_prof.readers.file_bytes.decode_json`), then the same chunks.
     """
+    if isinstance(data, Loaded):
+        data = data.take()
     if not isinstance(data, bytearray):
         data = bytearray(data)
     first = NON_SPACE.search(data)
@@ -307,11 +311,12 @@ def _careful_layout(
     if first != b"[":
         what = "a JSON array of events" if is_array else "a trace object with a traceEvents array"
         raise BadInput(f"{where}: not {what} (traceEvents is not an array)")
-    if isinstance(data, bytearray):
-        a0 = buffer_address(arr) - buffer_address(data)
-        if 0 <= a0 and a0 + len(arr) <= len(data):
-            return top, data, a0, a0 + len(arr) - 1, d.warnings
-    # A repaired or cut-back copy: the array gets its own writable buffer.
+    src = data if d.buffer is None else d.buffer
+    if isinstance(src, bytearray):  # the input, or a cut-back copy made writable already
+        a0 = buffer_address(arr) - buffer_address(src)
+        if 0 <= a0 and a0 + len(arr) <= len(src):
+            return top, src, a0, a0 + len(arr) - 1, d.warnings
+    # A repaired copy: the array gets its own writable buffer.
     buf = bytearray(arr)
     return top, buf, 0, len(buf) - 1, d.warnings
 
