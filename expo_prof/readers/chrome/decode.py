@@ -25,6 +25,13 @@ Chunks that only split into raw slices (invalid UTF-8 or control characters in
 strings, a field of the wrong type) go through :func:`collect_raws`: batches
 joined, repaired (:func:`~expo_prof.readers.file_bytes.repair`) and, if need be,
 decoded event by event, skipping the malformed ones.
+
+Filler (issue 27): at each chunk start whitespace and runs of empty objects are
+skipped and counted (:func:`skip_filler`, :mod:`.filler`); elements that are
+not objects have no ``}`` boundary, so over a long stretch without one a comma
+is tried as the chunk end (:func:`loose_boundary`), and once the first
+malformed element has been reported they are decoded as what they are, in C,
+and only counted (:func:`_mixed_chunk`).
 """
 
 from __future__ import annotations

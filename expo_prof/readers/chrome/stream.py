@@ -13,6 +13,16 @@ Damaged or unusual input (the array not found in the first 8 MB, JSON that is
 cut or broken, gzip data that is cut, corrupt or followed by garbage) returns None: the caller then
 reads the whole file and takes the careful path, which repairs what can be
 repaired and says what was lost.
+
+What can never count is not held (issue 27, :mod:`.filler`): whitespace before
+the document is dropped as it is read, whitespace and runs of ``{}`` at a chunk
+start are skipped, a long blank run at the end of what has been read is
+dropped once what precedes it is known to be whole elements
+(:func:`_cut_blank_tail`), elements that are not objects end chunks at commas
+(:func:`~expo_prof.readers.chrome.decode.loose_boundary`), and gzip input
+whose array is not found in the first 8 MB is inflated to its end without being
+kept before the careful path (:func:`_drain`): a bomb is refused at the size cap
+in one window.
 """
 
 from __future__ import annotations
@@ -20,9 +30,9 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
+from expo_prof.errors import BadInput
 from expo_prof.readers.chrome import decode
 from expo_prof.readers.chrome.columns import Cols
-from expo_prof.errors import BadInput
 from expo_prof.readers.chrome.decode import (
     EVENTS_KEY,
     Ends,
