@@ -97,7 +97,10 @@ class Run:
 #: starts the CLI with posix_spawn/vfork, so the CLI's ``ru_maxrss`` is its own.
 _WRAPPER = """
 import resource, subprocess, sys
-rc = subprocess.run(sys.argv[2:]).returncode
+try:
+    rc = subprocess.run(sys.argv[2:], timeout=240).returncode
+except subprocess.TimeoutExpired:  # the CLI was killed: no orphan, and the test says so
+    rc = 124
 with open(sys.argv[1], "w") as f:
     f.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
 sys.exit(rc)
@@ -127,8 +130,13 @@ def cli(*args: str, tmp: Path, env: dict[str, str] | None = None) -> Run:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    p.wait()
-    done.set()
+    try:
+        p.wait(timeout=300)  # the wrapper stops the CLI after 240 s
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        done.set()
     sampler.join()
     return Run(p.returncode, out.read_text(), err.read_text(), int(peak.read_text()), tree)
 
