@@ -8,13 +8,21 @@ from typing import Any
 
 import click
 
+#: --max-bytes when it is not given, as written on the command line: ``parse_size(DEFAULT_MAX_BYTES)`` is
+#: expo_prof.readers.file_bytes.DEFAULT_MAX_DECOMPRESSED (tests/readers/test_hostile_memory.py checks it; that
+#: module is not imported here, to keep --help fast).
+DEFAULT_MAX_BYTES = "4G"
+
 #: --op / --source / --max-bytes: what every analysing command takes, validated once by Options.make.
 _TARGET_OPTIONS = (
     click.option("--op", metavar="REGEX",
                  help="Analyse events whose name matches REGEX (e.g. nccl) instead of the exponential draw."),
     click.option("--source", type=click.Choice(["auto", "trace", "overlay-log"]), default="auto", show_default=True,
                  help="Where a rank has both a trace and an overlay event log, which one counts."),
-    click.option("--max-bytes", metavar="SIZE", help="Cap on the decompressed size of one input file (e.g. 800M, 4G)."),
+    click.option("--max-bytes", metavar="SIZE",
+                 help=f"Cap on the decompressed size of one input file: bytes, or with a unit K, M, G or T "
+                      f"(powers of 1024), e.g. 800M; default {DEFAULT_MAX_BYTES}, i.e. 4.29 GB. A gzip bomb is "
+                      "refused at the cap while it is read."),
     click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, metavar="N",
                  help="Read and analyse files in N worker processes (default: the number of cores; "
                       "inputs under 16 MB are read in one)."),

@@ -218,6 +218,9 @@ _CTRL_STRICT = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 class Decoded:
     value: Any
     warnings: list[str]
+    #: The bytes the value's ``msgspec.Raw`` slices point into (the input, a repaired copy, or a cut-back
+    #: copy with room for the closing brackets); None: the input.
+    buffer: bytes | bytearray | None = None
 
 
 def decode_json(
@@ -240,7 +243,7 @@ def decode_json(
     buf = data
     for _attempt in range(4):
         try:
-            return Decoded(decoder.decode(buf), warnings)
+            return Decoded(decoder.decode(buf), warnings, None if buf is data else buf)
         except msgspec.ValidationError:
             raise
         except msgspec.DecodeError as exc:
@@ -253,14 +256,14 @@ def decode_json(
             pos = _error_pos(msg, len(buf))
             salvaged = _salvage_prefix(buf, decoder, pos, container)
             if salvaged is not None:
-                value, kept = salvaged
+                value, kept, used = salvaged
                 lost = len(buf) - kept
                 warnings.append(
                     f"{where}: JSON is {'truncated' if 'truncated' in msg else 'malformed'} "
                     f"({msg.removeprefix('JSON is malformed: ')}); kept the events before byte {kept:,}, "
                     f"skipped the last {lost:,} bytes"
                 )
-                return Decoded(value, warnings)
+                return Decoded(value, warnings, None if used is data else used)
             raise BadInput(f"{where}: not valid JSON ({msg})") from None
     raise BadInput(f"{where}: not valid JSON (repair failed)")
 
@@ -305,33 +308,76 @@ def _error_pos(msg: str, n: int) -> int:
 
 def _salvage_prefix(
     buf: bytes | bytearray, decoder: msgspec.json.Decoder, pos: int, container: str
-) -> tuple[Any, int] | None:
-    """Cut ``buf`` back to a complete array element before ``pos`` and close the document."""
-    view = bytes(buf[:pos])
-    stripped = view.lstrip()
+) -> tuple[Any, int, bytes | bytearray] | None:
+    """Cut ``buf`` back to a complete array element before ``pos`` and close the document: (value, bytes
+    kept, the buffer the value points into).
+
+    A bytearray is decoded in place (the closing brackets written after the cut for the time of one decode,
+    then put back): no copy of a document that may be gigabytes. The value may then hold slices of ``buf``
+    whose last bytes are the ones put back (the event array's ``]`` is read as the end of the last chunk).
+    Without room after the cut (the file ends with a complete element), the kept part is copied once, with
+    the brackets.
+    """
+    first = _NON_BLANK.search(buf, 0, pos)
     if container == "auto":
-        container = "array" if stripped[:1] == b"[" else "object"
+        container = "array" if first is not None and first.group() == b"[" else "object"
+    is_array = first is not None and first.group() == b"["
+    del first  # a match holds on to the buffer it searched
     closer = b"]" if container == "array" else b"]}"
     # Candidate cut points, last first: the end of the text when it ends in
     # "}" (a file cut right after an element keeps that element), then every
     # end of an element ("}" followed by ","). A "}" that closes a nested
     # object instead fails to decode and the next candidate is tried.
-    end = len(view.rstrip())
-    cut = end - 1 if view[:end].endswith(b"}") else view.rfind(b"},", 0, end)
+    end = _rstrip_end(buf, pos)
+    cut = end - 1 if end and buf[end - 1] == 0x7D else buf.rfind(b"},", 0, end)
     for _ in range(64):
         if cut < 0:
             break
         try:
-            return decoder.decode(view[: cut + 1] + closer), cut + 1
+            value, used = _decode_closed(buf, decoder, cut + 1, closer)
+            return value, cut + 1, used
         except (msgspec.DecodeError, msgspec.ValidationError):
-            cut = view.rfind(b"},", 0, cut)
+            cut = buf.rfind(b"},", 0, cut)
     # Nothing complete: an empty event list still tells the caller "recognised but empty".
-    if container == "array" and stripped[:1] == b"[":
+    if container == "array" and is_array:
         try:
-            return decoder.decode(b"[]"), 0
+            return decoder.decode(b"[]"), 0, b"[]"
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
     return None
+
+
+_NON_BLANK = re.compile(rb"[^ \t\n\r\x0b\x0c]")
+
+
+def _rstrip_end(buf: bytes | bytearray, pos: int) -> int:
+    """``len(buf[:pos].rstrip())``, a block at a time (no copy of the whole)."""
+    while pos > 0:
+        lo = max(0, pos - (1 << 16))
+        kept = len(bytes(buf[lo:pos]).rstrip())
+        if kept:
+            return lo + kept
+        pos = lo
+    return 0
+
+
+def _decode_closed(
+    buf: bytes | bytearray, decoder: msgspec.json.Decoder, end: int, closer: bytes
+) -> tuple[Any, bytes | bytearray]:
+    """``decoder.decode(buf[:end] + closer)`` and the buffer decoded: ``buf`` itself (in place) when it is a
+    bytearray with room after ``end``, else one copy."""
+    n = len(closer)
+    if not isinstance(buf, bytearray) or end + n > len(buf):
+        closed = bytearray(end + n)
+        closed[:end] = memoryview(buf)[:end]
+        closed[end:] = closer
+        return decoder.decode(closed), closed
+    saved = bytes(buf[end : end + n])
+    buf[end : end + n] = closer
+    try:
+        return decoder.decode(memoryview(buf)[: end + n]), buf
+    finally:
+        buf[end : end + n] = saved
 
 
 def file_size(path: Path) -> int:

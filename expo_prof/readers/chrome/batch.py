@@ -25,11 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import compress
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from expo_prof.readers.chrome.columns import Cols, times_to_ns
+from expo_prof.readers.chrome.filler import EMPTY_DROPPED as NO_PH
 from expo_prof.readers.kinds import KINETO_CATS
 from expo_prof.readers.timeparse import FLOAT_EXACT_LIMIT_US
 
@@ -50,6 +52,11 @@ _NO_TASK_CATS = frozenset(KINETO_CATS) | DROP_CATS
 #: runtime/driver calls only; checked on every real trace in ../shared/realtraces): -1 without looking.
 _NO_CORR_CATS = frozenset({"cpu_op", "Operator", "user_annotation", "gpu_user_annotation"}) | DROP_CATS
 
+_PH = attrgetter("ph")
+#: More events than this in one batch (a chunk of 256 KB: events of under 16 bytes; a profiler's are 100+)
+#: is filler: its events without ph are dropped before the columns even before the file has shown one.
+_DENSE = 1 << 14
+
 # What a ``ph`` value means here.
 _PH_X, _PH_M, _PH_S, _PH_F, _PH_T, _PH_OTHER = range(6)
 _PH_ROLE = {"X": _PH_X, "M": _PH_M, "s": _PH_S, "f": _PH_F, "t": _PH_T}
@@ -63,6 +70,21 @@ def collect_events(events: list[Any], c: Cols, redecode: Callable[[], list[Any] 
     too large to be exact.
     """
     c.n_seen += len(events)
+    if NO_PH in c.dropped or len(events) > _DENSE:
+        # The file has shown events without ph (never, in a profiler's trace), or this batch is too dense for
+        # events that can count: events without ph are counted and dropped here, in C, instead of costing a key
+        # and a lookup each (a hostile file of millions).
+        phs = list(map(_PH, events))
+        missing = phs.count(None)
+        if missing:
+            c.dropped[NO_PH] = c.dropped.get(NO_PH, 0) + missing
+            events = list(compress(events, phs))
+            full = redecode
+
+            def redecode() -> list[Any] | None:
+                again = full()
+                return None if again is None else list(compress(again, phs))
+
     try:
         _columns(events, c, redecode)
     except TypeError:  # an unhashable pid/tid/cat/name/id: drop those events, then again
@@ -275,7 +297,7 @@ def _needs_text(values: list[Any]) -> bool:
 def _hashable_only(ev: list[Any], c: Cols) -> list[bool]:
     """Which events have hashable key fields; the others are counted as malformed."""
     ok: list[bool] = []
-    bad = 0
+    bad = no_ph = 0
     for e in ev:
         a = e.args
         try:
@@ -283,8 +305,15 @@ def _hashable_only(ev: list[Any], c: Cols) -> list[bool]:
             ok.append(True)
         except TypeError:
             ok.append(False)
-            bad += 1
-    c.dropped["malformed"] = c.dropped.get("malformed", 0) + bad
+            # Without ph it can never count, whatever else it holds: counted as the other events without ph.
+            if e.ph is None:
+                no_ph += 1
+            else:
+                bad += 1
+    if bad:
+        c.dropped["malformed"] = c.dropped.get("malformed", 0) + bad
+    if no_ph:
+        c.dropped[NO_PH] = c.dropped.get(NO_PH, 0) + no_ph
     return ok
 
 

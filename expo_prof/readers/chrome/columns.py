@@ -63,6 +63,7 @@ class Cols:
     def __init__(self) -> None:
         # Code tables.
         self.known_cats = True  # chunks decoded with the Kineto-categories decoder until one fails (decode.py)
+        self.mixed = False  # chunks decoded as events or other JSON values first, once one held both (decode.py)
         self.evkey = CodeTable()  # (ph, cat, pid, tid) of every event
         self.key_tables: Any = None  # batch.KeyTables of the evkey codes
         self.cat = CodeTable()

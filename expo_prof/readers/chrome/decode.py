@@ -9,7 +9,8 @@ time (bounded memory, and the few thousand Structs stay in the CPU cache while
 :mod:`.batch` makes columns of them).
 
 Finding boundaries without parsing: a chunk ends at a match of
-``}`` ws ``,`` ws ``{`` ws ``"`` (:data:`_BOUNDARY`) after its target size.
+``}`` ws ``,`` ws ``{`` ws ``"`` (or ``}``: an empty object) after its target size
+(:func:`next_boundary`).
 Such a match can also sit inside a string or between nested objects, so a
 candidate is only *accepted* when the chunk decodes: a chunk starting at a
 true event start parses along the real structure, and the ``]`` put at its
@@ -24,6 +25,13 @@ Chunks that only split into raw slices (invalid UTF-8 or control characters in
 strings, a field of the wrong type) go through :func:`collect_raws`: batches
 joined, repaired (:func:`~expo_prof.readers.file_bytes.repair`) and, if need be,
 decoded event by event, skipping the malformed ones.
+
+Filler (issue 27): at each chunk start whitespace and runs of empty objects are
+skipped and counted (:func:`skip_filler`, :mod:`.filler`); elements that are
+not objects have no ``}`` boundary, so over a long stretch without one a comma
+is tried as the chunk end (:func:`loose_boundary`), and once the first
+malformed element has been reported they are decoded as what they are, in C,
+and only counted (:func:`_mixed_chunk`).
 """
 
 from __future__ import annotations
@@ -39,11 +47,13 @@ import numpy as np
 from expo_prof.errors import BadInput
 from expo_prof.readers.chrome.batch import collect_events
 from expo_prof.readers.chrome.columns import Cols
-from expo_prof.readers.file_bytes import decode_json, repair
+from expo_prof.readers.chrome.filler import EMPTY_DROPPED, empty_run_start, skip_empties, skip_space
+from expo_prof.readers.file_bytes import Loaded, decode_json, repair
 
 __all__ = [
     "BATCH", "CHUNK_BYTES", "EVENTS_KEY", "NON_SPACE", "Ends", "NotAnArray", "Trace", "buffer_address",
-    "collect_array", "collect_raws", "decode_chunk", "end_candidates", "next_boundary", "read_events", "split_events",
+    "collect_array", "collect_raws", "decode_chunk", "end_candidates", "loose_boundary", "next_boundary",
+    "read_events", "runs_possible", "skip_filler", "split_events", "whole_elements",
 ]
 
 
@@ -100,6 +110,10 @@ class _EventRawTs(_Event, gc=False):
     dur: msgspec.Raw = msgspec.Raw(b"null")
 
 
+#: An element that is not an object is not an event: decoded as what it is, in C, it is counted as malformed
+#: (:func:`_mixed_chunk`) instead of going through the raw-slice path one by one.
+_DEC_MIXED = msgspec.json.Decoder(list[_Event | None | bool | int | float | str | list[Any]])
+_DEC_MIXED_RAWTS = msgspec.json.Decoder(list[_EventRawTs | None | bool | int | float | str | list[Any]])
 _DEC_ARRAY_RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
 _DEC_EVENTS = msgspec.json.Decoder(list[_Event])
 _DEC_EVENTS_KNOWN = msgspec.json.Decoder(list[_EventKnownCat])
@@ -138,8 +152,10 @@ CHUNK_BYTES = 1 << 18
 #: Events per batch on the raw-slice path.
 BATCH = 1 << 11
 
-_BOUNDARY = re.compile(rb'\}[ \t\r\n]*,[ \t\r\n]*(\{)[ \t\r\n]*"')
-_LBRACKET, _RBRACKET = 0x5B, 0x5D
+_LBRACKET, _RBRACKET, _LBRACE, _COMMA = 0x5B, 0x5D, 0x7B, 0x2C
+#: A chunk may end before an event (``{"``) or an empty object (``{}``, filler that :mod:`.filler` skips).
+_QUOTE_OR_RBRACE = b'"}'
+
 
 
 # --------------------------------------------------------------------------- the document
@@ -149,7 +165,9 @@ def read_events(data: Any, where: str) -> tuple[Trace | None, Cols, list[str]]:
     """Decode a Chrome-trace document: its top level (None for a bare array) and its events as columns.
 
     ``data`` should be a bytearray (else it is copied into one): chunks are
-    decoded in place, and it is left as it was. The fast path finds the event
+    decoded in place, and it is left as it was. A :class:`~expo_prof.readers.file_bytes.Loaded` hands its
+    bytes over (:meth:`~expo_prof.readers.file_bytes.Loaded.take`), so that they are freed as soon as a
+    cut-back copy replaces them on the careful path. The fast path finds the event
     array by its key and its closing bracket by looking back from the end of
     the file; the document is then only parsed once, chunk by chunk. Anything
     unusual (truncated or damaged JSON, a layout the fast path does not
@@ -157,6 +175,8 @@ def read_events(data: Any, where: str) -> tuple[Trace | None, Cols, list[str]]:
     the whole document (repairing or cutting back damaged input, see
     :func:`~expo_prof.readers.file_bytes.decode_json`), then the same chunks.
     """
+    if isinstance(data, Loaded):
+        data = data.take()
     if not isinstance(data, bytearray):
         data = bytearray(data)
     first = NON_SPACE.search(data)
@@ -298,11 +318,12 @@ def _careful_layout(
     if first != b"[":
         what = "a JSON array of events" if is_array else "a trace object with a traceEvents array"
         raise BadInput(f"{where}: not {what} (traceEvents is not an array)")
-    if isinstance(data, bytearray):
-        a0 = buffer_address(arr) - buffer_address(data)
-        if 0 <= a0 and a0 + len(arr) <= len(data):
-            return top, data, a0, a0 + len(arr) - 1, d.warnings
-    # A repaired or cut-back copy: the array gets its own writable buffer.
+    src = data if d.buffer is None else d.buffer
+    if isinstance(src, bytearray):  # the input, or a cut-back copy made writable already
+        a0 = buffer_address(arr) - buffer_address(src)
+        if 0 <= a0 and a0 + len(arr) <= len(src):
+            return top, src, a0, a0 + len(arr) - 1, d.warnings
+    # A repaired copy: the array gets its own writable buffer.
     buf = bytearray(arr)
     return top, buf, 0, len(buf) - 1, d.warnings
 
@@ -320,28 +341,92 @@ def collect_array(buf: Any, a0: int, ends: Ends, c: Cols, start: int | None = No
     s = a0 + 1 if start is None else start
     a1 = ends.next(s)
     while s < a1:
-        e, nxt = next_boundary(buf, s + CHUNK_BYTES, a1)
-        while not decode_chunk(buf, s, e, c):
+        s = skip_filler(buf, s, a1, c)
+        if s >= a1:
+            break
+        lo = s + 1 if runs_possible(c) else None
+        e, nxt = next_boundary(buf, s + CHUNK_BYTES, a1, lo)
+        reach = CHUNK_BYTES
+        while True:
+            if e >= a1 and a1 - s > 2 * reach:
+                # No "}" boundary up to a far end: elements that are not objects? A comma, further each time.
+                got = loose_boundary(buf, s + reach, a1)
+                if got is not None:
+                    e, nxt = got
+                    reach = max(2 * reach, e + 1 - s)
+            if decode_chunk(buf, s, e, c):
+                break
             if e >= a1:
                 # Not the end of the array (a later list of the top level): the next candidate.
                 a1 = ends.next(s)
-                e, nxt = next_boundary(buf, s + CHUNK_BYTES, a1)
+                e, nxt = next_boundary(buf, s + CHUNK_BYTES, a1, lo)
             else:
                 e, nxt = next_boundary(buf, e + 1, a1)
         s = nxt
 
 
-def next_boundary(buf: bytearray, pos: int, a1: int) -> tuple[int, int]:
-    """(end of a chunk, start of the next) at the first boundary candidate from ``pos``."""
-    if pos < a1:
-        m = _BOUNDARY.search(buf, pos, a1)
-        if m is not None:
-            return m.start() + 1, m.start(1)
+def loose_boundary(buf: bytearray, pos: int, hi: int) -> tuple[int, int] | None:
+    """(end of a chunk, start of the next) at the first comma from ``pos`` followed, before ``hi``, by
+    something other than ``]``: a chunk end between elements that are not objects (no ``}`` boundary), for
+    the decode to confirm as any other candidate. None if there is none."""
+    k = buf.find(b",", pos, hi)
+    while k >= 0:
+        nxt = skip_space(buf, k + 1, hi)
+        if nxt >= hi:
+            return None
+        if buf[nxt] != _RBRACKET:
+            return k, nxt
+        k = buf.find(b",", nxt, hi)
+    return None
+
+
+def skip_filler(buf: bytearray, s: int, hi: int, c: Cols) -> int:
+    """From the element start ``s``, skip whitespace and a run of empty objects (counted in ``c`` as a decoded
+    ``{}`` is); the offset of what follows (``hi`` at most)."""
+    s = skip_space(buf, s, hi)
+    s, n = skip_empties(buf, s, hi)
+    if n:
+        c.n_seen += n
+        c.dropped[EMPTY_DROPPED] = c.dropped.get(EMPTY_DROPPED, 0) + n
+    return s
+
+
+def runs_possible(c: Cols) -> bool:
+    """Whether runs of empty objects are looked for inside chunks: once the file has shown an event without
+    ``ph`` (never, in a profiler's trace, so they cost nothing there; a hostile file gets at most one chunk
+    of them decoded before)."""
+    return EMPTY_DROPPED in c.dropped
+
+
+def next_boundary(buf: bytearray, pos: int, a1: int, lo: int | None = None) -> tuple[int, int]:
+    """(end of a chunk, start of the next) at the first boundary candidate from ``pos``; with ``lo``, first
+    at the start of a run of empty objects in ``buf[lo:pos]`` (the chunk then ends before the run, which the next
+    one skips without decoding)."""
+    if lo is not None and lo < pos:
+        run = empty_run_start(buf, lo, min(pos, a1))
+        if run is not None:
+            return run
+    # Each "}" is found by bytes.find and the whitespace after it skipped by skip_space (memchr / memcmp speed:
+    # a regex scans a long run of whitespace at a tenth of that), then the rest of a boundary is checked.
+    while pos < a1:
+        j = buf.find(b"}", pos, a1)
+        if j < 0:
+            break
+        k = skip_space(buf, j + 1, a1)
+        if k < a1 and buf[k] == _COMMA:
+            k = skip_space(buf, k + 1, a1)
+            if k < a1 and buf[k] == _LBRACE:
+                q = skip_space(buf, k + 1, a1)
+                if q < a1 and buf[q] in _QUOTE_OR_RBRACE:
+                    return j + 1, k
+        pos = j + 1
     return a1, a1
 
 
 def decode_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
     """Decode and collect the events in ``buf[s:e]``; False when ``e`` is not an event boundary."""
+    if c.mixed and _mixed_chunk(buf, s, e, c):
+        return True
     try:
         events = None
         if c.known_cats:
@@ -352,6 +437,11 @@ def decode_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
         if events is None:
             events = _in_brackets(buf, s, e, _DEC_EVENTS)
     except (msgspec.ValidationError, msgspec.DecodeError):
+        # Once the first malformed event has been reported (by the raw-slice path, in msgspec's words),
+        # elements that are not objects are only counted.
+        if c.first_malformed is not None and not c.mixed and _mixed_chunk(buf, s, e, c):
+            c.mixed = True
+            return True
         try:
             raws = _in_brackets(buf, s, e, _DEC_ARRAY_RAW_EVENTS)
         except msgspec.DecodeError:
@@ -367,6 +457,40 @@ def decode_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
 
     collect_events(events, c, redecode)
     return True
+
+
+def whole_elements(buf: bytearray, s: int, e: int) -> bool:
+    """Whether ``buf[s:e]`` (``s`` an element start) is whole elements of the array: a structure-only parse."""
+    try:
+        _in_brackets(buf, s, e, _DEC_ARRAY_RAW_EVENTS)
+    except msgspec.DecodeError:
+        return False
+    return True
+
+
+def _mixed_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
+    """Decode ``buf[s:e]`` as events and other JSON values, collect the events and count the others as
+    malformed; False when that does not decode (a malformed object, damaged strings, not a boundary)."""
+    try:
+        items = _in_brackets(buf, s, e, _DEC_MIXED)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return False
+    events = list(filter(_IS_EVENT, items))
+    c.n_malformed += len(items) - len(events)
+    del items
+
+    def redecode() -> list[Any] | None:
+        try:
+            return list(filter(_IS_EVENT_RAWTS, _in_brackets(buf, s, e, _DEC_MIXED_RAWTS)))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return None
+
+    collect_events(events, c, redecode)
+    return True
+
+
+_IS_EVENT = _Event.__instancecheck__
+_IS_EVENT_RAWTS = _EventRawTs.__instancecheck__
 
 
 def _in_brackets(buf: bytearray, s: int, e: int, dec: msgspec.json.Decoder) -> Any:

@@ -62,10 +62,8 @@ def read_chrome(
     the directory layout) is used when the file states no rank.
     """
     where = str(path)
-    if isinstance(data, Loaded):
-        # Take the bytes over so they can be freed once the events are columns.
-        data = data.take()
-    top, cols, warnings = read_events(data, where)
+    # The bytes are handed over (and freed once they are columns, or once the careful path copied them).
+    top, cols, warnings = read_events(data if isinstance(data, Loaded) else Loaded(data), where)
     del data
     return _timeline(top, cols, warnings, path, fmt_hint, rank_hint)
 

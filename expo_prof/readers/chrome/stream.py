@@ -13,6 +13,16 @@ Damaged or unusual input (the array not found in the first 8 MB, JSON that is
 cut or broken, gzip data that is cut, corrupt or followed by garbage) returns None: the caller then
 reads the whole file and takes the careful path, which repairs what can be
 repaired and says what was lost.
+
+What can never count is not held (issue 27, :mod:`.filler`): whitespace before
+the document is dropped as it is read, whitespace and runs of ``{}`` at a chunk
+start are skipped, a long blank run at the end of what has been read is
+dropped once what precedes it is known to be whole elements
+(:func:`_cut_blank_tail`), elements that are not objects end chunks at commas
+(:func:`~expo_prof.readers.chrome.decode.loose_boundary`), and gzip input
+whose array is not found in the first 8 MB is inflated to its end without being
+kept before the careful path (:func:`_drain`): a bomb is refused at the size cap
+in one window.
 """
 
 from __future__ import annotations
@@ -20,21 +30,26 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
+from expo_prof.errors import BadInput
 from expo_prof.readers.chrome import decode
 from expo_prof.readers.chrome.columns import Cols
 from expo_prof.readers.chrome.decode import (
     EVENTS_KEY,
-    NON_SPACE,
     Ends,
     NotAnArray,
     Trace,
     collect_array,
     decode_chunk,
     end_candidates,
+    loose_boundary,
     next_boundary,
+    runs_possible,
+    skip_filler,
+    whole_elements,
 )
+from expo_prof.readers.chrome.filler import rskip_space, skip_space
 from expo_prof.readers.chrome.window import DamagedGzip, Window
-from expo_prof.readers.file_bytes import Progress
+from expo_prof.readers.file_bytes import Progress, _mb
 
 __all__ = ["stream_events"]
 
@@ -45,6 +60,13 @@ _OVERLAP = 4096
 #: Bytes read past a chunk's target end before its end (the next event boundary) is looked for (at most
 #: one chunk). Small: what is read ahead is moved to the window's front at every refill.
 _LOOKAHEAD = 1 << 16
+#: Filler (whitespace, empty objects) that reaches this close to the end of what has been read may go on
+#: after it: read more and skip again.
+_SLACK = 1 << 12
+_LBRACKET, _RBRACE = 0x5B, 0x7D
+#: A run of whitespace at least this long at the end of what has been read is dropped when it is known to sit
+#: between tokens (:func:`_cut_blank_tail`).
+_BLANK_TAIL = 1 << 16
 
 
 def stream_events(
@@ -65,49 +87,129 @@ def stream_events(
 
 
 def _stream(w: Window) -> tuple[Trace | None, Cols, list[str]] | None:
-    # The head: the first non-blank byte tells an object from a bare array;
-    # an object's event array starts after its "traceEvents" key.
+    # The head: the first non-blank byte tells an object from a bare array; whitespace before it is dropped as
+    # it is read (a gzip bomb of whitespace costs one window, and is refused at the size cap).
     while True:
-        first = NON_SPACE.search(w.buf, 0, w.hi)
-        if first is not None or w.hi >= _HEAD_MAX or not w.more(0):
+        i = skip_space(w.buf, 0, w.hi)
+        if i < w.hi:
             break
-    if first is None:
-        return None
-    is_array = first.group() == b"["
-    a0 = first.start()
-    del first  # a match holds on to the buffer it searched
+        try:
+            if not w.more(w.hi):
+                raise BadInput(f"{w.path}: empty file")
+        except DamagedGzip as exc:
+            if not w.base + w.hi:
+                raise  # nothing inflated: the careful path says what is wrong with the gzip data
+            # The careful path would hold all that whitespace to find that it holds nothing else.
+            raise BadInput(f"{w.path}: empty file ({_mb(w.base + w.hi)} of whitespace, then damaged gzip data: "
+                           f"{exc})") from None
+    d0 = w.base + i  # absolute offsets from here on (window offset + w.base)
+    is_array = w.buf[i] == _LBRACKET
+    a0 = d0
+    # An object's event array starts after its "traceEvents" key.
     while not is_array:
-        m = EVENTS_KEY.search(w.buf, 0, w.hi)
+        m = EVENTS_KEY.search(w.buf, d0 - w.base, w.hi)
         if m is not None:
-            a0 = m.end() - 1
-            del m
+            a0 = w.base + m.end() - 1
+            del m  # a match holds on to the buffer it searched
             break
-        if w.hi >= _HEAD_MAX or not w.more(0):
+        if w.base + w.hi - d0 >= _HEAD_MAX:
+            _drain(w)
             return None
-    head = bytes(w.buf[: a0 + 1])  # nothing was dropped yet: window offsets are file offsets
+        if not w.more(d0 - w.base):
+            return None
+    head = bytes(w.buf[d0 - w.base : a0 - w.base + 1])
     c = Cols()
-    # Absolute offsets: s = start of the first event not decoded, pos = where its chunk's end is looked for.
+    # s = start of the first event not decoded, pos = where its chunk's end is looked for, lo = where the start
+    # of a run of empty objects is looked for (before pos).
     chunk = decode.CHUNK_BYTES
     look = min(chunk, _LOOKAHEAD)
-    s = a0 + 1
-    pos = s + chunk
+    s = _skip(w, a0 + 1, c)
+    pos, lo = s + chunk, s + 1
+    tail_try = _BLANK_TAIL  # the pending bytes past which a blank tail is looked for (doubles when none is cut)
+    reach = chunk  # where a comma is looked for as a chunk end when no "}" boundary comes (doubles on failure)
+    known = -1  # the last byte before a blank tail dropped already (what precedes it was found whole)
     while True:
         while w.base + w.hi < pos + look and w.more(s - 1 - w.base):
             pass
-        e, nxt = next_boundary(w.buf, pos - w.base, w.hi)
+        e, nxt = next_boundary(w.buf, pos - w.base, w.hi, lo - w.base if runs_possible(c) else None)
         if e < w.hi:
             if decode_chunk(w.buf, s - w.base, e, c):
-                s = nxt + w.base
-                pos = s + chunk
+                s = _skip(w, nxt + w.base, c)
+                pos, lo, reach = s + chunk, s + 1, chunk
             else:  # not an event boundary: the next candidate
-                pos = e + 1 + w.base
+                pos = lo = e + 1 + w.base
         else:  # no boundary in what has been read: read more, and look again from a little before its end
+            if w.base + w.hi - s > 2 * reach:
+                # Elements that are not objects (no "}" boundary)? A comma as the chunk end, further each time.
+                got = loose_boundary(w.buf, s + reach - w.base, w.hi)
+                if got is not None and decode_chunk(w.buf, s - w.base, got[0], c):
+                    s = _skip(w, got[1] + w.base, c)
+                    pos, lo, reach = s + chunk, s + 1, chunk
+                    continue
+                reach = max(2 * reach, got[0] + 1 + w.base - s if got is not None else 0)
+            if w.base + w.hi - s >= tail_try:
+                kept = _cut_blank_tail(w, s, head, is_array, known)
+                if kept is None:
+                    tail_try = 2 * (w.base + w.hi - s)
+                else:
+                    known = kept
+                    pos, lo = min(pos, kept), min(lo, kept)
             end = w.base + w.hi
             if not w.more(s - 1 - w.base):
                 break
             pos = max(pos, end - _OVERLAP)
+            lo = max(lo, end - _OVERLAP)
     # The end of the file is in the window: the last events, the array's "]" and the keys after it.
     lo = s - 1 - w.base
     ends = Ends(lo, end_candidates(w.buf, w.hi, is_array, lo, head))
     collect_array(w.buf, lo, ends, c, start=s - w.base)
     return ends.top, c, w.warnings
+
+
+def _skip(w: Window, s: int, c: Cols) -> int:
+    """:func:`~expo_prof.readers.chrome.decode.skip_filler` from the absolute offset ``s``, reading on (and
+    dropping what was skipped) while the filler reaches the end of what has been read."""
+    while True:
+        i = skip_filler(w.buf, s - w.base, w.hi, c)
+        s = w.base + i
+        if w.hi - i >= _SLACK or not w.more(s - 1 - w.base):
+            return s
+
+
+def _cut_blank_tail(w: Window, s: int, head: bytes, is_array: bool, known: int) -> int | None:
+    """Drop a long run of whitespace at the end of what has been read, where it is known to sit between tokens.
+
+    That is when the bytes from ``s`` (an element start) up to the run are whole elements (the run follows an
+    element, or its comma, or the array's ``]``: a structure-only parse says so), or the whole rest of the
+    document (one of :func:`~expo_prof.readers.chrome.decode.end_candidates`): such whitespace means nothing
+    and would otherwise be held until a boundary or the end of the file comes (a whitespace bomb after the
+    events). ``known``: the absolute offset of a byte found so before (nothing is parsed again while the run
+    still follows it). Returns the absolute offset of the last byte before the run when it was dropped, else
+    None.
+    """
+    i0 = s - w.base
+    t = rskip_space(w.buf, i0, w.hi)
+    if t <= i0 or w.hi - t < _BLANK_TAIL:
+        return None
+    x = t - 1
+    if w.base + x == known:
+        w.hi = t + 1
+        return known
+    y = x if w.buf[x] == _RBRACE else rskip_space(w.buf, i0, x) - 1
+    ok = y >= i0 and w.buf[y] == _RBRACE and w.buf[x] in b"},]" and whole_elements(w.buf, i0, y + 1)
+    if not ok and w.buf[x] in b"]}":
+        # The array may have ended before the run: the document is then complete up to it.
+        ok = any(whole_elements(w.buf, i0, a1)
+                 for _top, a1 in end_candidates(w.buf, t, is_array, i0 - 1, head) if a1 >= i0)
+    if not ok:
+        return None
+    w.hi = t + 1  # one blank kept: what follows is read after it
+    return w.base + x
+
+
+def _drain(w: Window) -> None:
+    """Inflate the rest of a gzip input without keeping it, so that a bomb is refused at the size cap in one
+    window before the careful path (which holds the whole file) starts."""
+    if w.compressed:
+        while w.more(w.hi):
+            pass
