@@ -30,7 +30,7 @@ BEGIN, END = "<!-- layering:begin (python tools/layering.py --write-docs) -->", 
 # ------------------------------------------------------------------------------------------------ the table
 #: Leaves every layer of expo_prof may import: the error types (each carries its exit code), the words for
 #: people, the statistics and their special functions (numpy and math only) and the version string.
-EVERYWHERE = ("expo_prof.errors", "expo_prof.words", "expo_prof.stats", "expo_prof.special", "expo_prof.version")
+EVERYWHERE = ("expo_prof.errors", "expo_prof.words", "expo_prof.paths", "expo_prof.stats", "expo_prof.special", "expo_prof.version")
 
 #: A module being moved between packages is read as the package it moves into until the move lands; a stale
 #: entry is an error (check()).
@@ -57,7 +57,7 @@ def layer(src: tuple[str, ...], may: tuple[str, ...] | None, reason: str) -> Lay
 
 _LAYERS = [
     layer(("expo_prof.timeline", "expo_prof.errors", "expo_prof.words", "expo_prof.special", "expo_prof.version",
-           "expo_prof.output", "expo_prof.console"), (),
+           "expo_prof.output", "expo_prof.console", "expo_prof.paths"), (),
           "leaves: the data model every reader produces and every analysis consumes, and small helpers; "
           "depending on nothing of expo_prof, any layer can use them without a cycle"),
     layer(("expo_prof.stats",), ("expo_prof.special",),

@@ -16,6 +16,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from expo_prof.paths import under
 from expo_prof.readers.file_bytes import _GZIP_MAGIC
 
 # Reader names (also Timeline.fmt values).
@@ -252,7 +253,7 @@ def not_walked(p: Path, top: Path, real_top: Path) -> str | None:
     anywhere), and a FIFO, socket or device is never opened (a read could block forever)."""
     if p.is_symlink():
         real = p.resolve()
-        if real != real_top and real_top not in real.parents:
+        if not under(real, real_top):
             return f"a symbolic link leading out of {top} (to {real}): not followed"
     try:
         mode = p.stat().st_mode

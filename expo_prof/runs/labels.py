@@ -14,12 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from expo_prof.clocks import OVERLAY_LOG, log_onto_trace
+from expo_prof.paths import under
 from expo_prof.runs.manifest import run_dir_of
 from expo_prof.timeline import Timeline
-
-
-def _under(path: Path, top: Path) -> bool:
-    return path == top or top in path.parents
 
 
 def _log_pid(tl: Timeline) -> int | None:
@@ -61,7 +58,7 @@ def run_labels(timelines: Sequence[Timeline], inputs: Sequence[str | Path]) -> l
         if run is not None:
             key, label = run.resolve(), str(run)
         else:
-            inside = [(len(r.parts), i, g, r) for i, (g, r) in enumerate(tops) if _under(src.resolve(), r)]
+            inside = [(len(r.parts), i, g, r) for i, (g, r) in enumerate(tops) if under(src.resolve(), r)]
             if inside:
                 _n, _i, given, key = min(inside)
                 label = str(given)

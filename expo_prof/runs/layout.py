@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from expo_prof.errors import BadInput
+from expo_prof.paths import leads_out
 
 MANIFEST = "manifest.json"
 SESSION = "session.json"
@@ -49,9 +50,8 @@ def inside(top: Path, rel: str | Path, what: str) -> Path:
     if not str(rel).strip() or r.is_absolute() or ".." in r.parts:
         raise BadInput(f"{top}: {what} {shown} is not a path inside it (absolute paths and '..' are refused)")
     p = top / r
-    real_top, real = top.resolve(), p.resolve()
-    if real != real_top and real_top not in real.parents:
-        raise BadInput(f"{p}: {what} leads out of {top} (a symbolic link to {real}); not followed")
+    if leads_out(p, top):
+        raise BadInput(f"{p}: {what} leads out of {top} (a symbolic link to {p.resolve()}); not followed")
     return p
 
 

@@ -7,6 +7,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from expo_prof.paths import leads_out
 from expo_prof.verify.run import RESULT_FILE, SCHEMA, SCHEMA_NAME
 from expo_prof.words import visible
 
@@ -19,7 +20,7 @@ def find(paths: list[Path]) -> list[tuple[Path, dict]]:
         for cand in (Path(p) / RESULT_FILE, Path(p).parent / RESULT_FILE):
             if cand in seen or not cand.is_file():
                 continue
-            if cand.is_symlink() and cand.parent.resolve() not in cand.resolve().parents:
+            if cand.is_symlink() and leads_out(cand, cand.parent):
                 continue  # a symbolic link out of its folder is never followed (docs/cli.md)
             seen.add(cand)
             try:
