@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
+from expo_prof.analysis.bound import SamplingBound
 from expo_prof.analysis.switchback import Natural, Saving
 
 #: Version of the ``analyze --json`` schema (docs/json-output.md).
@@ -137,6 +138,9 @@ class RunEntry(msgspec.Struct, kw_only=True):
     saving: list[Saving] = []
     #: The forward with and without the lane, from steps that launched nothing, per rank.
     natural: list[Natural] = []
+    #: Where the instances are whole fused sampling kernels (MRV2, FlashInfer, vLLM CPU's fused ops): their time on
+    #: the critical path per step and share of the step, the most any async draw could save (analysis/bound.py).
+    bound: SamplingBound | None = None
 
 
 class ClusterStep(msgspec.Struct, kw_only=True):

@@ -34,16 +34,30 @@ Rules, first one that matches anything wins (per Timeline):
    kernels that draw their noise *inside* the sampling kernel, so the instance
    is the whole sampling kernel — an upper bound of the noise time (the most an
    async exponential could win): vLLM Model Runner V2's fused Gumbel-max Triton
-   kernel ``_gumbel_sample_kernel`` (rule ``mrv2-fused-gumbel``), else
+   kernel ``_gumbel_sample_kernel`` (rule ``mrv2-fused-gumbel``) and
    FlashInfer's sampling kernels ``SamplingFromLogitsKernel``,
    ``SamplingFromProbKernel``, ``TopKSamplingFromProbKernel``,
    ``TopPSamplingFromProbKernel``, ``MinPSamplingFromProbKernel``,
-   ``TopKTopPSamplingFromProbKernel`` (rule ``flashinfer-sampling``).
+   ``TopKTopPSamplingFromProbKernel``, ``SplitRowRejectionSamplingFromProbKernel``
+   (rule ``flashinfer-sampling``; FlashInfer 0.7.4 ``include/flashinfer/sampling.cuh``:
+   each calls ``curand_init`` / ``curand_uniform`` inside). Both when both are
+   present: MRV2 (vLLM 0.34 ``vllm/v1/worker/gpu/sample/sampler.py``,
+   ``_sample_random``) samples a batch with top-k / top-p through FlashInfer and
+   every other batch through ``_gumbel_sample_kernel``, so one trace holds both,
+   a step one or the other. (MRV2's ``_gumbel_combine_kernel``, 0.34, and
+   ``_temperature_kernel`` draw no noise: not instances.)
 4. Only when the Timeline has no device kernels at all (a CPU run): the
    ``expo_prof::exponential`` span on a host thread, else ``aten::exponential_``,
-   else vLLM CPU's fused Gumbel-max op ``_C::fused_gumbel_argmax`` (its default
-   sampler since 0.32: the noise is drawn inside the op, fused with the argmax,
-   so the instance is an upper bound of the noise time; rule ``cpu-fused-gumbel``).
+   else vLLM CPU's fused Gumbel-max op ``_C::fused_gumbel_argmax`` (the V1
+   runner's ``TopKTopPSampler.forward_cpu``, vLLM 0.32 – 0.33: the noise is drawn
+   inside the op, fused with the argmax, so the instance is an upper bound of the
+   noise time; rule ``cpu-fused-gumbel``), else vLLM CPU's Model Runner V2 op
+   ``_C::gumbel_sample_cpu`` (0.34 on, ``vllm/_cpu_ops.py`` called by
+   ``vllm/v1/worker/cpu/gumbel.py``: noise inside too; rule ``cpu-mrv2-gumbel``).
+
+Which of these fused samplers the overlay (and so switchback) can run beside is
+:data:`FUSED_SAMPLERS`: the analysis bounds what an async draw could save on
+the others (:mod:`expo_prof.analysis.bound`).
 
 Host-side spans are not used when device kernels exist: on CUDA/NPU the host
 span measures the launch, not the draw.
@@ -60,7 +74,8 @@ import numpy as np
 from expo_prof.timeline import Kind, LaneKind, Timeline, event_count, name_counts
 from overlay.contract import SPAN_EXPONENTIAL, SPAN_FORWARD, SPAN_WAIT  # the one shared contract
 
-__all__ = ["SPAN_EXPONENTIAL", "SPAN_FORWARD", "SPAN_WAIT", "Instances", "find_instances", "similar_names"]
+__all__ = ["FUSED_SAMPLERS", "SPAN_EXPONENTIAL", "SPAN_FORWARD", "SPAN_WAIT", "FusedSampler", "Instances", "find_instances",
+           "similar_names"]
 
 #: CUDA/ROCm: the kernel PyTorch launches for ``Tensor.exponential_``.
 CUDA_KERNEL_RE = re.compile(r"exponential_kernel")
@@ -72,13 +87,45 @@ ASCEND_KERNEL_RE = re.compile(
 #: vLLM Model Runner V2: Gumbel noise + argmax in one Triton kernel (upper bound of the noise).
 MRV2_GUMBEL_RE = re.compile(r"_gumbel_sample_kernel")
 #: FlashInfer sampling kernels (include/flashinfer/sampling.cuh): the uniforms are drawn inside.
-FLASHINFER_SAMPLING_RE = re.compile(r"(?<![A-Za-z])(?:TopKTopP|TopK|TopP|MinP)?SamplingFrom(?:Logits|Prob)Kernel(?![A-Za-z0-9])")
-#: Device fallbacks in order (rule, pattern): tried only when no exponential kernel is found.
+FLASHINFER_SAMPLING_RE = re.compile(
+    r"(?<![A-Za-z])(?:TopKTopP|TopK|TopP|MinP|SplitRowRejection)?SamplingFrom(?:Logits|Prob)Kernel(?![A-Za-z0-9])")
+#: Device fallbacks (rule, pattern): tried only when no exponential kernel is found; every one found counts.
 FUSED_DEVICE_RULES = (("mrv2-fused-gumbel", MRV2_GUMBEL_RE), ("flashinfer-sampling", FLASHINFER_SAMPLING_RE))
 #: CPU operator.
 CPU_OP_NAME = "aten::exponential_"
-#: vLLM CPU's default sampler (0.32+): Gumbel noise and argmax in one C++ op.
+#: vLLM CPU's V1 sampler (0.32 – 0.33 ``forward_cpu``): Gumbel noise and argmax in one C++ op.
 CPU_FUSED_GUMBEL = "_C::fused_gumbel_argmax"
+#: vLLM CPU's Model Runner V2 sampler (0.34 on): Gumbel noise and argmax in one C++ op.
+CPU_MRV2_GUMBEL = "_C::gumbel_sample_cpu"
+
+
+@dataclass(frozen=True)
+class FusedSampler:
+    """A sampler that draws its noise inside its own kernel / op (the instance is the whole of it)."""
+
+    #: The engine and its kernel in words, for the saving line.
+    engine: str
+    #: "kernel" (device) or "op" (CPU operator).
+    what: str
+    #: Whether the overlay can run on that engine, so switchback can measure the saving there: the V1 runner's
+    #: CPU op is replaced by the overlay's path (docs/overlay.md); MRV2 (vLLM's only runner from 0.34) and the
+    #: batches FlashInfer samples never reach ``random_sample``, so no overlay and no switchback exist there.
+    switchback: bool
+
+
+#: The rules whose instances are whole sampling kernels / ops with the noise drawn inside.
+FUSED_SAMPLERS = {
+    "mrv2-fused-gumbel": FusedSampler(
+        "vLLM Model Runner V2 draws its noise inside its fused Triton Gumbel kernel (_gumbel_sample_kernel)",
+        "kernel", False),
+    "flashinfer-sampling": FusedSampler(
+        "FlashInfer's sampling kernels draw their own random numbers (…SamplingFromProbKernel / …FromLogitsKernel)",
+        "kernel", False),
+    "cpu-mrv2-gumbel": FusedSampler(
+        f"vLLM CPU's Model Runner V2 draws its noise inside its fused op ({CPU_MRV2_GUMBEL})", "op", False),
+    "cpu-fused-gumbel": FusedSampler(
+        f"vLLM CPU's V1 runner draws its noise inside its fused op ({CPU_FUSED_GUMBEL})", "op", True),
+}
 #: Ascend composite exponential (op tokens in launch order on one stream): op-plugin's float
 #: exponential_, and the same without the comparison kernel (vllm-ascend #13394's list).
 ASCEND_CHAIN = ("DSARandomUniform", "Neg", "Add", "GreaterEqual", "MaskedFill", "Log", "Mul")
@@ -95,6 +142,7 @@ LOOKED_FOR = (
     "*SamplingFromLogitsKernel / *SamplingFromProbKernel (FlashInfer sampling, noise inside)",
     f"{CPU_OP_NAME} (CPU)",
     f"{CPU_FUSED_GUMBEL} (vLLM CPU fused Gumbel-max, noise + argmax)",
+    f"{CPU_MRV2_GUMBEL} (vLLM CPU Model Runner V2 fused Gumbel-max, noise + argmax)",
 )
 _SIMILAR_RE = re.compile(r"random|uniform|exponential|rand|gumbel|sampl", re.IGNORECASE)
 
@@ -113,7 +161,7 @@ class Instances:
     """
 
     rule: str  # which rule matched: "op", "overlay-span", "overlay-log", "device-kernel", "ascend-chain",
-    # "mrv2-fused-gumbel", "flashinfer-sampling", "host-span", "cpu-op", "cpu-fused-gumbel"
+    # "mrv2-fused-gumbel", "flashinfer-sampling", "host-span", "cpu-op", "cpu-fused-gumbel", "cpu-mrv2-gumbel"
     lane: np.ndarray
     name: np.ndarray
     start: np.ndarray
@@ -338,12 +386,12 @@ def find_instances(tl: Timeline, op: re.Pattern | None = None) -> Instances:
             inst = _concat(inst, _from_chains(tl, chains))
         if len(inst):
             return inst
-        # 3b. noise drawn inside the sampling kernel: whole kernel, an upper bound.
+        # 3b. noise drawn inside the sampling kernel: whole kernel, an upper bound. MRV2 samples some batches
+        # through FlashInfer and the rest through its own kernel: each one found is a draw.
         for rule, pat in FUSED_DEVICE_RULES:
             rows = np.flatnonzero(kern & name_mask(tl, lambda n, pat=pat: bool(pat.search(n))))
-            if len(rows):
-                return _from_rows(tl, rows, rule)
-        return _empty("device-kernel")
+            inst = _concat(inst, _from_rows(tl, rows, rule))
+        return inst if len(inst) else _empty("device-kernel")
     # 4. CPU runs.
     on_thread = lane_kind_mask(tl, (LaneKind.THREAD,))
     rows = np.flatnonzero(span & on_thread & not_step)
@@ -353,7 +401,10 @@ def find_instances(tl: Timeline, op: re.Pattern | None = None) -> Instances:
     if len(rows):
         return _from_rows(tl, rows, "cpu-op")
     rows = np.flatnonzero(on_thread & (tl.kind == Kind.CPU_OP) & name_mask(tl, lambda n: n == CPU_FUSED_GUMBEL))
-    return _from_rows(tl, rows, "cpu-fused-gumbel")
+    if len(rows):
+        return _from_rows(tl, rows, "cpu-fused-gumbel")
+    rows = np.flatnonzero(on_thread & (tl.kind == Kind.CPU_OP) & name_mask(tl, lambda n: n == CPU_MRV2_GUMBEL))
+    return _from_rows(tl, rows, "cpu-mrv2-gumbel")
 
 
 def _is_overlay_exponential(name: str) -> bool:

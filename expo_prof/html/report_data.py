@@ -14,6 +14,9 @@ and the manifest's workload metrics; docs/html.md explains each):
   (``per_step.critical_ns``): what the draw still costs a step;
 * **saved per step** — what the overlay saves, measured by switchback in the run itself (verdict, CI,
   the output tok/s it implies), or "not measured" with the command that measures it: overlap is not saving;
+  where the draws are a fused sampling kernel (MRV2, FlashInfer, vLLM CPU's fused ops: ``bound``), "≤" its
+  time on the critical path per step — the most any async draw could save — titled "no switchback on this
+  engine" where no overlay can run there;
 * **forward per step** — mean forward-pass time of the steps, labelled by its source
   (``forward_source``: a forward span, or the compute lanes' busy time where the trace has none);
 * **step time** — mean length of the step windows;
@@ -37,6 +40,7 @@ from typing import Any
 
 import msgspec
 
+from expo_prof.analysis.bound import sampling_bound, step_time
 from expo_prof.analysis.cluster import cluster_view, per_step_means
 from expo_prof.analysis.model import AnalysisResult, ClusterView
 from expo_prof.version import __version__
@@ -117,8 +121,8 @@ def headline(result: AnalysisResult | None, metrics: dict, op: str | None = None
     if exp is not None:
         crit = ps.critical_ns.mean if ps.critical_ns is not None and op is None else None
         h["critical_per_step_ns"] = crit if crit is not None else exp + (h["wait_per_step_ns"] or 0.0)
-    if steps:
-        step_ns = sum(st.end_ns - st.start_ns for st in steps) / len(steps)
+    step_ns = step_time(steps)  # the one definition the saving line's bound divides by (analysis/bound.py)
+    if step_ns is not None:
         h["step_ns"] = step_ns
         crit = h["critical_per_step_ns"]
         if op is None and crit is not None and step_ns > 0:
@@ -209,10 +213,17 @@ def run_entry(label: str, path: str, overlay: str | None, manifest: dict | None,
               natural: Any = ()) -> dict:
     """One recording of the report (``saving_line``, ``saving``, ``natural``: what the overlay saves, the
     pipeline's RecordingResult figures)."""
+    from expo_prof.pipeline.result import saving_line as line_of
+
     metrics = (manifest or {}).get("metrics") or {}
     if not isinstance(metrics, dict):
         metrics = {}
     view = cluster_view(result.steps) if result is not None else None
+    # A fused sampling kernel's bound (what the "saved per step" card shows where nothing measured the saving);
+    # an AnalysisResult rendered alone gets the line every command prints for it.
+    bound = sampling_bound(result) if op is None else None
+    if not saving_line and result is not None and op is None:
+        saving_line = line_of(list(saving), None, bound)
     return {
         "label": label,
         "path": path,
@@ -226,6 +237,7 @@ def run_entry(label: str, path: str, overlay: str | None, manifest: dict | None,
         "saving_line": saving_line,
         "saving": [to_builtins(x) for x in saving],
         "natural": [to_builtins(x) for x in natural],
+        "bound": to_builtins(bound),
         "steps": step_columns(result),
         "across": across_ranks(view),
         "grid": rank_step_grid(result, view),

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from expo_prof.analysis.bound import SamplingBound, sampling_bound
 from expo_prof.analysis.hidden import TimelineAnalysis
 from expo_prof.analysis.model import AnalysisResult, Summary
 from expo_prof.analysis.switchback import Natural, Saving
@@ -39,20 +40,39 @@ def headline(summary: Summary | None) -> str:
 
 
 #: What the saving line says where nothing measured it (names the command that does).
-NOT_MEASURED = ("saving: not measured — overlap is not saving; `expo-prof record --overlay switchback -- CMD` "
-                "measures it in one run (`expo-prof ab` over several)")
+_UNMEASURED = "saving: not measured — overlap is not saving; "
+#: The command that measures it (said only where the overlay can run).
+SWITCHBACK_ADVICE = "`expo-prof record --overlay switchback -- CMD` measures it in one run (`expo-prof ab` over several)"
+NOT_MEASURED = _UNMEASURED + SWITCHBACK_ADVICE
 
 
-def saving_line(savings: list[Saving], op: str | None = None) -> str:
+#: Where no overlay can run, so switchback cannot measure anything (the engine is named after it).
+NO_SWITCHBACK = "saving: no switchback on this engine — "
+
+
+def bound_words(b: SamplingBound) -> str:
+    """The bound in one clause: the sampling kernel's critical-path time per step and its share of the step."""
+    share = f"{100 * b.share:.1f} % of the step" if b.share is not None else "share of the step unknown: no step markers"
+    return (f"the sampling {b.what} holds the critical path {fmt_ns(b.critical_ns)}/step ({share}): the most any "
+            f"async draw could save, since the noise is only part of that {b.what}")
+
+
+def saving_line(savings: list[Saving], op: str | None = None, bound: SamplingBound | None = None) -> str:
     """The line under the headline: what the overlay saves per step (switchback), or that nothing measured it.
 
     Empty for ``--op`` targets (the overlay is about the exponential draw). With several ranks the lowest
-    rank's saving is said, naming it (each rank's is in the JSON and the tables).
+    rank's saving is said, naming it (each rank's is in the JSON and the tables). Where the instances are a
+    fused sampling kernel (``bound``) the line states its bound; it names switchback only where the overlay
+    can run on that engine, and otherwise says that no switchback exists there.
     """
     if op is not None:
         return ""
     if not savings:
-        return NOT_MEASURED
+        if bound is None:
+            return NOT_MEASURED
+        if not bound.switchback:
+            return f"{NO_SWITCHBACK}{bound.engine}, where no overlay can run; {bound_words(bound)}"
+        return f"{_UNMEASURED}{bound_words(bound)}; {SWITCHBACK_ADVICE}"
     s = savings[0]
     who = f", rank {s.rank} of {len(savings)}" if len(savings) > 1 else ""
     head = f"saving (switchback{who}): {s.decision}"
@@ -94,8 +114,13 @@ class RecordingResult:
         return headline(self.analysis.summary if self.analysis is not None else None)
 
     @property
+    def bound(self) -> SamplingBound | None:
+        """The fused sampling kernel's bound (analysis/bound.py) when its instances are one; else None."""
+        return sampling_bound(self.analysis)
+
+    @property
     def saving_line(self) -> str:
-        return saving_line(self.savings, self.analysis.op if self.analysis is not None else None)
+        return saving_line(self.savings, self.analysis.op if self.analysis is not None else None, self.bound)
 
     @property
     def lines(self) -> list[str]:

@@ -157,7 +157,8 @@ def _entry(rr: RecordingResult) -> RunEntry:
     ranks = sorted({r.rank for r in a.ranks}) if a is not None else []
     return RunEntry(label=rec.label, path=rec.path, overlay=rec.overlay, ranks=ranks,
                     summary=a.summary if a is not None else None, error=rr.error,
-                    headline=rr.headline, saving_line=rr.saving_line, saving=rr.savings, natural=rr.natural)
+                    headline=rr.headline, saving_line=rr.saving_line, saving=rr.savings, natural=rr.natural,
+                    bound=rr.bound)
 
 
 def _document(plist: list[Path], opts: Options, results: list[RecordingResult], warnings: list[str],

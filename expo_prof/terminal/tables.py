@@ -48,6 +48,7 @@ RULE_WORDS = {
     "host-span": "overlay's draw span on a CPU thread",
     "cpu-op": "aten::exponential_ on CPU",
     "cpu-fused-gumbel": "vLLM CPU's fused Gumbel op (noise + argmax: an upper bound)",
+    "cpu-mrv2-gumbel": "vLLM CPU Model Runner V2's fused Gumbel op (noise + argmax: an upper bound)",
     "mrv2-fused-gumbel": "vLLM Model Runner V2's fused Gumbel kernel (noise inside: an upper bound)",
     "flashinfer-sampling": "FlashInfer's sampling kernels (noise inside: an upper bound)",
 }

@@ -49,6 +49,7 @@ SECTIONS = {
     "Dist": "### `InstanceDists`",
     "Saving": "### `Saving`",
     "Natural": "### `Natural`",
+    "SamplingBound": "### `SamplingBound`",
     "SwitchbackResult": "### `compare RUN --json` of a switchback run",
 }
 

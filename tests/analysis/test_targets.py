@@ -168,6 +168,8 @@ FLASHINFER_KERNELS = [
     "void flashinfer::sampling::TopKSamplingFromProbKernel<1024u, (cub::BlockScanAlgorithm)2, (cub::BlockReduceAlgorithm)2, 4u, false, float, int>",
     "void flashinfer::sampling::SamplingFromProbKernel<1024u, (cub::BlockScanAlgorithm)2, (cub::BlockReduceAlgorithm)2, 4u, false, float, int>",
     "void flashinfer::sampling::SamplingFromLogitsKernel<1024u, (cub::BlockScanAlgorithm)2, (cub::BlockReduceAlgorithm)2, 4u, false, float, int>",
+    # FlashInfer 0.7.4 (include/flashinfer/sampling.cuh): draws curand uniforms inside too
+    "void flashinfer::sampling::SplitRowRejectionSamplingFromProbKernel<1024u, (cub::BlockScanAlgorithm)2, 4u, 0u, false, float, int>",
 ]
 
 
@@ -202,12 +204,35 @@ def test_fused_sampling_kernels_are_upper_bound_fallbacks(make_tl, name, rule):
     assert (r.summary.total_ns, r.summary.hidden_ns, r.summary.exposed_ns) == (90, 30, 60)
 
 
-def test_mrv2_kernel_wins_over_flashinfer_kernels(make_tl):
-    # GIVEN both fallbacks in one trace
+def test_mrv2_and_flashinfer_kernels_in_one_trace_are_both_draws(make_tl):
+    # GIVEN both fallbacks in one trace: vLLM 0.34's MRV2 sampler (_sample_random) sends a batch with top-k/top-p
+    # through FlashInfer and every other batch through its own Gumbel kernel, so each step holds one or the other
     tl = make_tl(CUDA_LANES, [(2, 0, 10, FLASHINFER_KERNELS[0], Kind.KERNEL), (2, 50, 10, MRV2_KERNEL, Kind.KERNEL)])
-    # THEN the rule order decides: MRV2's Gumbel kernel only
+    # WHEN instances are found
     inst = find_instances(tl)
-    assert inst.rule == "mrv2-fused-gumbel" and inst.start.tolist() == [50]
+    # THEN both kernels are instances, each under its own rule (none of a step's sampling is left out)
+    assert sorted(zip(inst.start.tolist(), inst.rules)) == [(0, "flashinfer-sampling"), (50, "mrv2-fused-gumbel")]
+    assert analyze([tl]).ranks[0].rule == "flashinfer-sampling+mrv2-fused-gumbel"
+
+
+def test_mrv2_combine_kernel_draws_no_noise(make_tl):
+    # GIVEN vLLM 0.34's two MRV2 Triton kernels: _gumbel_sample_kernel (noise + block argmax) and
+    # _gumbel_combine_kernel (only the argmax of the blocks' maxima)
+    tl = make_tl(CUDA_LANES, [(2, 0, 10, MRV2_KERNEL, Kind.KERNEL), (2, 12, 3, "_gumbel_combine_kernel", Kind.KERNEL)])
+    # THEN only the first is a draw
+    inst = find_instances(tl)
+    assert inst.rule == "mrv2-fused-gumbel" and [tl.names[i] for i in inst.name] == [MRV2_KERNEL]
+
+
+def test_cpu_model_runner_v2_op_is_a_fallback_after_the_v1_op(make_tl):
+    # GIVEN a CPU trace of vLLM 0.34's CPU Model Runner V2 (vllm/_cpu_ops.py: torch.ops._C.gumbel_sample_cpu)
+    cpu = [(THREAD, "cpu", "thread 1")]
+    tl = make_tl(cpu, [(0, 0, 10, "aten::linear", Kind.CPU_OP), (0, 60, 20, "_C::gumbel_sample_cpu", Kind.CPU_OP)])
+    # THEN that op is the draw (rule cpu-mrv2-gumbel); beside V1's fused op (0.32 – 0.33), V1's wins
+    inst = find_instances(tl)
+    assert inst.rule == "cpu-mrv2-gumbel" and inst.total.tolist() == [20]
+    tl2 = make_tl(cpu, [(0, 0, 10, "_C::gumbel_sample_cpu", Kind.CPU_OP), (0, 30, 10, "_C::fused_gumbel_argmax", Kind.CPU_OP)])
+    assert find_instances(tl2).rule == "cpu-fused-gumbel"
 
 
 @pytest.mark.parametrize("name", [MRV2_KERNEL, FLASHINFER_KERNELS[0]])

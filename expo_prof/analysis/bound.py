@@ -1,0 +1,73 @@
+"""What a trace can say about saving where no switchback can run: the fused sampling kernel's share of the step.
+
+On engines whose sampler draws its noise inside its own kernel (vLLM Model
+Runner V2's ``_gumbel_sample_kernel``, FlashInfer's sampling kernels, vLLM
+CPU's fused Gumbel ops; :data:`~expo_prof.analysis.targets.FUSED_SAMPLERS`)
+the instances are the whole sampling kernels. Their time on the critical path
+per step is then the most any asynchronous draw could take off the step: the
+noise is only part of that kernel (the logits are read, scaled, compared too),
+and hiding it costs the forward something. That is an upper bound, not a
+saving; :func:`sampling_bound` states it with the same figures every output
+prints (the headline's ``critical path …/step``, the report's step time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from expo_prof.analysis.targets import FUSED_SAMPLERS
+
+if TYPE_CHECKING:  # model.py imports this module for its RunEntry
+    from expo_prof.analysis.model import AnalysisResult
+
+
+class SamplingBound(msgspec.Struct, kw_only=True):
+    """The fused sampling kernel's time on the critical path per step: the most an async draw could save."""
+
+    #: The recognition rule(s) that found the kernels (``RankResult.rule``: ``+``-joined when several).
+    rule: str
+    #: The engine and its kernel in words.
+    engine: str
+    #: "kernel" (device kernels) or "op" (CPU operators).
+    what: str
+    #: Whether the overlay can run on this engine, so ``expo-prof record --overlay switchback`` measures the saving.
+    switchback: bool
+    #: Mean over steps of the kernels' critical-path time (``summary.per_step.critical_ns.mean``: the headline's).
+    critical_ns: float
+    #: Mean length of the numbered step windows; null when the trace has no step markers.
+    step_ns: float | None
+    #: critical_ns / step_ns: the share of the step the kernel holds; null without step_ns.
+    share: float | None
+
+
+def step_time(steps: Sequence) -> float | None:
+    """Mean length of the numbered step windows (``StepResult`` rows); None when there are none."""
+    numbered = [s for s in steps if s.step is not None]
+    return sum(s.end_ns - s.start_ns for s in numbered) / len(numbered) if numbered else None
+
+
+def sampling_bound(result: AnalysisResult | None) -> SamplingBound | None:
+    """The bound of a recording's :class:`~expo_prof.analysis.model.AnalysisResult` whose every rank found its
+    instances by a fused-sampler rule; None otherwise (an exponential draw, an overlay, ``--op``)."""
+    if result is None or result.summary is None or result.op is not None or not result.ranks:
+        return None
+    rules = sorted({r for rk in result.ranks for r in rk.rule.split("+")})
+    if not rules or any(r not in FUSED_SAMPLERS for r in rules):
+        return None
+    kinds = [FUSED_SAMPLERS[r] for r in rules]
+    ps = result.summary.per_step
+    crit = ps.critical_ns.mean if ps.critical_ns is not None else ps.exposed_ns.mean
+    step_ns = step_time(result.steps)
+    return SamplingBound(
+        rule="+".join(rules),
+        engine="; ".join(k.engine for k in kinds),
+        what="kernel" if all(k.what == "kernel" for k in kinds) else "op",
+        # Switchback runs only where every kernel found lets the overlay run.
+        switchback=all(k.switchback for k in kinds),
+        critical_ns=float(crit),
+        step_ns=step_ns,
+        share=crit / step_ns if step_ns else None,
+    )
