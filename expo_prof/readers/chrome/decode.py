@@ -47,12 +47,13 @@ import numpy as np
 from expo_prof.errors import BadInput
 from expo_prof.readers.chrome.batch import collect_events
 from expo_prof.readers.chrome.columns import Cols
-from expo_prof.readers.chrome.filler import EMPTY_DROPPED, empty_run_start, skip_empties, skip_space
+from expo_prof.readers.chrome.filler import EMPTY_DROPPED, empty_run_start, rskip_space, skip_empties, skip_space
 from expo_prof.readers.file_bytes import Loaded, decode_json, repair
 
 __all__ = [
-    "BATCH", "CHUNK_BYTES", "EVENTS_KEY", "NON_SPACE", "Ends", "NotAnArray", "Trace", "buffer_address",
-    "collect_array", "collect_raws", "decode_chunk", "end_candidates", "loose_boundary", "next_boundary",
+    "BATCH", "CHUNK_BYTES", "DEC_ARRAY_RAW_EVENTS", "EVENTS_KEY", "NON_SPACE", "Damaged", "Ends", "NotAnArray",
+    "Trace", "buffer_address", "collect_array", "collect_raws", "decode_chunk", "end_candidates", "in_brackets",
+    "loose_boundary", "next_boundary",
     "read_events", "runs_possible", "skip_filler", "split_events", "whole_elements",
 ]
 
@@ -114,7 +115,7 @@ class _EventRawTs(_Event, gc=False):
 #: (:func:`_mixed_chunk`) instead of going through the raw-slice path one by one.
 _DEC_MIXED = msgspec.json.Decoder(list[_Event | None | bool | int | float | str | list[Any]])
 _DEC_MIXED_RAWTS = msgspec.json.Decoder(list[_EventRawTs | None | bool | int | float | str | list[Any]])
-_DEC_ARRAY_RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
+DEC_ARRAY_RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
 _DEC_EVENTS = msgspec.json.Decoder(list[_Event])
 _DEC_EVENTS_KNOWN = msgspec.json.Decoder(list[_EventKnownCat])
 _DEC_EVENTS_RAWTS = msgspec.json.Decoder(list[_EventRawTs])
@@ -214,7 +215,18 @@ class NotAnArray(Exception):
     """The guessed event array does not split into events (wrong layout guess or damaged input)."""
 
 
+class Damaged(Exception):
+    """A chunk holds real damage (not a wrong end): msgspec stopped at ``at``, before the chunk's end, with
+    ``msg``. :mod:`.damage` skips the malformed event and finds the next one."""
+
+    def __init__(self, at: int, msg: str) -> None:
+        super().__init__(msg)
+        self.at = at
+        self.msg = msg
+
+
 _SPACE = b" \t\r\n"
+_BYTE_AT = re.compile(r"\(byte (\d+)\)")
 NON_SPACE = re.compile(rb"[^ \t\r\n]")
 EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
 #: How many closing brackets from the end of a Kineto file are tried as the end of its event array.
@@ -260,9 +272,8 @@ def end_candidates(buf: Any, hi: int, is_array: bool, lo: int, head: bytes) -> I
     preceded by ``}`` (or ``[``) after which the rest of the object parses.
     Only the chunks can tell which of those is the one.
     """
-    last = hi - 1
-    while last > lo and int(buf[last]) in _SPACE:
-        last -= 1
+    # Blank runs are skipped a block at a time (a Python loop per byte took 10 s for 64 MB of them).
+    last = max(rskip_space(buf, lo + 1, hi) - 1, lo)
     if is_array:
         if last > lo and buf[last] == _RBRACKET:
             yield None, last
@@ -273,10 +284,9 @@ def end_candidates(buf: Any, hi: int, is_array: bool, lo: int, head: bytes) -> I
         if a1 < 0:
             return
         end = a1
-        k = a1 - 1
-        while k > lo and int(buf[k]) in _SPACE:
-            k -= 1
-        if int(buf[k]) not in b"}[":
+        k = max(rskip_space(buf, lo + 1, a1) - 1, lo)
+        # Blank at lo: only blanks since the start of what is left (after the "[" or whole elements decoded).
+        if int(buf[k]) not in b"}[" and not (k == lo and int(buf[k]) in _SPACE):
             continue
         try:
             top = _DEC_TRACE.decode(head + b"]" + bytes(buf[a1 + 1 : hi]))
@@ -331,10 +341,11 @@ def _careful_layout(
 # --------------------------------------------------------------------------- chunks
 
 
-def collect_array(buf: Any, a0: int, ends: Ends, c: Cols, start: int | None = None) -> None:
+def collect_array(buf: Any, a0: int, ends: Ends, c: Cols, start: int | None = None, base: int = 0) -> None:
     """Decode the events of the JSON array starting with the ``[`` at ``a0`` into ``c``.
 
-    ``start`` (an event start; default the first) is where decoding begins.
+    ``start`` (an event start; default the first) is where decoding begins; ``base``: the offset of ``buf[0]``
+    in the file (for the messages).
     The array ends at the first of ``ends``' candidates that a chunk confirms;
     raises NotAnArray when none does.
     """
@@ -354,7 +365,14 @@ def collect_array(buf: Any, a0: int, ends: Ends, c: Cols, start: int | None = No
                 if got is not None:
                     e, nxt = got
                     reach = max(2 * reach, e + 1 - s)
-            if decode_chunk(buf, s, e, c):
+            try:
+                if decode_chunk(buf, s, e, c):
+                    break
+            except Damaged as d:
+                # Imported here: .damage builds on this module's chunk decoding.
+                from expo_prof.readers.chrome.damage import skip_damage
+
+                nxt = skip_damage(buf, s, d, a1, c, base)
                 break
             if e >= a1:
                 # Not the end of the array (a later list of the top level): the next candidate.
@@ -431,11 +449,11 @@ def decode_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
         events = None
         if c.known_cats:
             try:
-                events = _in_brackets(buf, s, e, _DEC_EVENTS_KNOWN)
+                events = in_brackets(buf, s, e, _DEC_EVENTS_KNOWN)
             except msgspec.ValidationError:
                 c.known_cats = False
         if events is None:
-            events = _in_brackets(buf, s, e, _DEC_EVENTS)
+            events = in_brackets(buf, s, e, _DEC_EVENTS)
     except (msgspec.ValidationError, msgspec.DecodeError):
         # Once the first malformed event has been reported (by the raw-slice path, in msgspec's words),
         # elements that are not objects are only counted.
@@ -443,15 +461,22 @@ def decode_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
             c.mixed = True
             return True
         try:
-            raws = _in_brackets(buf, s, e, _DEC_ARRAY_RAW_EVENTS)
-        except msgspec.DecodeError:
+            raws = in_brackets(buf, s, e, DEC_ARRAY_RAW_EVENTS)
+        except msgspec.DecodeError as exc:
+            # From a true event start, a wrong end is only seen at the end (the "]" put there), as input cut
+            # short, or as "trailing characters" (a chunk reaching past the array's own "]" into a later list
+            # of the top level); msgspec stopping before the end otherwise is damage, which no later end would
+            # get past (trying them all was quadratic, issue 34).
+            m = _BYTE_AT.search(str(exc))
+            if m is not None and s - 1 + int(m.group(1)) < e and "trailing characters" not in str(exc):
+                raise Damaged(s - 1 + int(m.group(1)), str(exc)) from None
             return False
         collect_raws(raws, c, _InPlace(buf))
         return True
 
     def redecode() -> list[Any] | None:
         try:
-            return _in_brackets(buf, s, e, _DEC_EVENTS_RAWTS)
+            return in_brackets(buf, s, e, _DEC_EVENTS_RAWTS)
         except (msgspec.ValidationError, msgspec.DecodeError):
             return None
 
@@ -462,7 +487,7 @@ def decode_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
 def whole_elements(buf: bytearray, s: int, e: int) -> bool:
     """Whether ``buf[s:e]`` (``s`` an element start) is whole elements of the array: a structure-only parse."""
     try:
-        _in_brackets(buf, s, e, _DEC_ARRAY_RAW_EVENTS)
+        in_brackets(buf, s, e, DEC_ARRAY_RAW_EVENTS)
     except msgspec.DecodeError:
         return False
     return True
@@ -472,7 +497,7 @@ def _mixed_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
     """Decode ``buf[s:e]`` as events and other JSON values, collect the events and count the others as
     malformed; False when that does not decode (a malformed object, damaged strings, not a boundary)."""
     try:
-        items = _in_brackets(buf, s, e, _DEC_MIXED)
+        items = in_brackets(buf, s, e, _DEC_MIXED)
     except (msgspec.ValidationError, msgspec.DecodeError):
         return False
     events = list(filter(_IS_EVENT, items))
@@ -481,7 +506,7 @@ def _mixed_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
 
     def redecode() -> list[Any] | None:
         try:
-            return list(filter(_IS_EVENT_RAWTS, _in_brackets(buf, s, e, _DEC_MIXED_RAWTS)))
+            return list(filter(_IS_EVENT_RAWTS, in_brackets(buf, s, e, _DEC_MIXED_RAWTS)))
         except (msgspec.ValidationError, msgspec.DecodeError):
             return None
 
@@ -493,7 +518,7 @@ _IS_EVENT = _Event.__instancecheck__
 _IS_EVENT_RAWTS = _EventRawTs.__instancecheck__
 
 
-def _in_brackets(buf: bytearray, s: int, e: int, dec: msgspec.json.Decoder) -> Any:
+def in_brackets(buf: bytearray, s: int, e: int, dec: msgspec.json.Decoder) -> Any:
     """``dec.decode`` of ``buf[s:e]`` as a JSON array: bytes s-1 and e are ``[`` / ``]`` meanwhile."""
     before, after = buf[s - 1], buf[e]
     buf[s - 1] = _LBRACKET
@@ -524,7 +549,7 @@ def collect_raws(raws: list[msgspec.Raw], c: Cols, inplace: _InPlace | None = No
 def split_events(buf: bytes) -> list[msgspec.Raw]:
     """A JSON array of events as undecoded slices ([] when it is not one)."""
     try:
-        return _DEC_ARRAY_RAW_EVENTS.decode(buf)
+        return DEC_ARRAY_RAW_EVENTS.decode(buf)
     except msgspec.DecodeError:
         return []
 
@@ -545,7 +570,7 @@ class _InPlace:
         e = buffer_address(raws[-1]) - self.base + len(raws[-1])
         if not (1 <= s < e < self.size):
             return None
-        return _in_brackets(self.data, s, e, dec)
+        return in_brackets(self.data, s, e, dec)
 
 
 def buffer_address(buf: Any) -> int:
