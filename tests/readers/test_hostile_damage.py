@@ -152,21 +152,30 @@ def test_a_raw_control_character_is_repaired_in_place(tmp_path, monkeypatch, sma
 # --------------------------------------------------------------------------- item 2: blank runs
 
 
+_BLANK = b"\n" * (24 << 20)
+_BLANK_PLACES = {
+    # name: (document, names of the events read; None: "trace holds no events")
+    "empty-array": (HEAD + _BLANK + TAIL, None),
+    "after-the-events": (HEAD + b",\n".join(_events(5)) + _BLANK + TAIL, [f"op{i}" for i in range(5)]),
+    "before-the-events-key": (b"{" + _BLANK + HEAD[1:] + b",\n".join(_events(5)) + TAIL, [f"op{i}" for i in range(5)]),
+}
+
+
 @pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
-@pytest.mark.parametrize("events", [0, 5])
-def test_blank_array_is_read_in_a_fixed_window(tmp_path, gz, events):
-    """GIVEN a GENERATED trace whose event array holds 24 MB of newlines (after 0 or 5 events) then its "]"
-    WHEN read THEN the Python heap peaks under 8 MB (one window: before issue 34 the file was read whole on the
-    careful path and the blanks walked back a byte at a time, 10 s for 64 MB) and the events are read (none:
-    "trace holds no events")."""
-    ev = _events(events)
-    data = HEAD + b",\n".join(ev) + b"\n" * (24 << 20) + TAIL
+@pytest.mark.parametrize("place", list(_BLANK_PLACES))
+def test_blank_runs_are_read_in_a_fixed_window(tmp_path, gz, place):
+    """GIVEN a GENERATED trace with 24 MB of newlines as its whole event array, after its events, or before its
+    "traceEvents" key
+    WHEN read THEN the Python heap peaks under 8 MB (one window; before issue 34 the empty array and the blank
+    head sent the file whole to the careful path, where the blanks were walked back a byte at a time: 10 s for
+    64 MB) and the events are read (none: "trace holds no events")."""
+    data, want = _BLANK_PLACES[place]
     p = tmp_path / ("blank.json.gz" if gz else "blank.json")
     p.write_bytes(gzip.compress(data, 1) if gz else data)
     tracemalloc.start()
     try:
-        if events:
-            assert _names(read_chrome_file(p)) == [f"op{i}" for i in range(events)]
+        if want is not None:
+            assert _names(read_chrome_file(p)) == want
         else:
             with pytest.raises(BadInput, match="trace holds no events"):
                 read_chrome_file(p)

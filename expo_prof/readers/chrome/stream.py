@@ -114,6 +114,12 @@ def _stream(w: Window) -> tuple[Trace | None, Cols, list[str]] | None:
             a0 = w.base + m.end() - 1
             del m  # a match holds on to the buffer it searched
             break
+        # A long blank run at the end of the head is kept as one blank (issue 34: 128 MB of spaces before the
+        # "traceEvents" key were held, then read whole on the careful path: 575 MB). Only the top-level
+        # keys before the array are in the head; a string there holding such a run is not a profiler's.
+        t = rskip_space(w.buf, d0 - w.base, w.hi)
+        if w.hi - t >= _BLANK_TAIL:
+            w.hi = t + 1
         if w.base + w.hi - d0 >= _HEAD_MAX:
             _drain(w)
             return None
