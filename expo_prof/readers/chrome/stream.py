@@ -34,13 +34,13 @@ from expo_prof.errors import BadInput
 from expo_prof.readers.chrome import decode
 from expo_prof.readers.chrome.columns import Cols
 from expo_prof.readers.chrome.damage import Damage, before_damage
+from expo_prof.readers.chrome.document import collect_array
 from expo_prof.readers.chrome.decode import (
     EVENTS_KEY,
     Damaged,
     Ends,
     NotAnArray,
     Trace,
-    collect_array,
     decode_chunk,
     end_candidates,
     loose_boundary,
