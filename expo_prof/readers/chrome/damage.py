@@ -97,6 +97,8 @@ class Damage:
         #: starts that did not parse) count as events skipped.
         self.pos = at
         self.passed = 0
+        #: The stretch from ``ds`` was counted already (:meth:`commit`): its start is no longer one more event.
+        self.continued = False
 
     def resync(self, buf: bytearray, hi: int, c: Cols, *, final: bool, base: int = 0) -> int | None:
         """The absolute offset of the first event start after the damage that parses (the stretch before it
@@ -117,15 +119,23 @@ class Damage:
             if ok:
                 self._skip(buf, k, c, base)
                 return base + k
-            j = rskip_space(buf, self.ds - base, k)
-            if j > self.ds - base and buf[j - 1] == _COMMA:
+            if _after_comma(buf, self.ds - base, k):
                 self.passed += 1
             self.pos = base + k + 1
+
+    def commit(self, buf: bytearray, c: Cols, base: int = 0) -> None:
+        """Count the stretch up to where the next event start is looked for as skipped, and go on from there, so
+        that a reader holding the stretch can drop it (a file damaged in every event is one long stretch)."""
+        self._skip(buf, self.pos - base, c, base)
+        self.ds, self.passed, self.continued = self.pos, 0, True
 
     def _skip(self, buf: bytearray, k: int, c: Cols, base: int) -> None:
         """Repair or count the damaged stretch ``buf[ds:k]`` (``k`` relative to ``buf``)."""
         ds = self.ds - base
         region = bytes(buf[ds:k]).strip(_SEP) if k - ds <= _MAX_REGION else b""
+        if self.continued:
+            c.n_malformed += self.passed
+            return
         if region and "invalid character" in self.msg and _CTRL.search(region):
             fixed = region.translate(_CTRL_TABLE)
             raws = split_events(b"[" + fixed + b"]")
@@ -138,6 +148,15 @@ class Damage:
             what = _BYTE_RE.sub("", self.msg).removeprefix("JSON is malformed: ")
             head = bytes(buf[ds:k]).strip(_SEP)[:60].decode("utf-8", "replace")
             c.first_malformed = f"{what} at byte {self.at:,}, in {head!r}…"
+
+
+def _after_comma(buf: bytearray, lo: int, k: int) -> bool:
+    """Whether the last byte of ``buf[lo:k]`` that is not blank is a comma (``k`` likely an element start)."""
+    near = bytes(buf[max(lo, k - 64) : k]).rstrip(b" \t\r\n")  # the usual: a few blanks (rskip_space copies 64 KB)
+    if near or k - 64 <= lo:
+        return near[-1:] == b","
+    j = rskip_space(buf, lo, k)
+    return j > lo and buf[j - 1] == _COMMA
 
 
 def _starts_events(buf: bytearray, k: int, hi: int, final: bool) -> bool | None:

@@ -19,10 +19,13 @@ decoded chunk always ends at a true boundary, and the next one starts at a
 true event start (the first starts after the array's ``[``). A candidate that
 does not decode is tried as raw slices (``list[msgspec.Raw]``: the structure
 only, so a chunk whose strings are damaged still splits); when that fails
-too the end was not a boundary and the next candidate is taken.
+too the end was not a boundary and the next candidate is taken, unless msgspec
+stopped before the end: that is damage (:class:`Damaged`), which no later end
+would get past, and :mod:`.damage` skips the malformed event (issue 34). The
+whole document: :mod:`.document`.
 
-Chunks that only split into raw slices (invalid UTF-8 or control characters in
-strings, a field of the wrong type) go through :func:`collect_raws`: batches
+Chunks that only split into raw slices (invalid UTF-8 in strings, a field of
+the wrong type) go through :func:`collect_raws`: batches
 joined, repaired (:func:`~expo_prof.readers.file_bytes.repair`) and, if need be,
 decoded event by event, skipping the malformed ones.
 

@@ -66,6 +66,8 @@ _LOOKAHEAD = 1 << 16
 #: after it: read more and skip again.
 _SLACK = 1 << 12
 _LBRACKET, _RBRACE = 0x5B, 0x7D
+#: A damaged stretch whose next event start is not found within this many bytes is counted and dropped.
+_HOLD_DAMAGE = 1 << 23
 #: A run of whitespace at least this long at the end of what has been read is dropped when it is known to sit
 #: between tokens (:func:`_cut_blank_tail`).
 _BLANK_TAIL = 1 << 16
@@ -141,6 +143,10 @@ def _stream(w: Window) -> tuple[Trace | None, Cols, list[str]] | None:
         if dmg is not None:
             k = dmg.resync(w.buf, w.hi, c, final=False, base=w.base)
             if k is None:
+                if w.base + w.hi - s > _HOLD_DAMAGE and dmg.pos - 1 > s:
+                    # A long damaged stretch (every event broken): counted so far, and no longer held.
+                    dmg.commit(w.buf, c, w.base)
+                    s = dmg.ds
                 if not w.more(s - 1 - w.base):
                     break  # the end of the array: collect_array skips the rest of the damage
                 continue
