@@ -99,6 +99,7 @@ class Damage:
         self.passed = 0
         #: The stretch from ``ds`` was counted already (:meth:`commit`): its start is no longer one more event.
         self.continued = False
+        self.lead_comma = False
 
     def resync(self, buf: bytearray, hi: int, c: Cols, *, final: bool, base: int = 0) -> int | None:
         """The absolute offset of the first event start after the damage that parses (the stretch before it
@@ -119,7 +120,7 @@ class Damage:
             if ok:
                 self._skip(buf, k, c, base)
                 return base + k
-            if _after_comma(buf, self.ds - base, k):
+            if self.lead_comma if base + k == self.ds and self.continued else _after_comma(buf, self.ds - base, k):
                 self.passed += 1
             self.pos = base + k + 1
 
@@ -127,6 +128,8 @@ class Damage:
         """Count the stretch up to where the next event start is looked for as skipped, and go on from there, so
         that a reader holding the stretch can drop it (a file damaged in every event is one long stretch)."""
         self._skip(buf, self.pos - base, c, base)
+        # Whether the candidate the stretch now starts at follows a comma: the bytes before it are dropped.
+        self.lead_comma = _after_comma(buf, self.ds - base, self.pos - base)
         self.ds, self.passed, self.continued = self.pos, 0, True
 
     def _skip(self, buf: bytearray, k: int, c: Cols, base: int) -> None:
