@@ -145,7 +145,6 @@ class Trace(msgspec.Struct):
 
 
 _DEC_TRACE = msgspec.json.Decoder(Trace)
-_DEC_RAW = msgspec.json.Decoder(msgspec.Raw)
 _NULL = msgspec.Raw(b"null")
 
 #: Target size of one chunk of the event array (≈1,000–3,000 events: small
