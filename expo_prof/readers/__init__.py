@@ -9,6 +9,8 @@ docs/trace-formats.md.
 
 from __future__ import annotations
 
+import sys
+
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,6 +163,10 @@ def read_job(job: detect.Job, *, max_bytes: int = DEFAULT_MAX_DECOMPRESSED,
         return None, one_line(_strip_path(str(exc), job.path))
     except MemoryError:
         return None, "out of memory while reading (lower --max-bytes or read fewer files)"
+    except RecursionError:
+        # msgspec (and json) decode nested values recursively, up to Python's recursion limit: a file nested
+        # that deep (10^6 "[" at the top, in traceEvents or in args) is no profiler's output (issue 34).
+        return None, f"JSON nested deeper than {sys.getrecursionlimit()} levels (not a profiler trace)"
     except Exception as exc:  # a reader bug must not become a traceback for the user
         return None, one_line(f"internal error while reading: {type(exc).__name__}: {exc}")
     finally:

@@ -9,7 +9,8 @@ by format detection.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
@@ -47,3 +48,21 @@ def reading(path: Path, max_bytes: int | None) -> Iterator[sqlite3.Connection]:
         raise BadInput(f"{where}: damaged SQLite database (undecodable error or text)") from None
     finally:
         con.close()
+
+
+def text_cells(rows: Iterable[tuple[Any, Any]]) -> tuple[dict[Any, str], int]:
+    """A string table's ``(id, value)`` rows as a dict of text, and how many values were not stored as text.
+
+    SQLite does not enforce column types: a BLOB (or a number) where a string belongs is malformed input, not a
+    reader error (issue 34: ``startswith`` on bytes was an internal error). A BLOB is read as UTF-8 (undecodable
+    bytes become U+FFFD, as in a damaged TEXT cell), anything else by ``str``.
+    """
+    out: dict[Any, str] = {}
+    odd = 0
+    for i, v in rows:
+        if not isinstance(v, str):
+            odd += 1
+            v = bytes(v).decode("utf-8", "replace") if isinstance(v, (bytes, memoryview)) else (
+                "" if v is None else str(v))
+        out[i] = v
+    return out, odd

@@ -62,17 +62,18 @@ def test_gzip_cut_in_header_is_bad_input(rt, tmp_path):
     assert "truncated" in _bad([p])
 
 
-def test_invalid_json_in_the_middle_keeps_the_prefix(rt, tmp_path):
-    """GIVEN a real trace with garbage written over its middle WHEN loaded THEN the events before the damage are
-    kept and the warning says the JSON is malformed; garbage at the very start is a one-line BadInput."""
+def test_invalid_json_in_the_middle_skips_only_the_garbage(rt, tmp_path):
+    """GIVEN a real trace with garbage written between two events in its middle WHEN loaded THEN every event
+    before and after the garbage is read (issue 34: reading resumes after the damage) and the warning counts the
+    malformed stretch; garbage at the very start is a one-line BadInput."""
     raw = _real_json(rt)
     n_all = raw.count(b'"ph"')
     mid = raw.index(b"}, {", len(raw) // 2) + 3  # between two events, outside any string
     p = tmp_path / "mid.pt.trace.json"
     p.write_bytes(raw[:mid] + b"@@garbage@@" + raw[mid:])
     res = load([p])
-    assert any("JSON is malformed" in w for w in res.warnings)
-    assert 0 < res.timelines[0].meta["dropped_events"].get("ph=i", 0) + len(res.timelines[0]) < n_all
+    assert any("1 malformed event(s) skipped (first: invalid character" in w for w in res.warnings)
+    assert res.timelines[0].meta["events_in_file"] == n_all
     p.write_bytes(b"@@" + raw)
     assert "not valid JSON" in _bad([p])
 

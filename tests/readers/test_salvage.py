@@ -70,17 +70,39 @@ def test_cut_at_every_byte_of_the_last_events_keeps_exactly_the_complete_ones(do
                    for w in res.warnings), c
 
 
-def test_damage_after_an_event_keeps_every_event_before_it(doc, tmp_path):
+def test_damage_between_events_skips_only_the_damage(doc, tmp_path):
     """GIVEN garbage written right after the comma that follows event i
-    WHEN loaded THEN the events 0..i are kept, none later, and the warning says the JSON is malformed."""
+    WHEN loaded THEN every event is kept (reading resumes at event i+1, issue 34), and the warning counts one
+    malformed stretch and names the byte where it is."""
     data, ends, parts, head = doc
+    everything = _expected(tmp_path, parts, head, N_EVENTS)
     for i in (10, 199, N_EVENTS - 2):
         at = int(ends[i]) + 1
         p = tmp_path / "damaged.pt.trace.json"
         p.write_bytes(data[:at] + b" @@garbage@@ " + data[at:])
         res, got = _columns(p)
-        assert got == _expected(tmp_path, parts, head, i + 1), i
-        assert any("JSON is malformed" in w for w in res.warnings)
+        assert got == everything, i
+        bad = data[:at] + b" @@garbage@@ " + data[at:]
+        assert any(f"1 malformed event(s) skipped (first: invalid character at byte {bad.index(b'@@'):,}," in w
+                   for w in res.warnings), (at, res.warnings)
+
+
+def test_damage_inside_an_event_skips_that_event_only(doc, tmp_path):
+    """GIVEN event i's "ts" value replaced by NaN / Infinity / +1 / a single-quoted string (invalid JSON)
+    WHEN loaded THEN the result equals the well-formed file without event i (events after it are read), with a
+    warning counting one malformed event. (Before issue 34 everything after event i was lost.)"""
+    data, ends, parts, head = doc
+    for i, bad in ((0, b"NaN"), (57, b"Infinity"), (250, b"+1"), (N_EVENTS - 1, b"'x'")):
+        start = int(ends[i]) - len(parts[i])
+        j = data.index(b'"ts": ', start) + len(b'"ts": ')
+        k = data.index(b",", j)
+        p = tmp_path / "bad-value.pt.trace.json"
+        p.write_bytes(data[:j] + bad + data[k:])
+        res, got = _columns(p)
+        q = tmp_path / f"without-{i}.pt.trace.json"
+        q.write_text(head + ",\n".join(parts[:i] + parts[i + 1 :]) + "\n]}")
+        assert got == _columns(q)[1], (i, bad)
+        assert any("1 malformed event(s) skipped (first: " in w for w in res.warnings), res.warnings
 
 
 def test_truncated_gzip_keeps_exactly_what_was_inflated(doc, tmp_path):

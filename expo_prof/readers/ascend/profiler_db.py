@@ -25,7 +25,7 @@ from expo_prof.errors import BadInput
 from expo_prof.readers.builder import LaneTable, build_timeline, step_number
 from expo_prof.readers.host_ranges import OVERLAY_SPANS, device_windows
 from expo_prof.readers.kinds import ascend_task_kind
-from expo_prof.readers.sqlite_readonly import reading
+from expo_prof.readers.sqlite_readonly import reading, text_cells
 from expo_prof.timeline import Interner, Kind, Lane, LaneKind, Timeline
 
 # TASK.taskType strings (db flavour) that are not in the trace_view table.
@@ -61,7 +61,11 @@ def _read(con: sqlite3.Connection, path: Path, where: str, fmt: str, rank_hint: 
     if "TASK" not in tables:
         raise BadInput(f"{where}: no TASK table (not a torch_npu/msprof profiler DB)")
     warnings: list[str] = []
-    strings: dict[int, str] = dict(con.execute("SELECT id, value FROM STRING_IDS")) if "STRING_IDS" in tables else {}
+    strings: dict[Any, str] = {}
+    if "STRING_IDS" in tables:
+        strings, odd = text_cells(con.execute("SELECT id, value FROM STRING_IDS"))
+        if odd:
+            warnings.append(f"{where}: {odd} STRING_IDS value(s) not stored as text (BLOB or number) read as text")
 
     def s(i: Any) -> str:
         if i is None:

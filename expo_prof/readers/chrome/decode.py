@@ -19,10 +19,13 @@ decoded chunk always ends at a true boundary, and the next one starts at a
 true event start (the first starts after the array's ``[``). A candidate that
 does not decode is tried as raw slices (``list[msgspec.Raw]``: the structure
 only, so a chunk whose strings are damaged still splits); when that fails
-too the end was not a boundary and the next candidate is taken.
+too the end was not a boundary and the next candidate is taken, unless msgspec
+stopped before the end: that is damage (:class:`Damaged`), which no later end
+would get past, and :mod:`.damage` skips the malformed event (issue 34). The
+whole document: :mod:`.document`.
 
-Chunks that only split into raw slices (invalid UTF-8 or control characters in
-strings, a field of the wrong type) go through :func:`collect_raws`: batches
+Chunks that only split into raw slices (invalid UTF-8 in strings, a field of
+the wrong type) go through :func:`collect_raws`: batches
 joined, repaired (:func:`~expo_prof.readers.file_bytes.repair`) and, if need be,
 decoded event by event, skipping the malformed ones.
 
@@ -36,7 +39,6 @@ and only counted (:func:`_mixed_chunk`).
 
 from __future__ import annotations
 
-import gc
 import re
 from collections.abc import Iterator
 from typing import Any, Literal
@@ -44,16 +46,16 @@ from typing import Any, Literal
 import msgspec
 import numpy as np
 
-from expo_prof.errors import BadInput
 from expo_prof.readers.chrome.batch import collect_events
 from expo_prof.readers.chrome.columns import Cols
-from expo_prof.readers.chrome.filler import EMPTY_DROPPED, empty_run_start, skip_empties, skip_space
-from expo_prof.readers.file_bytes import Loaded, decode_json, repair
+from expo_prof.readers.chrome.filler import EMPTY_DROPPED, empty_run_start, rskip_space, skip_empties, skip_space
+from expo_prof.readers.file_bytes import repair
 
 __all__ = [
-    "BATCH", "CHUNK_BYTES", "EVENTS_KEY", "NON_SPACE", "Ends", "NotAnArray", "Trace", "buffer_address",
-    "collect_array", "collect_raws", "decode_chunk", "end_candidates", "loose_boundary", "next_boundary",
-    "read_events", "runs_possible", "skip_filler", "split_events", "whole_elements",
+    "BATCH", "CHUNK_BYTES", "DEC_ARRAY_RAW_EVENTS", "EVENTS_KEY", "NON_SPACE", "Damaged", "Ends", "NotAnArray",
+    "Trace", "buffer_address", "collect_raws", "decode_chunk", "end_candidates", "in_brackets",
+    "loose_boundary", "next_boundary",
+    "runs_possible", "skip_filler", "split_events", "whole_elements",
 ]
 
 
@@ -114,7 +116,7 @@ class _EventRawTs(_Event, gc=False):
 #: (:func:`_mixed_chunk`) instead of going through the raw-slice path one by one.
 _DEC_MIXED = msgspec.json.Decoder(list[_Event | None | bool | int | float | str | list[Any]])
 _DEC_MIXED_RAWTS = msgspec.json.Decoder(list[_EventRawTs | None | bool | int | float | str | list[Any]])
-_DEC_ARRAY_RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
+DEC_ARRAY_RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
 _DEC_EVENTS = msgspec.json.Decoder(list[_Event])
 _DEC_EVENTS_KNOWN = msgspec.json.Decoder(list[_EventKnownCat])
 _DEC_EVENTS_RAWTS = msgspec.json.Decoder(list[_EventRawTs])
@@ -143,7 +145,6 @@ class Trace(msgspec.Struct):
 
 
 _DEC_TRACE = msgspec.json.Decoder(Trace)
-_DEC_RAW = msgspec.json.Decoder(msgspec.Raw)
 _NULL = msgspec.Raw(b"null")
 
 #: Target size of one chunk of the event array (≈1,000–3,000 events: small
@@ -161,60 +162,22 @@ _QUOTE_OR_RBRACE = b'"}'
 # --------------------------------------------------------------------------- the document
 
 
-def read_events(data: Any, where: str) -> tuple[Trace | None, Cols, list[str]]:
-    """Decode a Chrome-trace document: its top level (None for a bare array) and its events as columns.
-
-    ``data`` should be a bytearray (else it is copied into one): chunks are
-    decoded in place, and it is left as it was. A :class:`~expo_prof.readers.file_bytes.Loaded` hands its
-    bytes over (:meth:`~expo_prof.readers.file_bytes.Loaded.take`), so that they are freed as soon as a
-    cut-back copy replaces them on the careful path. The fast path finds the event
-    array by its key and its closing bracket by looking back from the end of
-    the file; the document is then only parsed once, chunk by chunk. Anything
-    unusual (truncated or damaged JSON, a layout the fast path does not
-    recognise) makes it start over on the careful path: one skimming parse of
-    the whole document (repairing or cutting back damaged input, see
-    :func:`~expo_prof.readers.file_bytes.decode_json`), then the same chunks.
-    """
-    if isinstance(data, Loaded):
-        data = data.take()
-    if not isinstance(data, bytearray):
-        data = bytearray(data)
-    first = NON_SPACE.search(data)
-    if first is None:
-        raise BadInput(f"{where}: empty file")
-    is_array = first.group() == b"["
-    a_first = first.start()
-    del first  # a match holds on to the buffer it searched
-    # Nothing built here forms reference cycles: collections would only re-walk live objects.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        ends = _array_ends(data, is_array, a_first)
-        if ends is not None:
-            cols = Cols()
-            try:
-                collect_array(data, ends.a0, ends, cols)
-                return ends.top, cols, []
-            except NotAnArray:
-                pass
-        top, buf, a0, a1, warnings = _careful_layout(data, where, is_array)
-        del data
-        cols = Cols()
-        try:
-            collect_array(buf, a0, Ends(a0, [(top, a1)]), cols)
-        except NotAnArray:  # pragma: no cover - the skimming parse accepted this array
-            raise BadInput(f"{where}: the event array could not be split into events") from None
-        return top, cols, warnings
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-
-
 class NotAnArray(Exception):
     """The guessed event array does not split into events (wrong layout guess or damaged input)."""
 
 
+class Damaged(Exception):
+    """A chunk holds real damage (not a wrong end): msgspec stopped at ``at``, before the chunk's end, with
+    ``msg``. :mod:`.damage` skips the malformed event and finds the next one."""
+
+    def __init__(self, at: int, msg: str) -> None:
+        super().__init__(msg)
+        self.at = at
+        self.msg = msg
+
+
 _SPACE = b" \t\r\n"
+_BYTE_AT = re.compile(r"\(byte (\d+)\)")
 NON_SPACE = re.compile(rb"[^ \t\r\n]")
 EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
 #: How many closing brackets from the end of a Kineto file are tried as the end of its event array.
@@ -237,19 +200,6 @@ class Ends:
         raise NotAnArray
 
 
-def _array_ends(buf: Any, is_array: bool, a_first: int) -> Ends | None:
-    """Where the event array starts, and candidates for where it ends, found without parsing the events."""
-    if is_array:
-        a0 = a_first
-    else:
-        m = EVENTS_KEY.search(buf)
-        if m is None:
-            return None
-        a0 = m.end() - 1
-        del m
-    return Ends(a0, end_candidates(buf, len(buf), is_array, a0, bytes(buf[: a0 + 1])))
-
-
 def end_candidates(buf: Any, hi: int, is_array: bool, lo: int, head: bytes) -> Iterator[tuple[Trace | None, int]]:
     """Candidates for the offset of the event array's ``]`` in ``buf[lo:hi]`` (the end of the document),
     last first, each with the top level it implies (None for a bare array).
@@ -260,9 +210,8 @@ def end_candidates(buf: Any, hi: int, is_array: bool, lo: int, head: bytes) -> I
     preceded by ``}`` (or ``[``) after which the rest of the object parses.
     Only the chunks can tell which of those is the one.
     """
-    last = hi - 1
-    while last > lo and int(buf[last]) in _SPACE:
-        last -= 1
+    # Blank runs are skipped a block at a time (a Python loop per byte took 10 s for 64 MB of them).
+    last = max(rskip_space(buf, lo + 1, hi) - 1, lo)
     if is_array:
         if last > lo and buf[last] == _RBRACKET:
             yield None, last
@@ -273,10 +222,9 @@ def end_candidates(buf: Any, hi: int, is_array: bool, lo: int, head: bytes) -> I
         if a1 < 0:
             return
         end = a1
-        k = a1 - 1
-        while k > lo and int(buf[k]) in _SPACE:
-            k -= 1
-        if int(buf[k]) not in b"}[":
+        k = max(rskip_space(buf, lo + 1, a1) - 1, lo)
+        # Blank at lo: only blanks since the start of what is left (after the "[" or whole elements decoded).
+        if int(buf[k]) not in b"}[" and not (k == lo and int(buf[k]) in _SPACE):
             continue
         try:
             top = _DEC_TRACE.decode(head + b"]" + bytes(buf[a1 + 1 : hi]))
@@ -297,72 +245,7 @@ def _rfind(buf: Any, sub: int, start: int, end: int) -> int:
     return -1
 
 
-def _careful_layout(
-    data: Any, where: str, is_array: bool
-) -> tuple[Trace | None, bytearray, int, int, list[str]]:
-    """Skim the whole document (repairing or cutting back damage); returns the writable buffer holding the
-    event array and the offsets of its ``[`` and ``]``."""
-    dec = _DEC_RAW if is_array else _DEC_TRACE
-    try:
-        d = decode_json(data, dec, where, container="array" if is_array else "object")
-    except msgspec.ValidationError as exc:
-        what = "a JSON array of events" if is_array else "a trace object with a traceEvents array"
-        raise BadInput(f"{where}: not {what} ({exc})") from None
-    top = None if is_array else d.value
-    arr = d.value if top is None else top.traceEvents
-    if top is not None:
-        top.traceEvents = _NULL
-    first = memoryview(arr)[:1].tobytes()
-    if first == b"n":  # null / absent
-        raise BadInput(f"{where}: JSON object without a traceEvents array (not a Chrome/Kineto trace)")
-    if first != b"[":
-        what = "a JSON array of events" if is_array else "a trace object with a traceEvents array"
-        raise BadInput(f"{where}: not {what} (traceEvents is not an array)")
-    src = data if d.buffer is None else d.buffer
-    if isinstance(src, bytearray):  # the input, or a cut-back copy made writable already
-        a0 = buffer_address(arr) - buffer_address(src)
-        if 0 <= a0 and a0 + len(arr) <= len(src):
-            return top, src, a0, a0 + len(arr) - 1, d.warnings
-    # A repaired copy: the array gets its own writable buffer.
-    buf = bytearray(arr)
-    return top, buf, 0, len(buf) - 1, d.warnings
-
-
 # --------------------------------------------------------------------------- chunks
-
-
-def collect_array(buf: Any, a0: int, ends: Ends, c: Cols, start: int | None = None) -> None:
-    """Decode the events of the JSON array starting with the ``[`` at ``a0`` into ``c``.
-
-    ``start`` (an event start; default the first) is where decoding begins.
-    The array ends at the first of ``ends``' candidates that a chunk confirms;
-    raises NotAnArray when none does.
-    """
-    s = a0 + 1 if start is None else start
-    a1 = ends.next(s)
-    while s < a1:
-        s = skip_filler(buf, s, a1, c)
-        if s >= a1:
-            break
-        lo = s + 1 if runs_possible(c) else None
-        e, nxt = next_boundary(buf, s + CHUNK_BYTES, a1, lo)
-        reach = CHUNK_BYTES
-        while True:
-            if e >= a1 and a1 - s > 2 * reach:
-                # No "}" boundary up to a far end: elements that are not objects? A comma, further each time.
-                got = loose_boundary(buf, s + reach, a1)
-                if got is not None:
-                    e, nxt = got
-                    reach = max(2 * reach, e + 1 - s)
-            if decode_chunk(buf, s, e, c):
-                break
-            if e >= a1:
-                # Not the end of the array (a later list of the top level): the next candidate.
-                a1 = ends.next(s)
-                e, nxt = next_boundary(buf, s + CHUNK_BYTES, a1, lo)
-            else:
-                e, nxt = next_boundary(buf, e + 1, a1)
-        s = nxt
 
 
 def loose_boundary(buf: bytearray, pos: int, hi: int) -> tuple[int, int] | None:
@@ -431,11 +314,11 @@ def decode_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
         events = None
         if c.known_cats:
             try:
-                events = _in_brackets(buf, s, e, _DEC_EVENTS_KNOWN)
+                events = in_brackets(buf, s, e, _DEC_EVENTS_KNOWN)
             except msgspec.ValidationError:
                 c.known_cats = False
         if events is None:
-            events = _in_brackets(buf, s, e, _DEC_EVENTS)
+            events = in_brackets(buf, s, e, _DEC_EVENTS)
     except (msgspec.ValidationError, msgspec.DecodeError):
         # Once the first malformed event has been reported (by the raw-slice path, in msgspec's words),
         # elements that are not objects are only counted.
@@ -443,15 +326,22 @@ def decode_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
             c.mixed = True
             return True
         try:
-            raws = _in_brackets(buf, s, e, _DEC_ARRAY_RAW_EVENTS)
-        except msgspec.DecodeError:
+            raws = in_brackets(buf, s, e, DEC_ARRAY_RAW_EVENTS)
+        except msgspec.DecodeError as exc:
+            # From a true event start, a wrong end is only seen at the end (the "]" put there), as input cut
+            # short, or as "trailing characters" (a chunk reaching past the array's own "]" into a later list
+            # of the top level); msgspec stopping before the end otherwise is damage, which no later end would
+            # get past (trying them all was quadratic, issue 34).
+            m = _BYTE_AT.search(str(exc))
+            if m is not None and s - 1 + int(m.group(1)) < e and "trailing characters" not in str(exc):
+                raise Damaged(s - 1 + int(m.group(1)), str(exc)) from None
             return False
         collect_raws(raws, c, _InPlace(buf))
         return True
 
     def redecode() -> list[Any] | None:
         try:
-            return _in_brackets(buf, s, e, _DEC_EVENTS_RAWTS)
+            return in_brackets(buf, s, e, _DEC_EVENTS_RAWTS)
         except (msgspec.ValidationError, msgspec.DecodeError):
             return None
 
@@ -462,7 +352,7 @@ def decode_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
 def whole_elements(buf: bytearray, s: int, e: int) -> bool:
     """Whether ``buf[s:e]`` (``s`` an element start) is whole elements of the array: a structure-only parse."""
     try:
-        _in_brackets(buf, s, e, _DEC_ARRAY_RAW_EVENTS)
+        in_brackets(buf, s, e, DEC_ARRAY_RAW_EVENTS)
     except msgspec.DecodeError:
         return False
     return True
@@ -472,7 +362,7 @@ def _mixed_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
     """Decode ``buf[s:e]`` as events and other JSON values, collect the events and count the others as
     malformed; False when that does not decode (a malformed object, damaged strings, not a boundary)."""
     try:
-        items = _in_brackets(buf, s, e, _DEC_MIXED)
+        items = in_brackets(buf, s, e, _DEC_MIXED)
     except (msgspec.ValidationError, msgspec.DecodeError):
         return False
     events = list(filter(_IS_EVENT, items))
@@ -481,7 +371,7 @@ def _mixed_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
 
     def redecode() -> list[Any] | None:
         try:
-            return list(filter(_IS_EVENT_RAWTS, _in_brackets(buf, s, e, _DEC_MIXED_RAWTS)))
+            return list(filter(_IS_EVENT_RAWTS, in_brackets(buf, s, e, _DEC_MIXED_RAWTS)))
         except (msgspec.ValidationError, msgspec.DecodeError):
             return None
 
@@ -493,7 +383,7 @@ _IS_EVENT = _Event.__instancecheck__
 _IS_EVENT_RAWTS = _EventRawTs.__instancecheck__
 
 
-def _in_brackets(buf: bytearray, s: int, e: int, dec: msgspec.json.Decoder) -> Any:
+def in_brackets(buf: bytearray, s: int, e: int, dec: msgspec.json.Decoder) -> Any:
     """``dec.decode`` of ``buf[s:e]`` as a JSON array: bytes s-1 and e are ``[`` / ``]`` meanwhile."""
     before, after = buf[s - 1], buf[e]
     buf[s - 1] = _LBRACKET
@@ -524,7 +414,7 @@ def collect_raws(raws: list[msgspec.Raw], c: Cols, inplace: _InPlace | None = No
 def split_events(buf: bytes) -> list[msgspec.Raw]:
     """A JSON array of events as undecoded slices ([] when it is not one)."""
     try:
-        return _DEC_ARRAY_RAW_EVENTS.decode(buf)
+        return DEC_ARRAY_RAW_EVENTS.decode(buf)
     except msgspec.DecodeError:
         return []
 
@@ -545,7 +435,7 @@ class _InPlace:
         e = buffer_address(raws[-1]) - self.base + len(raws[-1])
         if not (1 <= s < e < self.size):
             return None
-        return _in_brackets(self.data, s, e, dec)
+        return in_brackets(self.data, s, e, dec)
 
 
 def buffer_address(buf: Any) -> int:

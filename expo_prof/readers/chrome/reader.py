@@ -35,7 +35,8 @@ from expo_prof.readers.chrome.columns import (
     relabel_lanes,
     top_meta,
 )
-from expo_prof.readers.chrome.decode import Trace, read_events
+from expo_prof.readers.chrome.decode import Trace
+from expo_prof.readers.chrome.document import read_events
 from expo_prof.readers.chrome.stream import stream_events
 from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED, Loaded, Progress, read_bytes, repair_message
 from expo_prof.readers.timeparse import FLOAT_EXACT_LIMIT_US

@@ -33,12 +33,14 @@ from pathlib import Path
 from expo_prof.errors import BadInput
 from expo_prof.readers.chrome import decode
 from expo_prof.readers.chrome.columns import Cols
+from expo_prof.readers.chrome.damage import Damage, before_damage
+from expo_prof.readers.chrome.document import collect_array
 from expo_prof.readers.chrome.decode import (
     EVENTS_KEY,
+    Damaged,
     Ends,
     NotAnArray,
     Trace,
-    collect_array,
     decode_chunk,
     end_candidates,
     loose_boundary,
@@ -64,6 +66,8 @@ _LOOKAHEAD = 1 << 16
 #: after it: read more and skip again.
 _SLACK = 1 << 12
 _LBRACKET, _RBRACE = 0x5B, 0x7D
+#: A damaged stretch whose next event start is not found within this many bytes is counted and dropped.
+_HOLD_DAMAGE = 1 << 23
 #: A run of whitespace at least this long at the end of what has been read is dropped when it is known to sit
 #: between tokens (:func:`_cut_blank_tail`).
 _BLANK_TAIL = 1 << 16
@@ -112,6 +116,12 @@ def _stream(w: Window) -> tuple[Trace | None, Cols, list[str]] | None:
             a0 = w.base + m.end() - 1
             del m  # a match holds on to the buffer it searched
             break
+        # A long blank run at the end of the head is kept as one blank (issue 34: 128 MB of spaces before the
+        # "traceEvents" key were held, then read whole on the careful path: 575 MB). Only the top-level
+        # keys before the array are in the head; a string there holding such a run is not a profiler's.
+        t = rskip_space(w.buf, d0 - w.base, w.hi)
+        if w.hi - t >= _BLANK_TAIL:
+            w.hi = t + 1
         if w.base + w.hi - d0 >= _HEAD_MAX:
             _drain(w)
             return None
@@ -128,12 +138,32 @@ def _stream(w: Window) -> tuple[Trace | None, Cols, list[str]] | None:
     tail_try = _BLANK_TAIL  # the pending bytes past which a blank tail is looked for (doubles when none is cut)
     reach = chunk  # where a comma is looked for as a chunk end when no "}" boundary comes (doubles on failure)
     known = -1  # the last byte before a blank tail dropped already (what precedes it was found whole)
+    dmg: Damage | None = None  # damage found, the next event start not found yet (s = where the damage starts)
     while True:
+        if dmg is not None:
+            k = dmg.resync(w.buf, w.hi, c, final=False, base=w.base)
+            if k is None:
+                if w.base + w.hi - s > _HOLD_DAMAGE and dmg.pos - 1 > s:
+                    # A long damaged stretch (every event broken): counted so far, and no longer held.
+                    dmg.commit(w.buf, c, w.base)
+                    s = dmg.ds
+                if not w.more(s - 1 - w.base):
+                    break  # the end of the array: collect_array skips the rest of the damage
+                continue
+            dmg = None
+            s = _skip(w, k, c)
+            pos, lo, reach = s + chunk, s + 1, chunk
         while w.base + w.hi < pos + look and w.more(s - 1 - w.base):
             pass
         e, nxt = next_boundary(w.buf, pos - w.base, w.hi, lo - w.base if runs_possible(c) else None)
         if e < w.hi:
-            if decode_chunk(w.buf, s - w.base, e, c):
+            try:
+                ok = decode_chunk(w.buf, s - w.base, e, c)
+            except Damaged as d:
+                s = before_damage(w.buf, s - w.base, d.at, c) + w.base
+                dmg = Damage(s, d.at + w.base, d.msg)
+                continue
+            if ok:
                 s = _skip(w, nxt + w.base, c)
                 pos, lo, reach = s + chunk, s + 1, chunk
             else:  # not an event boundary: the next candidate
@@ -142,7 +172,13 @@ def _stream(w: Window) -> tuple[Trace | None, Cols, list[str]] | None:
             if w.base + w.hi - s > 2 * reach:
                 # Elements that are not objects (no "}" boundary)? A comma as the chunk end, further each time.
                 got = loose_boundary(w.buf, s + reach - w.base, w.hi)
-                if got is not None and decode_chunk(w.buf, s - w.base, got[0], c):
+                try:
+                    ok = got is not None and decode_chunk(w.buf, s - w.base, got[0], c)
+                except Damaged as d:
+                    s = before_damage(w.buf, s - w.base, d.at, c) + w.base
+                    dmg = Damage(s, d.at + w.base, d.msg)
+                    continue
+                if ok and got is not None:
                     s = _skip(w, got[1] + w.base, c)
                     pos, lo, reach = s + chunk, s + 1, chunk
                     continue
@@ -162,7 +198,7 @@ def _stream(w: Window) -> tuple[Trace | None, Cols, list[str]] | None:
     # The end of the file is in the window: the last events, the array's "]" and the keys after it.
     lo = s - 1 - w.base
     ends = Ends(lo, end_candidates(w.buf, w.hi, is_array, lo, head))
-    collect_array(w.buf, lo, ends, c, start=s - w.base)
+    collect_array(w.buf, lo, ends, c, start=s - w.base, base=w.base)
     return ends.top, c, w.warnings
 
 

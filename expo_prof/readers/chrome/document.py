@@ -1,0 +1,183 @@
+"""A Chrome-trace document in memory: its top level and its event array, decoded a chunk at a time.
+
+The fast path finds the event array by its key and its closing bracket by
+looking back from the end of the file (:func:`~expo_prof.readers.chrome.decode.end_candidates`), then
+decodes the array chunk by chunk (:func:`collect_array`, also the end of a streamed read,
+:mod:`.stream`). Damage inside the array is skipped event by event (:mod:`.damage`); anything else
+unusual takes the careful path: one skimming parse of the whole document, which repairs or cuts back
+damaged input (:func:`~expo_prof.readers.file_bytes.decode_json`), then the same chunks.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import msgspec
+
+from expo_prof.errors import BadInput
+from expo_prof.readers.chrome import decode
+from expo_prof.readers.chrome.columns import Cols
+from expo_prof.readers.chrome.damage import skip_damage
+from expo_prof.readers.chrome.decode import (
+    EVENTS_KEY,
+    NON_SPACE,
+    Damaged,
+    Ends,
+    NotAnArray,
+    Trace,
+    buffer_address,
+    decode_chunk,
+    end_candidates,
+    loose_boundary,
+    next_boundary,
+    runs_possible,
+    skip_filler,
+)
+from expo_prof.readers.file_bytes import Loaded, decode_json
+
+__all__ = ["collect_array", "read_events"]
+
+_DEC_TRACE = msgspec.json.Decoder(Trace)
+_DEC_RAW = msgspec.json.Decoder(msgspec.Raw)
+_NULL = msgspec.Raw(b"null")
+
+
+def read_events(data: Any, where: str) -> tuple[Trace | None, Cols, list[str]]:
+    """Decode a Chrome-trace document: its top level (None for a bare array) and its events as columns.
+
+    ``data`` should be a bytearray (else it is copied into one): chunks are
+    decoded in place, and it is left as it was. A :class:`~expo_prof.readers.file_bytes.Loaded` hands its
+    bytes over (:meth:`~expo_prof.readers.file_bytes.Loaded.take`), so that they are freed as soon as a
+    cut-back copy replaces them on the careful path. The fast path finds the event
+    array by its key and its closing bracket by looking back from the end of
+    the file; the document is then only parsed once, chunk by chunk. Anything
+    unusual (truncated or damaged JSON, a layout the fast path does not
+    recognise) makes it start over on the careful path: one skimming parse of
+    the whole document (repairing or cutting back damaged input, see
+    :func:`~expo_prof.readers.file_bytes.decode_json`), then the same chunks.
+    """
+    if isinstance(data, Loaded):
+        data = data.take()
+    if not isinstance(data, bytearray):
+        data = bytearray(data)
+    first = NON_SPACE.search(data)
+    if first is None:
+        raise BadInput(f"{where}: empty file")
+    is_array = first.group() == b"["
+    a_first = first.start()
+    del first  # a match holds on to the buffer it searched
+    # Nothing built here forms reference cycles: collections would only re-walk live objects.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        ends = _array_ends(data, is_array, a_first)
+        if ends is not None:
+            cols = Cols()
+            try:
+                collect_array(data, ends.a0, ends, cols)
+                return ends.top, cols, []
+            except NotAnArray:
+                pass
+        top, buf, a0, a1, warnings = _careful_layout(data, where, is_array)
+        del data
+        cols = Cols()
+        try:
+            collect_array(buf, a0, Ends(a0, [(top, a1)]), cols)
+        except NotAnArray:  # pragma: no cover - the skimming parse accepted this array
+            raise BadInput(f"{where}: the event array could not be split into events") from None
+        return top, cols, warnings
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+
+
+def _array_ends(buf: Any, is_array: bool, a_first: int) -> Ends | None:
+    """Where the event array starts, and candidates for where it ends, found without parsing the events."""
+    if is_array:
+        a0 = a_first
+    else:
+        m = EVENTS_KEY.search(buf)
+        if m is None:
+            return None
+        a0 = m.end() - 1
+        del m
+    return Ends(a0, end_candidates(buf, len(buf), is_array, a0, bytes(buf[: a0 + 1])))
+
+
+
+
+def _careful_layout(
+    data: Any, where: str, is_array: bool
+) -> tuple[Trace | None, bytearray, int, int, list[str]]:
+    """Skim the whole document (repairing or cutting back damage); returns the writable buffer holding the
+    event array and the offsets of its ``[`` and ``]``."""
+    dec = _DEC_RAW if is_array else _DEC_TRACE
+    try:
+        d = decode_json(data, dec, where, container="array" if is_array else "object")
+    except msgspec.ValidationError as exc:
+        what = "a JSON array of events" if is_array else "a trace object with a traceEvents array"
+        raise BadInput(f"{where}: not {what} ({exc})") from None
+    top = None if is_array else d.value
+    arr = d.value if top is None else top.traceEvents
+    if top is not None:
+        top.traceEvents = _NULL
+    first = memoryview(arr)[:1].tobytes()
+    if first == b"n":  # null / absent
+        raise BadInput(f"{where}: JSON object without a traceEvents array (not a Chrome/Kineto trace)")
+    if first != b"[":
+        what = "a JSON array of events" if is_array else "a trace object with a traceEvents array"
+        raise BadInput(f"{where}: not {what} (traceEvents is not an array)")
+    src = data if d.buffer is None else d.buffer
+    if isinstance(src, bytearray):  # the input, or a cut-back copy made writable already
+        a0 = buffer_address(arr) - buffer_address(src)
+        if 0 <= a0 and a0 + len(arr) <= len(src):
+            return top, src, a0, a0 + len(arr) - 1, d.warnings
+    # A repaired copy: the array gets its own writable buffer.
+    buf = bytearray(arr)
+    return top, buf, 0, len(buf) - 1, d.warnings
+
+
+
+
+def collect_array(buf: Any, a0: int, ends: Ends, c: Cols, start: int | None = None, base: int = 0) -> None:
+    """Decode the events of the JSON array starting with the ``[`` at ``a0`` into ``c``.
+
+    ``start`` (an event start; default the first) is where decoding begins; ``base``: the offset of ``buf[0]``
+    in the file (for the messages).
+    The array ends at the first of ``ends``' candidates that a chunk confirms;
+    raises NotAnArray when none does.
+    """
+    s = a0 + 1 if start is None else start
+    a1 = ends.next(s)
+    while s < a1:
+        s = skip_filler(buf, s, a1, c)
+        if s >= a1:
+            break
+        lo = s + 1 if runs_possible(c) else None
+        e, nxt = next_boundary(buf, s + decode.CHUNK_BYTES, a1, lo)
+        reach = decode.CHUNK_BYTES
+        while True:
+            if e >= a1 and a1 - s > 2 * reach:
+                # No "}" boundary up to a far end: elements that are not objects? A comma, further each time.
+                got = loose_boundary(buf, s + reach, a1)
+                if got is not None:
+                    e, nxt = got
+                    reach = max(2 * reach, e + 1 - s)
+            try:
+                if decode_chunk(buf, s, e, c):
+                    break
+            except Damaged as d:
+                nxt = skip_damage(buf, s, d, a1, c, base)
+                break
+            if e >= a1:
+                # Not the end of the array (a later list of the top level): the next candidate.
+                a1 = ends.next(s)
+                e, nxt = next_boundary(buf, s + decode.CHUNK_BYTES, a1, lo)
+            else:
+                e, nxt = next_boundary(buf, e + 1, a1)
+        s = nxt
+
+
