@@ -103,17 +103,18 @@ def switchback_block(overlay_mode: str, block_steps: int | None, repeat: int,
 
 def switchback_arms_env(overlay_mode: str, arms: str | None, flag: str = "--overlay switchback") -> dict[str, str]:
     """The environment that selects the switchback arms (``--arms``); BadInput where it does not fit."""
-    from overlay.contract import ENV_SWITCHBACK_ARMS
-    from overlay.switch import SwitchError, switchback_arms
+    from overlay.contract import ENV_SWITCHBACK_ARMS, THREE_ARMS, TWO_ARMS
 
     if arms is None:
         return {}
     if overlay_mode != "switchback":
         raise BadInput(f"--arms only applies with {flag}")
-    try:
-        return {ENV_SWITCHBACK_ARMS: ",".join(switchback_arms({ENV_SWITCHBACK_ARMS: arms}))}
-    except SwitchError:
-        raise BadInput(f"--arms {arms!r} is not allowed; use off,on or off,on,native") from None
+    words = sorted(w.strip().lower() for w in arms.split(","))
+    for known in (TWO_ARMS, THREE_ARMS):
+        if words == sorted(known):
+            # The canonical order, which the overlay (overlay.switch.switchback_arms) reads the same way.
+            return {ENV_SWITCHBACK_ARMS: ",".join(known)}
+    raise BadInput(f"--arms {arms!r} is not allowed; use off,on or off,on,native")
 
 
 @cli_command(
