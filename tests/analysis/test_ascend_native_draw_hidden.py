@@ -18,9 +18,8 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 
-import expo_prof
 from analysis_helpers import REALTRACES, require  # type: ignore[import-not-found]
-from test_ascend_side_stream_draws import OP_PLUGIN_CHAIN, REAL  # type: ignore[import-not-found]
+from test_ascend_side_stream_draws import OP_PLUGIN_CHAIN, REAL, analyze_torch_npu  # type: ignore[import-not-found]
 
 STREAM = 23  # the FAKE side stream (global_stream()), absent from the real trace
 KERNEL_US = Decimal("4.25")
@@ -51,11 +50,8 @@ def test_a_native_draw_under_compute_is_hidden_and_one_after_it_exposed(tmp_path
     after = last_end + 1000
     events = real + [{"name": "thread_name", "pid": pid, "tid": STREAM, "args": {"name": f"Stream {STREAM}"},
                       "ph": "M"}] + _draw(pid, inside, 91000) + _draw(pid, after, 92000)
-    out = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
-    out.mkdir(parents=True)
-    (out / "trace_view.json").write_text(json.dumps(events))
     # WHEN analysed, as any torch_npu output (no overlay log, no option)
-    res = expo_prof.analyze(str(tmp_path))
+    res = analyze_torch_npu(tmp_path, events)
     # THEN two instances under the ascend-chain rule, each busy for its seven kernels
     assert [r.rule for r in res.document.ranks] == ["ascend-chain"]
     inst = res.instances()

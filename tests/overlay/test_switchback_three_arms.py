@@ -20,14 +20,12 @@ import pytest
 import torch
 from eventlog_schema import read_log  # type: ignore[import-not-found]
 from test_overlay_ascend import fake_ascend_sampler_module  # type: ignore[import-not-found]
+from test_overlay_switchback import ROWS, VOCAB, sample_steps  # type: ignore[import-not-found]
 
 from overlay.arms import switchback_phase
 from overlay.contract import ENV_SWITCHBACK_ARMS, THREE_ARMS, TWO_ARMS
 from overlay.events import EventLog
 from overlay.switch import SwitchError, switchback_arms
-
-ROWS, VOCAB = 4, 64
-
 
 def test_three_arm_groups_balance_positions_and_cancel_a_linear_drift():
     # GIVEN three arms, blocks of 1 step WHEN the phases of 12 groups are asked
@@ -65,20 +63,6 @@ def test_other_arms_are_one_line_errors(raw):
     assert "\n" not in str(err.value) and ENV_SWITCHBACK_ARMS in str(err.value) and repr(raw) in str(err.value)
 
 
-def _metadata(rows: int, top_k: int):
-    from vllm.v1.sample.logits_processor import LogitsProcessors
-    from vllm.v1.sample.metadata import SamplingMetadata
-
-    return SamplingMetadata(
-        temperature=torch.ones(rows), all_greedy=False, all_random=True,
-        top_p=None, top_k=torch.full((rows,), top_k, dtype=torch.int32),
-        generators={}, max_num_logprobs=None, no_penalties=True, prompt_token_ids=None,
-        frequency_penalties=torch.zeros(rows), presence_penalties=torch.zeros(rows),
-        repetition_penalties=torch.ones(rows), output_token_ids=[[] for _ in range(rows)],
-        allowed_token_ids_mask=None, bad_words_token_ids={}, logitsprocs=LogitsProcessors(),
-    )
-
-
 def test_vllm_cpu_sampler_runs_each_arm_on_its_own_path(tmp_path, topk_module, monkeypatch):
     # GIVEN the overlay in three-arm switchback (blocks of 2) with vLLM's real sampling patch and real Sampler,
     # and a spy on vLLM's native path (forward_native: where the inline exponential_ is drawn on CPU)
@@ -98,19 +82,8 @@ def test_vllm_cpu_sampler_runs_each_arm_on_its_own_path(tmp_path, topk_module, m
     ov = plugin.enable(log=EventLog(str(tmp_path)), patches=(topk_topp,), mode="switchback", block_steps=2,
                        arms=THREE_ARMS)
     try:
-        sampler = Sampler()
-        gen = torch.Generator().manual_seed(5)
-        top_k = 5
-        for _ in range(12):
-            logits = torch.randn(ROWS, VOCAB, generator=gen)
-            step = ov.begin_step(rows=ROWS, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False,
-                                 seeded_rows=0, tokens=ROWS)
-            ov.end_forward(step)
-            # WHEN vLLM's sampler samples the step
-            out = sampler(logits.clone(), _metadata(ROWS, top_k)).sampled_token_ids.view(-1)
-            # THEN every token is inside its row's top-k, whichever arm drew it
-            kth = logits.topk(top_k, dim=-1).values[:, -1]
-            assert bool((logits.gather(1, out.long().view(-1, 1)).view(-1) >= kth).all())
+        # WHEN vLLM's sampler samples 12 steps THEN every token is inside its row's top-k, whichever arm drew it
+        sample_steps(ov, Sampler(), 12, seed=5)
         ov.shutdown()
     finally:
         plugin.unregister()
