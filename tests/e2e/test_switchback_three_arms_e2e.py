@@ -70,6 +70,7 @@ def test_three_arm_switchback_on_the_cpu_engine(vllm_available, vllm_lock, tiny_
         assert s["arms"] == list(THREE_ARMS) and s["pairs"] >= 2 and s["saving"]["ci_ns"] is not None
         assert s["decision"] in ("enable", "keep off", "no significant difference")
     assert doc["saving_line"].startswith("saving (switchback, 3 arms): on vs off: ")
+    print(doc["saving_line"])  # the run's numbers, for the log (pytest -s / -rP)
     # AND the text tables name each comparison
     text = _cli("compare", str(run)).stdout
     assert "on (overlay) against off (inline draw)" in text and "on (overlay) against native (engine as shipped)" in text
