@@ -25,7 +25,8 @@ ENV_RUN_ID = "EXPO_PROF_RUN_ID"
 #: incompatible change; the reader refuses versions it does not know.
 #: 2: switchback mode (``phase`` per step: steps of vLLM's own path are in
 #: the log too), ``tokens``, the ``sample`` window and ``host_end``.
-EVENT_LOG_SCHEMA = 2
+#: 3: three-arm switchback (header ``arms``; ``phase`` may be ``native``).
+EVENT_LOG_SCHEMA = 3
 #: File name pattern of the event logs inside ``EXPO_PROF_OUT``.
 EVENT_LOG_GLOB = "expo-prof-events-*.jsonl"
 #: Span names emitted as profiler annotations (record_function), so torch /
@@ -47,6 +48,14 @@ DEFAULT_SWITCHBACK_BLOCK = 8
 #: ``phase`` of a step line: the overlay drew q (on), or vLLM's own path ran (off).
 PHASE_ON = "on"
 PHASE_OFF = "off"
+#: Third switchback arm: the engine's own sampling path as shipped (vllm-ascend: its native
+#: side-stream draw), beside ``off`` = the exponential drawn inline after the forward.
+PHASE_NATIVE = "native"
+#: Switchback arms: ``off,on`` (default; ``off`` = the engine as shipped) or ``off,on,native``
+#: (``off`` = drawn inline on the compute stream / thread after the forward, ``native`` = as shipped).
+ENV_SWITCHBACK_ARMS = "EXPO_PROF_SWITCHBACK_ARMS"
+TWO_ARMS = (PHASE_OFF, PHASE_ON)
+THREE_ARMS = (PHASE_OFF, PHASE_ON, PHASE_NATIVE)
 FALSE_WORDS = ("0", "false", "off", "no", "")
 
 #: Every ``fallback`` value a ``step`` line may carry (docs/event-log.md).

@@ -129,10 +129,11 @@ class EventLog:
     # -- opening -----------------------------------------------------------------
 
     def configure(self, *, backend: str, lane: str, rank: int | None = None, mode: str = "on",
-                  block_steps: int | None = None) -> None:
+                  block_steps: int | None = None, arms: tuple[str, ...] | None = None) -> None:
         """Fix the header fields; the file itself opens on the first line.
 
-        ``mode``: "on" or "switchback" (then ``block_steps`` steps per block).
+        ``mode``: "on" or "switchback" (then ``block_steps`` steps per block,
+        and ``arms`` the phases its blocks cycle through).
         """
         with self._lock:
             if self._header is not None:
@@ -148,6 +149,7 @@ class EventLog:
                 "instrument": self.instrument,
                 "mode": mode,
                 "block_steps": block_steps,
+                "arms": list(arms) if arms is not None else None,
                 "run_id": os.environ.get(ENV_RUN_ID) or None,
                 "versions": versions(),
                 "clock": "monotonic",

@@ -28,8 +28,8 @@ from types import ModuleType
 from typing import Any
 
 from overlay import guard, importhook
-from overlay.contract import DEFAULT_SWITCHBACK_BLOCK, MODE_SWITCHBACK, NOTICE_DISABLED, NOTICE_NOT_APPLICABLE
-from overlay.switch import SwitchError, instrument_enabled, overlay_mode, switchback_block
+from overlay.contract import DEFAULT_SWITCHBACK_BLOCK, MODE_SWITCHBACK, NOTICE_DISABLED, NOTICE_NOT_APPLICABLE, TWO_ARMS
+from overlay.switch import SwitchError, instrument_enabled, overlay_mode, switchback_arms, switchback_block
 from overlay.switch import lane_cpus as read_lane_cpus
 
 logger = logging.getLogger("vllm.expo_prof")
@@ -50,6 +50,7 @@ def register() -> None:
         instrument = instrument_enabled()
         cpus = read_lane_cpus()
         block = switchback_block()
+        arms = switchback_arms()
     except SwitchError as exc:
         # SystemExit with a message: Python prints exactly that line and exits
         # with status 1, which vLLM does not catch during start-up.
@@ -57,14 +58,14 @@ def register() -> None:
     if mode is None:
         return
     try:
-        enable(instrument=instrument, lane_cpus=cpus, mode=mode, block_steps=block)
+        enable(instrument=instrument, lane_cpus=cpus, mode=mode, block_steps=block, arms=arms)
     except Exception as exc:  # noqa: BLE001
         disable(exc)
 
 
 def enable(
     *, instrument: bool = True, log: Any = None, patches: Any = None, lane_cpus: Any = "auto",
-    mode: str = "on", block_steps: int = DEFAULT_SWITCHBACK_BLOCK,
+    mode: str = "on", block_steps: int = DEFAULT_SWITCHBACK_BLOCK, arms: tuple[str, ...] = TWO_ARMS,
 ) -> Any:
     """Create this process's overlay and arm the patches; returns the overlay.
 
@@ -72,7 +73,7 @@ def enable(
     :data:`overlay.patches.ALL` (tests pass their own selection);
     ``lane_cpus`` places the CPU lane's thread (``EXPO_PROF_LANE_CPUS``);
     ``mode`` "on" or "switchback" (blocks of ``block_steps`` steps alternate
-    with vLLM's own path).
+    with vLLM's own path; ``arms``: the phases they cycle through, overlay.switch.switchback_arms).
     """
     global _stopped
     from overlay import patches as patch_pkg
@@ -86,12 +87,13 @@ def enable(
         lane_factory=functools.partial(default_lane, cpus=lane_cpus),
         mode=mode,
         block_steps=block_steps,
+        arms=arms,
     )
     set_active(overlay)
     guard.set_handlers(disable, not_applicable)
     if mode == MODE_SWITCHBACK:
-        logger.info("expo-prof overlay in switchback: blocks of %d steps alternate between the async exponential "
-                    "and vLLM's own sampling, with %s instrumentation", block_steps,
+        logger.info("expo-prof overlay in switchback: blocks of %d steps cycle through the arms %s, with %s "
+                    "instrumentation", block_steps, ",".join(arms),
                     "per-step" if instrument else "no")
     else:
         logger.info("expo-prof overlay on: async exponential with %s instrumentation",

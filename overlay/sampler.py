@@ -21,6 +21,8 @@ The blocks go off, on, on, off, off, on … (pairs of adjacent blocks in
 alternating order), so a drift that grows linearly over the run, such as
 attention over a growing context, cancels over every two pairs instead of
 always favouring the block that runs first.
+
+Three arms: :mod:`overlay.arms`.
 """
 
 from __future__ import annotations
@@ -40,10 +42,13 @@ from overlay.contract import (
     MODE_SWITCHBACK,
     NOTICE_LANE_ERROR,
     NOTICE_LANE_PLACEMENT,
+    PHASE_NATIVE,
     PHASE_OFF,
     PHASE_ON,
     SPAN_WAIT,
+    TWO_ARMS,
 )
+from overlay.arms import switchback_phase
 from overlay.events import EventLog
 from overlay.lanes import CpuThreadLane, DeviceStreamLane, Draw, LaneError, span
 from overlay.rng import NoiseStream
@@ -88,7 +93,7 @@ class Step:
     complete: bool = False
     #: Launched at the launch seam (no forward seam): the sampler closes the window.
     forward_open: bool = False
-    #: "on": the overlay's path; "off": vLLM's own (switchback blocks).
+    #: "on": the overlay's path; "off" / "native": switchback blocks without it (overlay.contract).
     phase: str = PHASE_ON
     #: Switchback block of the step (None in "on" mode).
     block: int | None = None
@@ -107,17 +112,6 @@ def _dtype_name(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def switchback_phase(k: int, block_steps: int) -> str:
-    """The phase of the ``k``-th sized step (from 0) in switchback mode.
-
-    Blocks of ``block_steps`` steps; pair ``p`` of adjacent blocks runs off
-    then on when ``p`` is even, on then off when odd: off, on, on, off, off, on …
-    """
-    block = k // block_steps
-    first_off = (block // 2) % 2 == 0
-    return PHASE_OFF if (block % 2 == 0) == first_off else PHASE_ON
-
-
 class Overlay:
     """Launches ``q`` before each forward pass and hands it to the sampler."""
 
@@ -129,12 +123,15 @@ class Overlay:
         lane_factory: Callable[[Any, bool], Any] = default_lane,
         mode: str = PHASE_ON,
         block_steps: int = DEFAULT_SWITCHBACK_BLOCK,
+        arms: tuple[str, ...] = TWO_ARMS,
     ) -> None:
         self.log = log
         self.instrument = instrument
         #: "on" (every step on the overlay) or "switchback" (blocks alternate with vLLM's own path).
         self.mode = mode
         self.block_steps = block_steps
+        #: The phases switchback blocks cycle through (overlay.contract.TWO_ARMS / THREE_ARMS).
+        self.arms = tuple(arms)
         #: Sized steps opened so far: the switchback block counter.
         self._sized = 0
         #: Nesting of the sampler calls the overlay wraps (forward_cpu calls random_sample).
@@ -182,7 +179,8 @@ class Overlay:
             self.lane = self._lane_factory(device, self.instrument)
             self.backend = torch.device(device).type
             self.log.configure(backend=self.backend, lane=self.lane.kind, mode=self.mode,
-                               block_steps=self.block_steps if self.mode == MODE_SWITCHBACK else None)
+                               block_steps=self.block_steps if self.mode == MODE_SWITCHBACK else None,
+                               arms=self.arms if self.mode == MODE_SWITCHBACK else None)
             for notice in self._deferred:
                 self.log.notice(*notice)
             self._deferred.clear()
@@ -239,7 +237,7 @@ class Overlay:
         self._next_index += 1
         if self.mode == MODE_SWITCHBACK:
             step.block = self._sized // self.block_steps
-            step.phase = switchback_phase(self._sized, self.block_steps)
+            step.phase = switchback_phase(self._sized, self.block_steps, self.arms)
         self._sized += 1
         if self.instrument:
             step.anchor = lane.anchor()
@@ -249,8 +247,8 @@ class Overlay:
             step.fallback = "all_seeded"
         elif skip is not None:
             step.fallback = skip
-        elif step.phase == PHASE_OFF:
-            pass  # vLLM's own path: nothing to launch, nothing to fall back from
+        elif step.phase != PHASE_ON:
+            pass  # an arm without the overlay: nothing to launch, nothing to fall back from
         else:
             try:
                 step.fork = self._fork(device)
@@ -302,11 +300,23 @@ class Overlay:
     def native_sampling(self) -> bool:
         """Whether this sampler call takes vLLM's native path (which reaches ``random_sample``).
 
-        False only in a switchback ``off`` block: there vLLM samples as it
-        would without the overlay (on CPU its fused Gumbel-argmax op).
+        False only in the switchback arm that samples as the engine ships
+        (on CPU its fused Gumbel-argmax op): ``native`` with three arms,
+        ``off`` with two.
         """
         step = self._current
-        return step is None or step.phase == PHASE_ON
+        return step is None or not self.shipped_arm(step)
+
+    def shipped_arm(self, step: Step | None) -> bool:
+        """Whether ``step`` runs the engine's sampling exactly as shipped (no overlay, no inline redraw)."""
+        if step is None:
+            return False
+        return step.phase == PHASE_NATIVE or (step.phase == PHASE_OFF and len(self.arms) == 2)
+
+    def inline_arm(self) -> bool:
+        """Whether the current step is a three-arm ``off`` block: the exponential drawn inline after the forward."""
+        step = self._current
+        return step is not None and step.phase == PHASE_OFF and len(self.arms) > 2
 
     def sampler_begin(self) -> Step | None:
         """Open the sampler window of the current step; returns it (None: not a step's first sampler call).
@@ -368,8 +378,8 @@ class Overlay:
             step.forward_open = False
             if self.instrument:
                 step.fwd[1] = self.lane.stamp()
-        if step.phase == PHASE_OFF:
-            return None  # vLLM's own inline draw: the step is written when its sampler returns
+        if step.phase != PHASE_ON:
+            return None  # an arm without the overlay: the step is written when its sampler returns
         if not step.launched:
             if step.fallback is None:
                 step.fallback = "no_pending"
@@ -580,13 +590,17 @@ def overlay_random_sample(
     inline: Callable[..., Any],
     finish: Callable[[Any, Any], Any] = sample_with_noise,
     overlay: Overlay | None = None,
+    draw_inline: Callable[..., Any] | None = None,
 ) -> Any:
     """vLLM's ``random_sample`` with the batch noise taken from the side lane.
 
     Same semantics as vLLM 0.32: rows with their own generator are redrawn
     with it (``q[i].exponential_(generator=g)``, in the same order), fp64
     gumbel noise when asked, then ``argmax(probs / q)``. When the lane has no
-    fitting ``q`` the call is exactly ``inline(probs, generators, ...)``.
+    fitting ``q`` the call is exactly ``inline(probs, generators, ...)`` —
+    except in a three-arm ``off`` block when ``draw_inline`` is given (the
+    engine's own ``random_sample`` draws on a side stream: vllm-ascend), which
+    then samples with the noise drawn inline on the current stream.
     """
     ov = overlay if overlay is not None else _active
     if ov is None:
@@ -599,6 +613,8 @@ def overlay_random_sample(
             guard.failed(exc)
             q = None
         if q is None:
+            if draw_inline is not None and ov.inline_arm():
+                return draw_inline(probs, generators, use_fp64_gumbel)
             return inline(probs, generators, use_fp64_gumbel)
         if generators:
             for i, generator in generators.items():

@@ -19,10 +19,13 @@ from overlay.contract import (
     ENV_LANE_CPUS,
     ENV_SWITCH,
     ENV_SWITCH_ALIAS,
+    ENV_SWITCHBACK_ARMS,
     ENV_SWITCHBACK_BLOCK,
     FALSE_WORDS,
     MODE_SWITCHBACK,
+    THREE_ARMS,
     TRUE_WORDS,
+    TWO_ARMS,
 )
 
 
@@ -103,6 +106,26 @@ def switchback_block(environ: Mapping[str, str] | None = None) -> int:
         raise SwitchError(f"{ENV_SWITCHBACK_BLOCK}={raw!r} is not allowed; use a whole number of steps, at least 2 "
                           "(the first step of each block is dropped as washout)")
     return int(word)
+
+
+def switchback_arms(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The switchback arms (``EXPO_PROF_SWITCHBACK_ARMS``): ``off,on`` (default) or ``off,on,native``.
+
+    Two arms: ``off`` is the engine's sampling as shipped. Three arms: ``off``
+    is the exponential drawn inline after the forward (the seed's switch off),
+    ``native`` the engine as shipped (vllm-ascend's own side-stream draw).
+    Order and case do not matter; anything else raises :class:`SwitchError`.
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(ENV_SWITCHBACK_ARMS, "")
+    if not raw.strip():
+        return TWO_ARMS
+    words = sorted(w.strip().lower() for w in raw.split(","))
+    for arms in (TWO_ARMS, THREE_ARMS):
+        if words == sorted(arms):
+            return arms
+    raise SwitchError(f"{ENV_SWITCHBACK_ARMS}={raw!r} is not allowed; use {','.join(TWO_ARMS)} or "
+                      f"{','.join(THREE_ARMS)}")
 
 
 def instrument_enabled(environ: Mapping[str, str] | None = None) -> bool:

@@ -35,6 +35,14 @@ The method (docs/ab.md, "Switchback"):
   mean(A)).
 * **Contention**: forward time in on blocks minus off blocks, paired the same way.
 
+Three arms (header ``arms`` = off, on, native; docs/ab.md): blocks ``3g`` …
+``3g + 2`` form group ``g``, one block per arm, and each of three comparisons
+is made exactly as a pair is above, within each group: ``on`` against ``off``
+(does the early side-stream draw pay against the inline draw?), ``native``
+against ``off`` (does the engine's own async draw pay?) and ``on`` against
+``native`` (does the early launch beat the engine's own?). Each is one
+:class:`Saving`, its ``compared`` naming the baseline and the arm.
+
 The natural experiment (:func:`natural_experiment`) needs no switchback: in
 any overlay run, steps whose batch launched no ``q`` (all greedy, all seeded)
 ran their forward without the lane; compared with launched steps of the same
@@ -57,8 +65,23 @@ ALPHA = 0.05
 #: A step's host time after its own work above IDLE_FACTOR × the run's median + IDLE_FLOOR_NS is an idle gap.
 IDLE_FACTOR = 10
 IDLE_FLOOR_NS = 1_000_000
-#: The phase words of the event log (overlay.contract.PHASE_ON / PHASE_OFF).
-ON, OFF = "on", "off"
+#: The phase words of the event log (overlay.contract.PHASE_ON / PHASE_OFF / PHASE_NATIVE).
+ON, OFF, NATIVE = "on", "off", "native"
+TWO_ARMS = (OFF, ON)
+THREE_ARMS = (OFF, ON, NATIVE)
+#: The comparisons of each switchback (baseline, arm), and what each tells, in the verdict's words.
+COMPARISONS: dict[tuple[str, ...], list[tuple[str, str]]] = {
+    TWO_ARMS: [(OFF, ON)],
+    THREE_ARMS: [(OFF, ON), (OFF, NATIVE), (NATIVE, ON)],
+}
+SUBJECTS = {
+    (TWO_ARMS, (OFF, ON)): "the overlay",
+    (THREE_ARMS, (OFF, ON)): "the overlay's early side-stream draw (on), against the draw inline after the forward "
+                             "(off),",
+    (THREE_ARMS, (OFF, NATIVE)): "the engine's own draw as shipped (native), against the draw inline after the "
+                                 "forward (off),",
+    (THREE_ARMS, (NATIVE, ON)): "the overlay's early launch (on), against the engine's own draw (native),",
+}
 
 
 class Interval(msgspec.Struct, kw_only=True):
@@ -91,7 +114,12 @@ class Saving(msgspec.Struct, kw_only=True):
     method: str = "switchback"
     rank: int
     block_steps: int
-    #: Blocks seen, and pairs of blocks that could be compared (both with a shape in common).
+    #: The run's arms (header ``arms``; ["off", "on"] for two-arm and older logs).
+    arms: list[str] = msgspec.field(default_factory=lambda: list(TWO_ARMS))
+    #: [baseline, arm] of this comparison: the ``off_*`` fields below are the baseline's, the ``on_*`` the arm's.
+    compared: list[str] = msgspec.field(default_factory=lambda: list(TWO_ARMS))
+    #: Blocks seen (of the two compared arms), and pairs of blocks that could be compared (both with a shape in
+    #: common; with three arms, the baseline's and the arm's block of one group).
     blocks: int
     pairs: int
     #: Steps compared (after washout, idle gaps and unmatched shapes), per phase.
@@ -185,20 +213,21 @@ def _interval(off: np.ndarray, on: np.ndarray, sign: int) -> Interval | None:
                     significant=sig)
 
 
-def _pair_means(block: np.ndarray, phase: np.ndarray, shape: np.ndarray, value: np.ndarray,
-                keep: np.ndarray) -> tuple[list[tuple[int, float, float]], dict, np.ndarray]:
-    """Per usable pair ``(p, off mean, on mean)``, weighted over the shapes both blocks ran; the shape table;
-    and the mask of kept steps whose shape found a partner."""
+def _pair_means(pair_of: np.ndarray, phase: np.ndarray, shape: np.ndarray, value: np.ndarray,
+                keep: np.ndarray, compared: tuple[str, str] = (OFF, ON)) -> tuple[list[tuple[int, float, float]], dict,
+                                                                                   np.ndarray]:
+    """Per usable pair ``(p, baseline mean, arm mean)``, weighted over the shapes both blocks ran; the shape
+    table; and the mask of kept steps whose shape found a partner. ``pair_of``: each step's pair (or group)."""
     pairs: list[tuple[int, float, float]] = []
     shapes: dict[tuple[int, int], dict] = {}
-    matched = np.zeros(len(block), dtype=bool)
-    pair_of = np.where(block >= 0, block // 2, -1)
+    matched = np.zeros(len(pair_of), dtype=bool)
+    base, arm = compared
     for p in np.unique(pair_of[keep]):
         in_pair = keep & (pair_of == p)
         w_sum = off_sum = on_sum = 0.0
         for sh in np.unique(shape[in_pair]):
             sel = in_pair & (shape == sh)
-            off_sel, on_sel = sel & (phase == OFF), sel & (phase == ON)
+            off_sel, on_sel = sel & (phase == base), sel & (phase == arm)
             n_off, n_on = int(off_sel.sum()), int(on_sel.sum())
             if not n_off or not n_on:
                 continue
@@ -241,20 +270,36 @@ def in_window(t0_ns: np.ndarray, wall_minus_mono_ns: int | None, window_ns: list
     return (wall >= int(window_ns[0])) & (wall <= int(window_ns[1]))
 
 
+def switchback_savings(cols: Mapping[str, np.ndarray], *, rank: int, block_steps: int,
+                       arms: tuple[str, ...] = TWO_ARMS, window: np.ndarray | None = None,
+                       load_window_ns: list[int] | None = None) -> list[Saving]:
+    """Every comparison of one rank's switchback run (:data:`COMPARISONS` of its ``arms``), in that order."""
+    out = []
+    for compared in COMPARISONS[arms]:
+        s = switchback_saving(cols, rank=rank, block_steps=block_steps, arms=arms, compared=compared, window=window,
+                              load_window_ns=load_window_ns)
+        if s is not None:
+            out.append(s)
+    return out
+
+
 def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps: int,
-                      window: np.ndarray | None = None, load_window_ns: list[int] | None = None) -> Saving | None:
+                      window: np.ndarray | None = None, load_window_ns: list[int] | None = None,
+                      arms: tuple[str, ...] = TWO_ARMS, compared: tuple[str, str] = (OFF, ON)) -> Saving | None:
     """The saving of one rank's switchback run from its event-log step columns; None: no switchback step.
 
     ``cols`` (one entry per step line, in file order): ``step``, ``phase``
-    ("on"/"off"/None), ``block`` (-1: none), ``reqs``, ``tokens``, ``t0_ns``,
+    ("on"/"off"/"native"/None), ``block`` (-1: none), ``reqs``, ``tokens``, ``t0_ns``,
     ``host_end_ns`` (-1: unknown), ``fwd_ns``, ``sample_ns``, ``wait_ns``
     (-1: not measured), ``launched``. ``window``: the steps of the measured
     load (:func:`in_window`; ``load_window_ns`` says which window, for the
-    record); the others are left out as ``outside_load``.
+    record); the others are left out as ``outside_load``. ``arms``: the run's
+    arms (blocks ``len(arms)·g`` … form group ``g``); ``compared``: (baseline,
+    arm), whose steps alone are counted.
     """
     block = _f(cols["block"])
     phase = np.asarray(cols["phase"], dtype=object)
-    sb = (block >= 0) & np.isin(phase, (ON, OFF))
+    sb = (block >= 0) & np.isin(phase, compared)
     if not sb.any():
         return None
     if window is None:
@@ -275,12 +320,16 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
         "idle": int((sb & window & ~first_of_block & idle).sum()),
     }
     keep = sb & window & ~first_of_block & (cad >= 0) & ~idle & (reqs > 0)
-    partners = {int(b) for b in block[keep]}
-    lonely = keep & np.array([(int(b) ^ 1) not in partners for b in block], dtype=bool)
+    pair_of = np.where(block >= 0, block // len(arms), -1)
+    # A step is unpaired when its pair (group) has no kept step of the other compared arm.
+    partners = {(int(u), str(ph)) for u, ph in zip(pair_of[keep], phase[keep], strict=True)}
+    other = {compared[0]: compared[1], compared[1]: compared[0]}
+    lonely = keep & np.array([(int(u), other.get(ph)) not in partners for u, ph in zip(pair_of, phase, strict=True)],
+                             dtype=bool)
     dropped["unpaired"] = int(lonely.sum())
     keep &= ~lonely
     shape = _shape_key(reqs, cols["tokens"])
-    pairs, shapes, matched = _pair_means(block, phase, shape, cad.astype(float), keep)
+    pairs, shapes, matched = _pair_means(pair_of, phase, shape, cad.astype(float), keep, compared)
     dropped["unmatched_shape"] = int((keep & ~matched).sum())
     used = keep & matched
     off = np.array([m for _, m, _ in pairs])
@@ -291,13 +340,13 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
     def change(column: str) -> Interval | None:
         v = _f(cols[column]).astype(float)
         ok = used & (v >= 0)
-        pr, _, _ = _pair_means(block, phase, shape, v, ok)
+        pr, _, _ = _pair_means(pair_of, phase, shape, v, ok, compared)
         return _interval(np.array([m for _, m, _ in pr]), np.array([m for _, _, m in pr]), +1)
 
     forward_change = change("fwd_ns")
     sampler_change = change("sample_ns")
     wait = _f(cols["wait_ns"])
-    w_on = used & (phase == ON) & (wait >= 0)
+    w_on = used & (phase == compared[1]) & (wait >= 0)
     wait_on = float(wait[w_on].mean()) if w_on.any() else None
 
     off_mean = float(off.mean()) if len(off) else None
@@ -315,9 +364,9 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
             decision = NO_DIFFERENCE
             d = on - off
             n_pairs = stats.runs_needed_paired(float(d.mean()), float(np.std(d, ddof=1)), ALPHA)
-            needed = None if n_pairs is None else 2 * block_steps * n_pairs
+            needed = None if n_pairs is None else len(arms) * block_steps * n_pairs
     statement = _statement(decision, saving, tok, tok_ci, len(pairs), needed, forward_change, wait_on,
-                           int(used.sum()))
+                           int(used.sum()), SUBJECTS.get((arms, compared), f"{compared[1]} against {compared[0]}"))
     if len(pairs) < 2:
         notes.append(f"{plural(len(pairs), 'block pair')} compared: at least 2 are needed for a confidence interval "
                      "(run longer, or with a smaller EXPO_PROF_SWITCHBACK_BLOCK)")
@@ -325,8 +374,9 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
     if left:
         notes.append("left out: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in left.items()))
     return Saving(
-        rank=rank, block_steps=block_steps, blocks=len(seen), pairs=len(pairs), load_window_ns=load_window_ns,
-        off_steps=int((used & (phase == OFF)).sum()), on_steps=int((used & (phase == ON)).sum()),
+        rank=rank, block_steps=block_steps, arms=list(arms), compared=list(compared), blocks=len(seen),
+        pairs=len(pairs), load_window_ns=load_window_ns,
+        off_steps=int((used & (phase == compared[0])).sum()), on_steps=int((used & (phase == compared[1])).sum()),
         dropped=dropped, off_step_ns=off_mean, on_step_ns=on_mean, saving=saving,
         tokps_change_pct=tok, tokps_ci_pct=tok_ci, decision=decision, steps_needed=needed,
         forward_change=forward_change, sampler_change=sampler_change, wait_on_ns=wait_on,
@@ -338,8 +388,9 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
 
 
 def _statement(decision: str, saving: Interval | None, tok: float | None, tok_ci: list[float] | None, pairs: int,
-               needed: int | None, fwd: Interval | None, wait_on: float | None, steps: int) -> str:
-    """The verdict in one sentence, in compare's words."""
+               needed: int | None, fwd: Interval | None, wait_on: float | None, steps: int,
+               subject: str = "the overlay") -> str:
+    """The verdict in one sentence, in compare's words (``subject``: what is compared with what)."""
     if saving is None:
         return "inconclusive: no pair of switchback blocks ran a batch shape in common"
     sign = 1 if saving.mean_ns >= 0 else -1
@@ -348,7 +399,7 @@ def _statement(decision: str, saving: Interval | None, tok: float | None, tok_ci
         what += f", output tok/s {tok:+.2f}%"
         if tok_ci is not None:
             what += f" (95% CI {tok_ci[0]:+.2f}% to {tok_ci[1]:+.2f}%)"
-    base = f"{decision}: the overlay {what}; {plural(pairs, 'block pair')}, {plural(steps, 'step')}"
+    base = f"{decision}: {subject} {what}; {plural(pairs, 'block pair')}, {plural(steps, 'step')}"
     if decision == INCONCLUSIVE:
         base += " — too few pairs for a test"
     elif decision == NO_DIFFERENCE:
@@ -436,14 +487,16 @@ def savings_of(timelines, load_window_ns: list[int] | None = None) -> tuple[list
         cols = (ov or {}).get("steps")
         if not ov or not cols:
             continue
-        block = (ov.get("header") or {}).get("block_steps")
+        header = ov.get("header") or {}
+        block = header.get("block_steps")
+        arms = THREE_ARMS if isinstance(header.get("arms"), list) and sorted(header["arms"]) == sorted(THREE_ARMS) \
+            else TWO_ARMS
         win = in_window(cols["t0_ns"], ov.get("wall_minus_mono_ns"), load_window_ns)
         if not win.any():  # a log of another time than the load (or clocks that disagree): every step
             win, load_window_ns = np.ones(len(win), dtype=bool), None
         if isinstance(block, int) and not isinstance(block, bool) and block >= 2:
-            s = switchback_saving(cols, rank=tl.rank, block_steps=block, window=win, load_window_ns=load_window_ns)
-            if s is not None:
-                savings.append(s)
+            savings.extend(switchback_savings(cols, rank=tl.rank, block_steps=block, arms=arms, window=win,
+                                              load_window_ns=load_window_ns))
         n = natural_experiment(cols, rank=tl.rank, window=win)
         if n is not None:
             natural.append(n)

@@ -11,7 +11,14 @@ from expo_prof.cli.base import command as cli_command
 from expo_prof.cli.common import resolve_format
 from expo_prof.cli.compare import check_out, comparison_options, pairing, run_comparison, switchback_comparison
 from expo_prof.cli.base import refuse_together
-from expo_prof.cli.record import LOAD_OPTIONS, build_spec, load_argv, switchback_block, workload_options
+from expo_prof.cli.record import (
+    LOAD_OPTIONS,
+    build_spec,
+    load_argv,
+    switchback_arms_env,
+    switchback_block,
+    workload_options,
+)
 from expo_prof.errors import BadInput
 
 
@@ -32,6 +39,8 @@ from expo_prof.errors import BadInput
                    "launch (docs/ab.md, 'Switchback').")
 @click.option("--block-steps", type=int, default=None, metavar="K",
               help="With --switchback: steps per block (default 8; the first of each is washout).")
+@click.option("--arms", default=None, metavar="ARMS",
+              help="With --switchback: off,on (default) or off,on,native (docs/overlay.md, 'Switchback').")
 @click.option("--repeat", type=int, default=3, show_default=True, help="Runs per side (off, on, off, on … = 2×N runs).")
 @click.option("--session-dir", "--out", "out", type=click.Path(path_type=Path), default=None, metavar="DIR",
               help="Session directory of the runs (default: traces/<UTC stamp>-<name>); -o is the comparison's file.")
@@ -45,7 +54,7 @@ from expo_prof.errors import BadInput
 @comparison_options
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
-def command(settings, switchback, block_steps, repeat, out, traces_dir, profiler, profile_requests, ready_timeout, cmd,
+def command(settings, switchback, block_steps, arms, repeat, out, traces_dir, profiler, profile_requests, ready_timeout, cmd,
             **kw) -> int:
     """Should the overlay be on for this model on this machine? Measure it: off, on, off, on … then compare.
 
@@ -67,6 +76,7 @@ def command(settings, switchback, block_steps, repeat, out, traces_dir, profiler
         refuse_together(ctx, "switchback", ("repeat", "paired", "unpaired", "drop_warmup", "drop_outliers", "primary"),
                         "one switchback run measures both sides")
     block = switchback_block("switchback" if switchback else "on", block_steps, 1, "--switchback")
+    arms_env = switchback_arms_env("switchback" if switchback else "on", arms, "--switchback")
     wl = {k: kw.pop(k) for k in list(kw) if k not in _COMPARISON_KEYS}
     if wl["no_load"] or wl["duration"] is not None:
         raise BadInput("ab measures a load: --no-load / --duration do not apply (use --load-cmd for your own)")
@@ -78,7 +88,7 @@ def command(settings, switchback, block_steps, repeat, out, traces_dir, profiler
     check_out(kw["output"], [out] if out is not None else [], kw["fmt"])
     top = out if out is not None else new_dir(traces_dir, short_name(argv))
     opts = RecordOptions(profiler=profiler, workload=spec, load_cmd=load_argv(wl), ready_timeout_s=ready_timeout,
-                         profile_requests=profile_requests, switchback_block=block)
+                         profile_requests=profile_requests, switchback_block=block, extra_env=arms_env)
     to_stdout = kw["fmt"] == "json" and kw["output"] is None
     quiet = bool(getattr(settings, "quiet", False)) or to_stdout
     from expo_prof.console import console

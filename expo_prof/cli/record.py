@@ -101,6 +101,22 @@ def switchback_block(overlay_mode: str, block_steps: int | None, repeat: int,
     return block_steps or DEFAULT_SWITCHBACK_BLOCK
 
 
+def switchback_arms_env(overlay_mode: str, arms: str | None, flag: str = "--overlay switchback") -> dict[str, str]:
+    """The environment that selects the switchback arms (``--arms``); BadInput where it does not fit."""
+    from overlay.contract import ENV_SWITCHBACK_ARMS, THREE_ARMS, TWO_ARMS
+
+    if arms is None:
+        return {}
+    if overlay_mode != "switchback":
+        raise BadInput(f"--arms only applies with {flag}")
+    words = sorted(w.strip().lower() for w in arms.split(","))
+    for known in (TWO_ARMS, THREE_ARMS):
+        if words == sorted(known):
+            # The canonical order, which the overlay (overlay.switch.switchback_arms) reads the same way.
+            return {ENV_SWITCHBACK_ARMS: ",".join(known)}
+    raise BadInput(f"--arms {arms!r} is not allowed; use off,on or off,on,native")
+
+
 @cli_command(
     "record",
     summary="Run a vLLM server with the overlay and a profiler, drive a load, keep everything in a run directory.",
@@ -120,6 +136,9 @@ def switchback_block(overlay_mode: str, block_steps: int | None, repeat: int,
                    "inside one run and measures what the overlay saves.")
 @click.option("--block-steps", type=int, default=None, metavar="K",
               help="With --overlay switchback: steps per block (default 8; the first of each is washout).")
+@click.option("--arms", default=None, metavar="ARMS",
+              help="With --overlay switchback: off,on (default) or off,on,native — off drawn inline after the "
+                   "forward, on the overlay, native the engine as shipped (docs/overlay.md, 'Switchback').")
 @click.option("--repeat", type=int, default=1, show_default=True, help="Runs per overlay mode.")
 @click.option("--profiler", type=click.Choice(["torch", "msprof", "nsys", "none"]), default="torch", show_default=True,
               help="torch: vLLM's torch profiler; msprof (Ascend) and nsys (Nsight Systems, CUDA) wrap the command.")
@@ -130,8 +149,8 @@ def switchback_block(overlay_mode: str, block_steps: int | None, repeat: int,
 @workload_options
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
-def command(settings, out, traces_dir, overlay_mode, block_steps, repeat, profiler, profile_requests, profile_seconds,
-            ready_timeout, no_analyze, cmd, **wl) -> int:
+def command(settings, out, traces_dir, overlay_mode, block_steps, arms, repeat, profiler, profile_requests,
+            profile_seconds, ready_timeout, no_analyze, cmd, **wl) -> int:
     """Run CMD — `vllm serve MODEL …`, `python -m vllm.entrypoints.openai.api_server …` or your own
     launch script — with the overlay switched as asked and a profiler configured, wait until it is
     ready, drive the built-in load, stop it cleanly, and keep everything in one run directory
@@ -144,6 +163,7 @@ def command(settings, out, traces_dir, overlay_mode, block_steps, repeat, profil
     if repeat < 1:
         raise BadInput("--repeat must be at least 1")
     block = switchback_block(overlay_mode, block_steps, repeat)
+    arms_env = switchback_arms_env(overlay_mode, arms)
     spec = build_spec(wl)
     if wl["duration"] is not None and not wl["no_load"]:
         raise BadInput("--duration only applies with --no-load")
@@ -159,6 +179,7 @@ def command(settings, out, traces_dir, overlay_mode, block_steps, repeat, profil
         profile_requests=profile_requests,
         profile_seconds=profile_seconds,
         switchback_block=block,
+        extra_env=arms_env,
     )
     modes = {"on": [True], "off": [False], "both": [False, True], "switchback": [True]}[overlay_mode]
     return record_session(

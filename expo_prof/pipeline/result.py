@@ -73,9 +73,19 @@ def saving_line(savings: list[Saving], op: str | None = None, bound: SamplingBou
         if not bound.switchback:
             return f"{NO_SWITCHBACK}{bound.engine}, where no overlay can run; {bound_words(bound)}"
         return f"{_UNMEASURED}{bound_words(bound)}; {SWITCHBACK_ADVICE}"
-    s = savings[0]
-    who = f", rank {s.rank} of {len(savings)}" if len(savings) > 1 else ""
-    head = f"saving (switchback{who}): {s.decision}"
+    first = [s for s in savings if s.rank == savings[0].rank]
+    ranks = len({s.rank for s in savings})
+    who = f", rank {first[0].rank} of {ranks}" if ranks > 1 else ""
+    if len(first[0].arms) == 2:
+        return f"saving (switchback{who}): " + _saving_part(first[0])
+    # Three arms: each comparison, baseline last ("on vs off: ...").
+    return f"saving (switchback, {len(first[0].arms)} arms{who}): " + "; ".join(
+        f"{s.compared[1]} vs {s.compared[0]}: {_saving_part(s)}" for s in first)
+
+
+def _saving_part(s: Saving) -> str:
+    """One comparison's verdict, saving per step with its CI, tok/s and pairs."""
+    head = s.decision
     if s.saving is None:
         return f"{head} — no pair of blocks ran a batch shape in common"
     sign = 1 if s.saving.mean_ns >= 0 else -1

@@ -22,13 +22,15 @@ import numpy as np
 from expo_prof.errors import BadInput
 from expo_prof.readers.builder import build_timeline
 from expo_prof.timeline import OVERLAY_MODEL_BUSY, Interner, Kind, Lane, LaneKind, Timeline
-from overlay.contract import EVENT_LOG_SCHEMA, PHASE_OFF, PHASE_ON, SPAN_EXPONENTIAL, SPAN_FORWARD, SPAN_SAMPLE, SPAN_WAIT
+from overlay.contract import EVENT_LOG_SCHEMA, PHASE_NATIVE, PHASE_OFF, PHASE_ON, SPAN_EXPONENTIAL, SPAN_FORWARD, SPAN_SAMPLE, SPAN_WAIT
 
 _WINDOWS = (("fwd", SPAN_FORWARD, "overlay forward"), ("exp", SPAN_EXPONENTIAL, "overlay exponential"),
             ("wait", SPAN_WAIT, "overlay wait"), ("sample", SPAN_SAMPLE, "overlay sampler"))
-#: Schemas this reader knows: 1 (no phase, tokens, sampler window or host end: every step is "on") and
-#: the overlay's current one.
-READABLE_SCHEMAS = (1, EVENT_LOG_SCHEMA)
+#: Schemas this reader knows: 1 (no phase, tokens, sampler window or host end: every step is "on"), 2 (two
+#: switchback arms, no header ``arms``) and the overlay's current one (3: ``arms``, phase ``native``).
+READABLE_SCHEMAS = (1, 2, EVENT_LOG_SCHEMA)
+#: Every phase a step line may say.
+PHASES = (PHASE_ON, PHASE_OFF, PHASE_NATIVE)
 _DEC = msgspec.json.Decoder()
 
 
@@ -67,7 +69,7 @@ _STEP_FIELDS: dict[str, Any] = {
     "step": _is_int, "rank": _is_int, "rows": _is_int, "vocab": _is_int, "reqs": _is_int, "tokens": _is_int,
     "t0_ns": _is_int, "launched": lambda v: isinstance(v, bool), "used": lambda v: isinstance(v, bool),
     "dtype": lambda v: isinstance(v, str), "fallback": lambda v: v is None or isinstance(v, str),
-    "timing": lambda v: v in ("host", "device"), "phase": lambda v: v in (PHASE_ON, PHASE_OFF),
+    "timing": lambda v: v in ("host", "device"), "phase": lambda v: v in PHASES,
     "block": lambda v: v is None or _is_int(v), "host_end": lambda v: v is None or _is_int(v),
     **{key: _is_window for key, _span, _lane in _WINDOWS},
 }
@@ -223,7 +225,7 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
         cols["dtype"][j] = s.get("dtype") if isinstance(s.get("dtype"), str) else None
         cols["timing"][j] = s.get("timing") if isinstance(s.get("timing"), str) else None
         phase = s.get("phase", PHASE_ON if header.get("schema") == 1 else None)
-        cols["phase"][j] = phase if phase in (PHASE_ON, PHASE_OFF) else None
+        cols["phase"][j] = phase if phase in PHASES else None
         cols["tokens"][j] = _int(s.get("tokens")) or 0
         cols["reqs"][j] = _int(s.get("reqs", s.get("rows"))) or 0
         block = _int(s.get("block"))

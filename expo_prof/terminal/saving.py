@@ -18,28 +18,40 @@ def _ci(ci: list[float] | None) -> str:
     return "" if ci is None else f"95% CI {fmt_ns(ci[0])} to {fmt_ns(ci[1])}"
 
 
+#: What each arm's steps are, in the table (two arms: "off" is vLLM's own path as shipped).
+ARM_WORDS = {"on": "overlay", "native": "engine as shipped", "off": "inline draw"}
+
+
+def arm_words(sv: Saving, arm: str) -> str:
+    """How the table names ``arm`` of ``sv``'s run."""
+    return "vLLM's own path" if arm == "off" and len(sv.arms) == 2 else ARM_WORDS.get(arm, arm)
+
+
 def saving_table(sv: Saving, several: bool = False) -> Table:
     """One rank's switchback result: verdict, step time per phase, saving, tok/s, contention, wait."""
     who = f", rank {sv.rank}" if several else ""
-    t = Table(title=f"What the overlay saves — switchback, blocks of {sv.block_steps} steps{who}",
+    base, arm = sv.compared
+    what = ("What the overlay saves" if len(sv.arms) == 2
+            else f"{arm} ({arm_words(sv, arm)}) against {base} ({arm_words(sv, base)})")
+    t = Table(title=f"{what} — switchback, blocks of {sv.block_steps} steps{who}",
               title_justify="left", title_style="bold", pad_edge=False, box=None, show_header=False)
     for just in ("left", "right", "left"):
         t.add_column(justify=just)
     t.add_row("verdict", sv.decision, "")
-    t.add_row("step, vLLM's own path", fmt_ns(sv.off_step_ns), f"{plural(sv.off_steps, 'step')} (off blocks)")
-    t.add_row("step, overlay", fmt_ns(sv.on_step_ns), f"{plural(sv.on_steps, 'step')} (on blocks)")
+    t.add_row(f"step, {arm_words(sv, base)}", fmt_ns(sv.off_step_ns), f"{plural(sv.off_steps, 'step')} ({base} blocks)")
+    t.add_row(f"step, {arm_words(sv, arm)}", fmt_ns(sv.on_step_ns), f"{plural(sv.on_steps, 'step')} ({arm} blocks)")
     if sv.saving is not None:
         t.add_row("saved / step", fmt_ns(sv.saving.mean_ns), _ci(sv.saving.ci_ns))
     if sv.tokps_change_pct is not None:
         ci = "" if sv.tokps_ci_pct is None else f"95% CI {sv.tokps_ci_pct[0]:+.2f}% to {sv.tokps_ci_pct[1]:+.2f}%"
         t.add_row("output tok/s", f"{sv.tokps_change_pct:+.2f}%", ci)
     if sv.forward_change is not None:
-        t.add_row("forward, on − off", fmt_ns(sv.forward_change.mean_ns), _ci(sv.forward_change.ci_ns)
+        t.add_row(f"forward, {arm} − {base}", fmt_ns(sv.forward_change.mean_ns), _ci(sv.forward_change.ci_ns)
                   + " (contention with the lane)")
     if sv.sampler_change is not None:
-        t.add_row("sampler, on − off", fmt_ns(sv.sampler_change.mean_ns), _ci(sv.sampler_change.ci_ns))
+        t.add_row(f"sampler, {arm} − {base}", fmt_ns(sv.sampler_change.mean_ns), _ci(sv.sampler_change.ci_ns))
     if sv.wait_on_ns is not None:
-        t.add_row("sampler wait", fmt_ns(sv.wait_on_ns), "per on step")
+        t.add_row("sampler wait", fmt_ns(sv.wait_on_ns), f"per {arm} step")
     t.add_row("block pairs", str(sv.pairs), "; ".join(sv.notes))
     if sv.steps_needed is not None:
         t.add_row("to settle", f"~{sv.steps_needed}", "steps (80% power at alpha 0.05)")

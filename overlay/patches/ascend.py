@@ -16,7 +16,9 @@ Why: the NPU runner overrides the V1 methods the generic patch hooks, and the
 Ascend sampler has its own ``random_sample`` (drawn on a global side stream,
 then waited with ``wait_stream``, without ``record_stream`` on 0.13 - 0.25:
 the default path vllm-ascend #13394 fixed, in 0.26.0rc1; it is also the
-overlay's inline fallback there). The overlay launches ``q`` before the forward on its
+overlay's fallback there, and the ``native`` arm of a three-arm switchback,
+whose ``off`` arm draws inline on the compute stream instead:
+:func:`overlay.arms.inline_random_sample`). The overlay launches ``q`` before the forward on its
 own side stream, waits with a device event, and keeps ``q`` alive with
 ``record_stream``.
 
@@ -45,12 +47,14 @@ instrumentation of its own, or only its Model Runner V2 remains.
 
 from __future__ import annotations
 
+import functools
 from types import ModuleType
 from typing import Any
 
 from overlay import guard
 from overlay.patches._runner import no_seam_message, patch_runner_class
 from overlay.patches._util import Patcher, observe_init
+from overlay.arms import inline_random_sample
 from overlay.patches.topk_topp import make_random_sample
 from overlay.sampler import sample_with_noise
 
@@ -126,7 +130,11 @@ def _apply_310p(module: ModuleType) -> None:
 def _apply_sampler(module: ModuleType) -> None:
     # Same replacement as vLLM's: vllm-ascend's random_sample takes
     # (probs, generators) on every release, which make_random_sample keeps.
-    _patcher.set(module, "random_sample", make_random_sample(module.random_sample, sample_with_noise))
+    # Its own draw runs on a side stream, so a three-arm "off" block draws
+    # inline on the compute stream instead (overlay.arms); "native" calls it as shipped.
+    _patcher.set(module, "random_sample", make_random_sample(
+        module.random_sample, sample_with_noise,
+        draw_inline=functools.partial(inline_random_sample, finish=sample_with_noise)))
 
 
 def apply(module: ModuleType) -> None:

@@ -15,8 +15,11 @@ Why:
   gumbel. Seeded rows then use their generator the way ``random_sample`` does,
   so a seeded request repeats exactly with the overlay on. In a switchback
   ``off`` block it calls the original (the fused op), so the two phases
-  compare the overlay with exactly what vLLM does without it. Both wrappers
-  time the sampler call (the step's ``sample`` window).
+  compare the overlay with exactly what vLLM does without it. With three arms
+  (:mod:`overlay.arms`) that is the ``native`` block, and the ``off`` block
+  takes the native path with vLLM's own inline ``random_sample`` (the
+  exponential drawn on the forward's thread after it). Both wrappers time the
+  sampler call (the step's ``sample`` window).
 * ``__init__`` picks the sampling kernel per instance (FlashInfer on CUDA, a
   fused XPU kernel, ROCm aiter). The XPU and aiter kernels never call
   ``random_sample``: the overlay says so once, naming the flag that selects
@@ -89,14 +92,19 @@ def takes_fp64_flag(original: Any) -> bool:
     return "use_fp64_gumbel" in params or len(params) >= 3
 
 
-def make_random_sample(original: Any, finish: Any) -> Any:
-    """The replacement for vLLM's ``random_sample``, with the original's own parameters."""
+def make_random_sample(original: Any, finish: Any, draw_inline: Any = None) -> Any:
+    """The replacement for vLLM's ``random_sample``, with the original's own parameters.
+
+    ``draw_inline``: what a three-arm switchback ``off`` block samples with when
+    the original does not draw inline itself (vllm-ascend's draws on a side
+    stream); None: the original (vLLM's draws inline).
+    """
     if takes_fp64_flag(original):
 
         @functools.wraps(original)
         def random_sample(probs: Any, generators: dict, use_fp64_gumbel: bool = False) -> Any:
             return overlay_random_sample(
-                probs, generators, use_fp64_gumbel, inline=original, finish=finish
+                probs, generators, use_fp64_gumbel, inline=original, finish=finish, draw_inline=draw_inline
             )
 
     else:
@@ -104,7 +112,8 @@ def make_random_sample(original: Any, finish: Any) -> Any:
         @functools.wraps(original)
         def random_sample(probs: Any, generators: dict) -> Any:
             return overlay_random_sample(
-                probs, generators, False, inline=lambda p, g, _fp64: original(p, g), finish=finish
+                probs, generators, False, inline=lambda p, g, _fp64: original(p, g), finish=finish,
+                draw_inline=draw_inline,
             )
 
     return random_sample
@@ -147,7 +156,7 @@ def apply(module: ModuleType) -> None:
             with sampler_window(ov):
                 if ov.native_sampling():
                     return self.forward_native(logits, generators, k, p)
-                # A switchback "off" block: vLLM's own CPU path, timed the same way.
+                # The switchback arm of vLLM as shipped ("off" of two arms, "native" of three): its own CPU path.
                 return original_forward_cpu(self, logits, generators, k, p)
 
         _patcher.set(cls, "forward_cpu", forward_cpu)

@@ -68,17 +68,22 @@ def _with_side_stream_draws(real: list, draws: list[list[tuple[str, str]]]) -> t
     return events, spans
 
 
+def analyze_torch_npu(tmp_path, events: list):
+    """``events`` written as a torch_npu ``ASCEND_PROFILER_OUTPUT/trace_view.json`` under ``tmp_path``, analysed."""
+    out = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    (out / "trace_view.json").write_text(json.dumps(events))
+    return expo_prof.analyze(str(tmp_path))
+
+
 def test_each_side_stream_draw_of_an_unpatched_vllm_ascend_is_one_instance(tmp_path):
     # GIVEN the real msinsight torch_npu trace_view.json with three GENERATED draws on a side stream:
     # #13394's six kernels, op-plugin's seven, and six again
     require((REALTRACES / REAL).is_file(), f"real trace {REAL}")
     real = json.loads((REALTRACES / REAL).read_text())
     events, spans = _with_side_stream_draws(real, [PR_13394_CHAIN, OP_PLUGIN_CHAIN, PR_13394_CHAIN])
-    out = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
-    out.mkdir(parents=True)
-    (out / "trace_view.json").write_text(json.dumps(events))
     # WHEN expo-prof analyses it
-    res = expo_prof.analyze(str(tmp_path))
+    res = analyze_torch_npu(tmp_path, events)
     # THEN each draw is ONE instance under the named rule, from its uniform kernel's start to its
     # last Mul's end, its busy time the sum of its six or seven kernels
     assert [r.rule for r in res.document.ranks] == ["ascend-chain"]

@@ -19,6 +19,7 @@ HEADER = {
     "type": str, "schema": int, "pid": int, "host": str, "rank": int, "backend": str,
     "lane": str, "instrument": bool, "run_id": (str, NoneType), "versions": dict,
     "clock": str, "mono_ns": int, "wall_ns": int, "mode": str, "block_steps": (int, NoneType),
+    "arms": (list, NoneType),
 }
 STEP = {
     "type": str, "step": int, "rank": int, "rows": int, "vocab": int, "dtype": str,
@@ -60,6 +61,7 @@ def check_lines(lines: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     assert header["clock"] == "monotonic"
     assert header["mode"] in ("on", "switchback")
     assert (header["block_steps"] is not None) == (header["mode"] == "switchback")
+    assert header["arms"] in ((["off", "on"], ["off", "on", "native"]) if header["mode"] == "switchback" else (None,))
     assert set(header["versions"]) >= {"expo_prof", "vllm", "torch", "torch_npu"}
     by_type: dict[str, list[dict[str, Any]]] = {"header": [header], "step": [], "notice": [], "summary": []}
     for obj in lines[1:]:
@@ -78,9 +80,9 @@ def check_lines(lines: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
                 assert obj["rows"] == 0 and obj["vocab"] == 0 and not obj["used"]
             for name in ("fwd", "exp", "wait", "sample"):
                 _check_window(name, obj[name])
-            assert obj["phase"] in ("on", "off")
+            assert obj["phase"] in (header["arms"] or ["on"])
             assert (obj["block"] is not None) == (header["mode"] == "switchback")
-            if obj["phase"] == "off":  # vLLM's own path: nothing launched, nothing to fall back from but the batch
+            if obj["phase"] != "on":  # no overlay: nothing launched, nothing to fall back from but the batch
                 assert header["mode"] == "switchback" and not obj["launched"]
                 assert obj["fallback"] in (None, "all_greedy", "all_seeded")
             if obj["launched"]:

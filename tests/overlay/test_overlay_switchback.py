@@ -52,6 +52,20 @@ def _metadata(rows: int, top_k: int):
     )
 
 
+def sample_steps(ov, sampler, n: int, *, seed: int, tokens_of=lambda i: ROWS, top_k: int = 5) -> None:
+    """Run ``n`` steps as the model runner and vLLM's real ``sampler`` drive them; every token must be inside its
+    row's top-k, whichever path drew it."""
+    gen = torch.Generator().manual_seed(seed)
+    for i in range(n):
+        logits = torch.randn(ROWS, VOCAB, generator=gen)
+        step = ov.begin_step(rows=ROWS, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False,
+                             seeded_rows=0, tokens=tokens_of(i))
+        ov.end_forward(step)
+        out = sampler(logits.clone(), _metadata(ROWS, top_k)).sampled_token_ids.view(-1)
+        kth = logits.topk(top_k, dim=-1).values[:, -1]
+        assert bool((logits.gather(1, out.long().view(-1, 1)).view(-1) >= kth).all())
+
+
 def test_off_blocks_sample_on_vllms_own_path_and_on_blocks_on_the_lane(tmp_path, topk_module):
     # GIVEN the overlay in switchback mode (blocks of 2) with vLLM's sampling patch, and vLLM's real Sampler
     from vllm.v1.sample.sampler import Sampler
@@ -69,19 +83,8 @@ def test_off_blocks_sample_on_vllms_own_path_and_on_blocks_on_the_lane(tmp_path,
             return real_take(*args)
 
         ov.take = take
-        sampler = Sampler()
-        gen = torch.Generator().manual_seed(3)
-        top_k = 5
-        for i in range(8):
-            logits = torch.randn(ROWS, VOCAB, generator=gen)
-            step = ov.begin_step(rows=ROWS, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False,
-                                 seeded_rows=0, tokens=ROWS + i % 2)
-            ov.end_forward(step)
-            # WHEN vLLM's sampler samples the step
-            out = sampler(logits.clone(), _metadata(ROWS, top_k)).sampled_token_ids.view(-1)
-            # THEN every token is inside its row's top-k, whichever path drew it
-            kth = logits.topk(top_k, dim=-1).values[:, -1]
-            assert bool((logits.gather(1, out.long().view(-1, 1)).view(-1) >= kth).all())
+        # WHEN vLLM's sampler samples 8 steps THEN every token is inside its row's top-k, whichever path drew it
+        sample_steps(ov, Sampler(), 8, seed=3, tokens_of=lambda i: ROWS + i % 2)
         ov.shutdown()
     finally:
         plugin.unregister()

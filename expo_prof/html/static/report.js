@@ -54,7 +54,8 @@
       if (sv && sv.saving) {
         const ci = sv.saving.ci_ns ? "95% CI " + Expo.fmtNs(sv.saving.ci_ns[0]) + " to " + Expo.fmtNs(sv.saving.ci_ns[1]) : "no CI (too few block pairs)";
         const tok = sv.tokps_change_pct === null ? "" : " · output tok/s " + (sv.tokps_change_pct > 0 ? "+" : "") + sv.tokps_change_pct.toFixed(2) + "%";
-        cards.append(card("c-saving", "saved per step (switchback): " + sv.decision, Expo.fmtNs(sv.saving.mean_ns), ci + tok));
+        const arms = sv.arms && sv.arms.length > 2 ? ", " + sv.compared[1] + " vs " + sv.compared[0] : "";  // 3 arms: the first comparison
+        cards.append(card("c-saving", "saved per step (switchback" + arms + "): " + sv.decision, Expo.fmtNs(sv.saving.mean_ns), ci + tok));
       } else if (P.bound) {
         // A fused sampling kernel (MRV2, FlashInfer, vLLM CPU's fused op): its critical-path time bounds any saving.
         cards.append(card("c-saving", "saved per step — " + (P.bound.switchback ? "not measured" : "no switchback on this engine"),
