@@ -9,31 +9,14 @@ overlay's wrapper (tests/overlay/pp_rank.py).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-from shared_paths import REPO
-from test_overlay_lockstep import _free_port
-
-HERE = Path(__file__).resolve().parent
+from two_ranks import run_two_ranks
 
 
 def test_only_the_last_pipeline_rank_reserves_q(tmp_path, tiny_config_dir, vllm_available):
     # GIVEN two pipeline ranks of vLLM's real parallel state, each with the overlay on its CPU lane
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")])}
-    procs = []
-    for rank in (0, 1):
-        (tmp_path / f"log{rank}").mkdir()
-        cmd = [sys.executable, str(HERE / "pp_rank.py"), "--rank", str(rank), "--port", str(port),
-               "--config-dir", str(tiny_config_dir), "--log-dir", str(tmp_path / f"log{rank}"),
-               "--out", str(tmp_path / f"rank{rank}.json")]
-        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     # WHEN each runs vLLM's memory profiling under the overlay's wrapper
-    outputs = [p.communicate(timeout=600)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outputs
+    run_two_ranks("pp_rank.py", tmp_path, ["--config-dir", str(tiny_config_dir)])
     first, last = (json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1))
     assert (first["last"], last["last"]) == (False, True)
     # THEN the first stage, which never samples, held no q and its summary reserves nothing ...
