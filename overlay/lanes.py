@@ -464,8 +464,9 @@ class DeviceStreamLane:
         nbytes = q.numel() * q.element_size()
         with self._live_lock:
             self._live_bytes += nbytes
-        # The finalizer holds the draw's list of readers, never q or the draw itself.
-        weakref.finalize(q, self._freed, nbytes, draw.readers)
+        # The finalizer holds the draw's list of readers, never q or the draw itself; not run at interpreter
+        # exit (no event is recorded on a device being torn down).
+        weakref.finalize(q, self._freed, nbytes, draw.readers).atexit = False
         draw.q = q
         return draw
 
