@@ -120,6 +120,9 @@ class EventLog:
         self.q_peak_bytes = 0
         #: The q held through vLLM's memory profiling (0: profiling never ran).
         self.q_reserved_bytes = 0
+        #: The most memory q occupied at any launch: live q, and freed q whose block the
+        #: allocator still keeps for a stream that reads it (async scheduling).
+        self.q_block_peak_bytes = 0
 
     @classmethod
     def from_env(cls, *, instrument: bool) -> EventLog:
@@ -174,7 +177,7 @@ class EventLog:
             self._file = None
             self._writer = None
             self.steps = self.launched = self.used = self.unattributed = 0
-            self.q_max_bytes = self.q_peak_bytes = self.q_reserved_bytes = 0
+            self.q_max_bytes = self.q_peak_bytes = self.q_reserved_bytes = self.q_block_peak_bytes = 0
             self.fallbacks.clear()
 
     def _open(self) -> bool:
@@ -260,6 +263,9 @@ class EventLog:
         else:
             self.q_max_bytes = max(self.q_max_bytes, nbytes)
         self.q_peak_bytes = max(self.q_peak_bytes, held())
+        # Memory only grows at a launch, so the peak of what q occupies is seen here.
+        blocks = getattr(lane, "block_bytes", held)
+        self.q_block_peak_bytes = max(self.q_block_peak_bytes, blocks())
 
     def summary(self) -> dict[str, Any]:
         """The ``summary`` object for the lines written so far."""
@@ -284,6 +290,7 @@ class EventLog:
                 "q_max_bytes": self.q_max_bytes,
                 "q_peak_bytes": self.q_peak_bytes,
                 "q_reserved_bytes": self.q_reserved_bytes,
+                "q_block_peak_bytes": self.q_block_peak_bytes,
                 "t_ns": time.monotonic_ns(),
             }
 

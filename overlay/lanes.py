@@ -125,6 +125,8 @@ class Draw:
     error: BaseException | None = None
     #: The generator to draw from (a fork of vLLM's stream, overlay.rng); None: the lane's own.
     generator: Any = None
+    #: Streams that read ``q`` besides the side stream (device lane): its block outlives ``q`` until they pass.
+    readers: list[Any] = field(default_factory=list)
 
 
 def thread_masks() -> list[frozenset[int]]:
@@ -305,6 +307,10 @@ class CpuThreadLane:
         """Bytes of ``q`` memory the lane holds: its reused buffers (one per dtype)."""
         return sum(buf.numel() * buf.element_size() for buf in self._buffers.values())
 
+    def block_bytes(self) -> int:
+        """Bytes of memory ``q`` occupies: the buffers (the sampler reads ``q`` on the host, nothing outlives it)."""
+        return self.held_bytes()
+
     def launch(self, rows: int, vocab: int, dtype: Any, device: Any, generator: Any = None) -> Draw:
         """Hand a ``[rows, vocab]`` draw to the worker; returns at once.
 
@@ -405,6 +411,10 @@ class DeviceStreamLane:
         #: step, the sampler), counted down by a finalizer when the last
         #: reference goes - the figure the summary's ``q_peak_bytes`` reports.
         self._live_bytes = 0
+        #: q freed while a reader stream may still use it: (bytes, an event on each reader recorded at the
+        #: free). The caching allocator keeps such a block (``record_stream``) until those streams pass the
+        #: free; ``block_bytes`` counts it until the events complete (``q_block_peak_bytes``).
+        self._after_free: list[tuple[int, list[Any]]] = []
         self._live_lock = threading.Lock()
         global _ranges, _tool_ranges
         _ranges = device_ranges(self.mod)
@@ -454,17 +464,37 @@ class DeviceStreamLane:
         nbytes = q.numel() * q.element_size()
         with self._live_lock:
             self._live_bytes += nbytes
-        weakref.finalize(q, self._freed, nbytes)
+        # The finalizer holds the draw's list of readers, never q or the draw itself; not run at interpreter
+        # exit (no event is recorded on a device being torn down).
+        weakref.finalize(q, self._freed, nbytes, draw.readers).atexit = False
         draw.q = q
         return draw
 
-    def _freed(self, nbytes: int) -> None:
+    def _freed(self, nbytes: int, readers: list[Any]) -> None:
+        # Where the allocator records its own events for a block with recorded streams: at the free.
+        fences = []
+        for stream in readers:
+            try:
+                fence = self._event(False)
+                fence.record(stream)
+                fences.append(fence)
+            except Exception:  # noqa: BLE001 - a finalizer must not raise; the block then counts as free
+                pass
         with self._live_lock:
             self._live_bytes -= nbytes
+            if fences:
+                self._after_free.append((nbytes, fences))
 
     def held_bytes(self) -> int:
         """Bytes of ``q`` tensors alive now (launched and not yet released by every holder)."""
         return self._live_bytes
+
+    def block_bytes(self) -> int:
+        """Bytes of device memory ``q`` occupies now: the live ``q``, and each freed ``q`` whose reader stream
+        has not passed its free yet (the allocator cannot hand that block out before). Never synchronises."""
+        with self._live_lock:
+            self._after_free = [(n, f) for n, f in self._after_free if not all(e.query() for e in f)]
+            return self._live_bytes + sum(n for n, _ in self._after_free)
 
     def wait(self, draw: Draw) -> tuple[Any, Any, Any]:
         """Make the current stream wait for ``q`` on the device; no host sync."""
@@ -473,6 +503,7 @@ class DeviceStreamLane:
         current.wait_event(draw.done)
         end = self.stamp()
         self._record_stream(draw.q, current)
+        draw.readers.append(current)
         return draw.q, start, end
 
     def ready(self, draw: Draw | None) -> bool:

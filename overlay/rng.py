@@ -46,11 +46,19 @@ class Fork:
     snapshot: Any
     default: Any
 
-    def commit(self) -> bool:
-        """Advance the default generator past this (used) draw; False when it moved since the fork."""
+    def unmoved(self) -> bool:
+        """Whether the default generator is still where this fork was taken (nothing drew from it since)."""
         import torch
 
-        if not torch.equal(self.default.get_state(), self.snapshot):
+        return bool(torch.equal(self.default.get_state(), self.snapshot))
+
+    def commit(self) -> bool:
+        """Advance the default generator past this (used) draw; False when it moved since the fork.
+
+        The caller commits as its very last step, after its own bookkeeping: an error before the
+        commit leaves the default generator where vLLM's inline draw expects it.
+        """
+        if not self.unmoved():
             return False
         self.default.set_state(self.generator.get_state())
         return True

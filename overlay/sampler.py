@@ -409,7 +409,8 @@ class Overlay:
             self._lane_error(exc)
             self._complete(step)
             return None
-        if step.fork is not None and not step.fork.commit():
+        fork = step.fork
+        if fork is not None and not fork.unmoved():
             # Something drew from vLLM's generator since the launch: q is not what vLLM
             # would draw now, so it draws inline (overlay.rng).
             step.fallback = "rng_moved"
@@ -418,6 +419,11 @@ class Overlay:
         step.used = True
         step.wait = [start, end] if self.instrument else None
         self._complete(step)
+        # The commit comes last: an error in the bookkeeping above reaches the guard with vLLM's
+        # stream not yet moved, so the inline draw that follows takes exactly this q's noise, as
+        # the other TP ranks do (docs/overlay.md, "Tensor parallelism").
+        if fork is not None and not fork.commit():
+            raise RuntimeError("vLLM's random generator moved during the overlay's step bookkeeping")
         return q
 
     def reserve(self, rows: int, vocab: int, dtype: Any, device: Any) -> Any:

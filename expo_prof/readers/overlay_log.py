@@ -8,7 +8,8 @@ Each ``step`` line becomes up to four events on the lanes ``overlay forward``,
 the step id in :attr:`Timeline.step`; and one ``overlay model busy`` window per
 step on the lane ``overlay model`` (:func:`_model_busy`: what covers the draw).
 The per-step records and the header /
-summary lines go to ``meta["overlay"]``.
+summary lines go to ``meta["overlay"]``, the summary's q memory figures to
+``meta["overlay"]["q_memory"]`` (None where an older log lacks one).
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ READABLE_SCHEMAS = (1, 2, EVENT_LOG_SCHEMA)
 PHASES = (PHASE_ON, PHASE_OFF, PHASE_NATIVE)
 _DEC = msgspec.json.Decoder()
 
+
+#: The summary's q memory figures (docs/event-log.md), oldest first: each is absent from logs written before it
+#: existed (q_block_peak_bytes: before issue 32), read as None there, never as 0.
+Q_MEMORY_KEYS = ("q_max_bytes", "q_peak_bytes", "q_reserved_bytes", "q_block_peak_bytes")
 
 #: Integers beyond this are not times, counts or shapes the overlay writes (ns up to ~146 years); a
 #: damaged line's huge number counts as missing instead of overflowing an int64 column (or a sum of two).
@@ -289,6 +294,8 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
             "recomputed": recomputed,
             "steps": cols,
             "notices": notices,
+            # The q memory figures of the summary line, None where the log has none (older logs, no summary).
+            "q_memory": {k: _int(summary.get(k)) if summary else None for k in Q_MEMORY_KEYS},
             # Add to a host monotonic time to get epoch ns (the clock Kineto uses).
             "wall_minus_mono_ns": (wall - mono) if mono is not None and wall is not None else None,
         }

@@ -3,8 +3,10 @@
 * ``execute_model``: marks the scope in which a forward pass is a real step
   (vLLM's dummy / graph-capture runs call the model outside it).
 * ``profile_run``: vLLM's memory profiling holds the largest ``q``
-  (``max_num_reqs`` x vocab) meanwhile, so the KV cache is sized with it
-  (once: the outermost call, where a subclass's ``profile_run`` calls its base);
+  (``max_num_reqs`` x vocab) meanwhile — on a device, once per batch vLLM keeps
+  in flight (:func:`q_copies`: two under async scheduling) — so the KV cache is
+  sized with it (once: the outermost call, where a subclass's ``profile_run``
+  calls its base; never on a pipeline rank that does not sample);
 * ``_dummy_run`` / ``_dummy_sampler_run``: warm-up scope — sampler calls in it
   draw inline and are only counted (``unattributed`` in the summary); a
   forward in it opens no step, even inside ``execute_model`` (data parallel
@@ -208,21 +210,52 @@ def q_size(runner: Any) -> tuple[int, int, Any]:
     return rows, int(runner.model_config.get_vocab_size()), torch.float64 if fp64 else torch.float32
 
 
+def q_copies(runner: Any) -> int:
+    """How many q a device lane's allocator can hold at once: one per batch vLLM keeps in flight.
+
+    vLLM 0.33 (``vllm/v1/engine/core.py``, ``step_with_batch_queue``) issues the
+    next ``execute_model`` before it waits for the previous batch's output, up
+    to ``vllm_config.max_concurrent_batches`` batches (2 under async
+    scheduling, the pipeline size under PP, else 1). The model runner calls
+    ``sample_tokens`` before the next ``execute_model`` (it raises otherwise),
+    so the host has freed the previous q when the next is drawn — but the
+    device may still be sampling with it, and the allocator keeps its block
+    (``record_stream``) until it has: one block per batch in flight. (The CPU
+    lane draws into one reused buffer and samples on the host: the caller
+    reserves one there.)
+    """
+    config = getattr(runner, "vllm_config", None)
+    batches = getattr(config, "max_concurrent_batches", None)
+    if isinstance(batches, int) and not isinstance(batches, bool) and batches >= 1:
+        return batches
+    # A vLLM without the property: async scheduling keeps two batches in flight.
+    scheduler = getattr(runner, "scheduler_config", None) or getattr(config, "scheduler_config", None)
+    return 2 if getattr(scheduler, "async_scheduling", False) else 1
+
+
 def reserve_during(original: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap ``profile_run``: hold the largest q while vLLM measures its peak memory."""
+    """Wrap ``profile_run``: hold the q a running server can hold at once while vLLM measures its peak memory.
+
+    That is :func:`q_copies` q of the largest size, each its own block. Nothing
+    on a pipeline rank other than the last: vLLM's ``profile_run`` runs its
+    sampler only there, and the runner hook launches no q elsewhere.
+    """
 
     @functools.wraps(original)
     def profile_run(self: Any, *args: Any, **kwargs: Any) -> Any:
         ov = active()
         if ov is None:
             return original(self, *args, **kwargs)
-        draw = None
+        draws: list[Any] = []
         # Only the outermost profile_run holds q: vllm-ascend's NPU profile_run calls
         # super().profile_run(), and both are wrapped; two q would be held at once.
-        if ov.profile_depth == 0 and not getattr(self, "is_pooling_model", False):
+        if ov.profile_depth == 0 and not getattr(self, "is_pooling_model", False) and _last_pp_rank():
             try:
                 rows, vocab, dtype = q_size(self)
-                draw = ov.reserve(rows, vocab, dtype, self.device)
+                # A thread lane reuses one buffer; a stream lane allocates each q (one block per batch in flight).
+                stream_lane = ov.lane_for(self.device).kind == "stream"
+                for _ in range(q_copies(self) if stream_lane else 1):
+                    draws.append(ov.reserve(rows, vocab, dtype, self.device))
             except Exception as exc:  # noqa: BLE001
                 guard.failed(exc)
         ov.profile_depth += 1
@@ -230,9 +263,10 @@ def reserve_during(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(self, *args, **kwargs)
         finally:
             ov.profile_depth -= 1
-            if draw is not None and active() is ov:
+            if draws and active() is ov:
                 try:
-                    ov.release(draw)
+                    for draw in draws:
+                        ov.release(draw)
                 except Exception as exc:  # noqa: BLE001
                     guard.failed(exc)
 

@@ -61,3 +61,5 @@ def test_profiling_holds_the_largest_q_and_no_step_exceeds_it(compiled_run):
         assert 0 < summary["q_max_bytes"] <= summary["q_reserved_bytes"]
         # and the lane never held more than profiling saw: the KV budget accounted for it
         assert summary["q_peak_bytes"] == summary["q_reserved_bytes"]
+        # nor did q occupy more memory at once (the CPU lane's one buffer; vLLM CPU has no async scheduling)
+        assert summary["q_block_peak_bytes"] == summary["q_reserved_bytes"]

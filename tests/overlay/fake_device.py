@@ -187,6 +187,60 @@ class FakeAllocator:
         self.live_bytes -= size
 
 
+class FakeCachingAllocator(FakeAllocator):
+    """FAKE device caching allocator: FakeAllocator plus the stream-ordered hold on a freed block.
+
+    As torch's CUDA caching allocator does, a block whose tensor was recorded on a stream
+    (:meth:`record_stream`, ``Tensor.record_stream``) is not handed out again when the tensor is
+    freed, but only once that stream has passed the free: an event is recorded on it at the free,
+    and here it completes when the FAKE device runs (:meth:`FakeDeviceModule.run_device`).
+    :meth:`held_bytes` is what the allocator cannot hand out (live tensors and such blocks);
+    ``peak_held_bytes`` the most of it, taken at each allocation (the only moment it grows).
+    """
+
+    def __init__(self, module: FakeDeviceModule) -> None:
+        super().__init__()
+        self.module = module
+        self.peak_held_bytes = 0
+        self._streams: dict[int, list[FakeStream]] = {}
+        self._after_free: list[tuple[int, list[FakeEvent]]] = []
+
+    def __call__(self, shape: Any, *, dtype: Any, device: Any) -> Any:
+        import torch
+
+        tensor = torch.empty(shape, dtype=dtype, device="cpu")
+        size = tensor.numel() * tensor.element_size()
+        ptr = tensor.untyped_storage().data_ptr()
+        self._streams[ptr] = []
+        self.allocations += 1
+        self.live_bytes += size
+        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        self.peak_held_bytes = max(self.peak_held_bytes, self.held_bytes())
+        weakref.finalize(tensor, self._free_block, size, ptr)
+        return tensor
+
+    def record_stream(self, tensor: Any, stream: FakeStream) -> None:
+        """``Tensor.record_stream``: the block is used by ``stream`` too (logged by the module as well)."""
+        self.module.record_stream(tensor, stream)
+        self._streams.setdefault(tensor.untyped_storage().data_ptr(), []).append(stream)
+
+    def _free_block(self, size: int, ptr: int) -> None:
+        self.live_bytes -= size
+        streams = self._streams.pop(ptr, [])
+        if streams:
+            events = []
+            for stream in streams:
+                event = self.module.Event()
+                event.record(stream)
+                events.append(event)
+            self._after_free.append((size, events))
+
+    def held_bytes(self) -> int:
+        """Bytes the allocator cannot hand out now: live tensors, and freed blocks a recorded stream has not passed."""
+        self._after_free = [(n, evs) for n, evs in self._after_free if not all(e.completed for e in evs)]
+        return self.live_bytes + sum(n for n, _ in self._after_free)
+
+
 class FakeNpuEvent(FakeEvent):
     """FAKE torch_npu ``torch.npu.Event``: a raw handle (``npu_event``), and an ``elapsed_time`` that
     flushes first, as torch_npu's does (``NPUEvent::elapsed_time`` calls ``emptyAllNPUStream()`` and

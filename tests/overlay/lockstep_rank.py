@@ -3,7 +3,10 @@
 Both ranks sample the same batches with vLLM's real ``random_sample`` (the overlay's patch of it
 while the overlay is on), seeded alike as vLLM seeds every rank. Rank 1's overlay is switched off
 by an internal error at ``--disable-at`` (through the real guard, as any overlay bug would); rank
-0's lane fails once at ``--lane-error-at`` (that step draws inline there only). After every step
+0's lane fails once at ``--lane-error-at`` (that step draws inline there only). With
+``--bookkeeping-error-at`` rank 1's overlay instead fails inside the sampler's bookkeeping of a step
+whose q it took (a FAKE internal error in ``Overlay._complete``): the guard switches it off there and
+vLLM draws inline. After every step
 the ranks exchange their tokens and the state of torch's default generator over gloo
 (127.0.0.1); the script writes what it saw to ``--out`` as JSON.
 """
@@ -23,6 +26,17 @@ ROWS, VOCAB = 4, 257
 SCHEDULE = ["sample", "sample", "unconsumed", "sample", "mismatch", "sample", "sample", "sample", "sample", "sample"]
 
 
+def _failing_when_used(complete):
+    """``Overlay._complete`` raising a FAKE internal error for the step whose q the sampler takes."""
+
+    def failing(step):
+        if step.used:
+            raise RuntimeError("FAKE internal error in the step's bookkeeping on rank 1")
+        return complete(step)
+
+    return failing
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rank", type=int, required=True)
@@ -31,6 +45,7 @@ def main() -> None:
     ap.add_argument("--log-dir", required=True)
     ap.add_argument("--disable-at", type=int, default=3)
     ap.add_argument("--lane-error-at", type=int, default=6)
+    ap.add_argument("--bookkeeping-error-at", type=int, default=-1)
     args = ap.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank, world_size=2)
@@ -61,6 +76,8 @@ def main() -> None:
             if args.rank == 0 and i == args.lane_error_at:
                 ov.lane.launch = launch
             ov.end_forward(step)
+            if args.rank == 1 and i == args.bookkeeping_error_at:
+                ov._complete = _failing_when_used(ov._complete)
         tokens = [] if kind == "unconsumed" else topk.random_sample(probs, {}).tolist()
         state = hashlib.sha256(torch.default_generator.get_state().numpy().tobytes()).hexdigest()
         mine = {"tokens": tokens, "rng": state, "overlay_on": ov is not None}

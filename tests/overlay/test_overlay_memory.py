@@ -1,7 +1,9 @@
 """Device memory of q: dropped when consumed, at most one beyond the running step, seen by profiling.
 
 No device here: the device lane runs on FakeDeviceModule (FAKE streams/events)
-with a FakeAllocator (FAKE allocator counting live bytes of real CPU tensors).
+with a FakeAllocator (FAKE allocator counting live bytes of real CPU tensors),
+or a FakeCachingAllocator (FAKE: also keeps a freed block for the stream that
+read it, as the caching allocator does after ``record_stream``).
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ import gc
 
 import torch
 
-from fake_device import FakeAllocator, FakeDeviceModule
+import pytest
+
+from fake_device import FakeAllocator, FakeCachingAllocator, FakeDeviceModule
 from overlay.events import EventLog
 from overlay.lanes import CpuThreadLane, DeviceStreamLane
 from overlay.patches._runner import q_size, reserve_during
@@ -224,4 +228,65 @@ def test_the_summary_counts_every_reserved_q_held_at_once(tmp_path):
     ov.release(third)
     # THEN q_reserved_bytes is what was held at once at most (3 q), not the largest single one (2 q)
     assert ov.log.summary()["q_reserved_bytes"] == 3 * Q_BYTES
+    ov.shutdown()
+
+
+def _vllm_runner(tiny_config_dir, async_scheduling):
+    """A runner stand-in with vLLM's real ModelConfig (vocab 96), Sampler and VllmConfig."""
+    from vllm.config import ModelConfig, SchedulerConfig, VllmConfig
+    from vllm.v1.sample.sampler import Sampler
+
+    config = ModelConfig(model=str(tiny_config_dir), tokenizer=str(tiny_config_dir), dtype="float32",
+                         max_model_len=64, skip_tokenizer_init=True)
+    vllm_config = VllmConfig(model_config=config,
+                             scheduler_config=SchedulerConfig(max_model_len=64, is_encoder_decoder=False))
+    # vLLM CPU switches async scheduling off (vllm/platforms/cpu.py); on CUDA vLLM 0.33 leaves it on by default.
+    vllm_config.scheduler_config.async_scheduling = async_scheduling
+    runner = _ProfiledRunner(config, Sampler())
+    runner.vllm_config = vllm_config
+    return runner
+
+
+@pytest.mark.parametrize("async_scheduling", [True, False])
+def test_profiling_reserves_every_q_block_async_scheduling_holds_at_once(tmp_path, tiny_config_dir,
+                                                                        vllm_random_sample, async_scheduling):
+    # GIVEN the device lane over a FAKE caching allocator, and a runner with vLLM's real VllmConfig
+    # (max_concurrent_batches: 2 under async scheduling, else 1)
+    runner = _vllm_runner(tiny_config_dir, async_scheduling)
+    fake = FakeDeviceModule()
+    alloc = FakeCachingAllocator(fake)
+    lane = DeviceStreamLane("cpu", device_module=fake, record_stream=alloc.record_stream, allocate=alloc)
+    ov = Overlay(EventLog(str(tmp_path)), lane_factory=lambda device, instrument: lane)
+    set_active(ov)
+    try:
+        # WHEN vLLM's memory profiling runs under the overlay's wrapper (then vLLM synchronises the device)
+        reserve_during(_ProfiledRunner.profile_run)(runner, alloc)
+        fake.run_device()
+        q_bytes = ROWS * 96 * 4
+        probs = torch.softmax(torch.randn(ROWS, 96), dim=-1)
+        for _ in range(6):
+            # ... and steps run as vLLM 0.33's engine issues them: the next step's q is launched while
+            # the device may still sample with the previous one (async scheduling), or after it has
+            step = ov.begin_step(rows=ROWS, vocab=96, dtype=torch.float32, device="cpu", all_greedy=False,
+                                 seeded_rows=0)
+            if async_scheduling:
+                fake.run_device()
+            ov.end_forward(step)
+            tokens = overlay_random_sample(probs.clone(), {}, False, inline=vllm_random_sample, overlay=ov)
+            assert step.used and tokens.shape == (ROWS,)
+            del tokens
+            if not async_scheduling:
+                fake.run_device()  # vLLM waits for the step's output before it schedules the next
+    finally:
+        set_active(None)
+    gc.collect()
+    # THEN the allocator never held more q than profiling saw held: two blocks under async scheduling
+    blocks = 2 if async_scheduling else 1
+    assert alloc.peak_held_bytes == blocks * q_bytes
+    assert runner.seen >= alloc.peak_held_bytes
+    # AND the summary reports what was reserved and what q occupied at once (a step's q is one q)
+    summary = ov.log.summary()
+    assert summary["q_reserved_bytes"] == runner.seen == blocks * q_bytes
+    assert summary["q_block_peak_bytes"] == alloc.peak_held_bytes
+    assert summary["q_max_bytes"] == q_bytes
     ov.shutdown()

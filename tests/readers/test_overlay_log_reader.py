@@ -132,3 +132,26 @@ def test_device_timing_windows_are_relative_to_t0(tmp_path):
     assert tl.dur[wait].tolist() == [13 * i for i in range(5)]
     assert tl.start[wait].tolist() == [1_000_000 * i + 7000 for i in range(5)]
     assert tl.meta["overlay"]["steps"]["timing"].tolist() == ["device"] * 5
+
+
+def test_q_memory_figures_are_read_and_older_logs_lack_only_the_new_one(tmp_path):
+    """GIVEN a log whose summary has every q memory figure, the same log as written before
+    q_block_peak_bytes existed, and a schema-1 log with no q figure at all
+    WHEN loaded THEN the figures are in meta['overlay']['q_memory'], each missing one None (never 0)."""
+    new, old, first = (tmp_path / name for name in ("new", "old", "first"))
+    log = EventLog(str(new))
+    log.configure(backend="cuda", lane="stream", rank=3)
+    log.step(_step(0, 10_000))
+    log.q_max_bytes, log.q_peak_bytes, log.q_reserved_bytes, log.q_block_peak_bytes = 100, 100, 200, 200
+    log.close()
+    lines = [json.loads(x) for x in open(log.path)]
+    for out, schema, drop in ((old, 2, ("q_block_peak_bytes",)),
+                              (first, 1, ("q_max_bytes", "q_peak_bytes", "q_reserved_bytes", "q_block_peak_bytes"))):
+        out.mkdir()
+        header, summary = dict(lines[0], schema=schema), {k: v for k, v in lines[-1].items() if k not in drop}
+        (out / "expo-prof-events-h-1.jsonl").write_text(
+            "".join(json.dumps(obj) + "\n" for obj in [header, *lines[1:-1], summary]))
+    got = [load([d]).timelines[0].meta["overlay"]["q_memory"] for d in (new, old, first)]
+    assert got[0] == {"q_max_bytes": 100, "q_peak_bytes": 100, "q_reserved_bytes": 200, "q_block_peak_bytes": 200}
+    assert got[1] == {"q_max_bytes": 100, "q_peak_bytes": 100, "q_reserved_bytes": 200, "q_block_peak_bytes": None}
+    assert got[2] == dict.fromkeys(got[0])
