@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 
@@ -52,8 +55,66 @@ def fit_streams() -> None:
             setattr(sys, name, AsciiText(stream))
 
 
-console = Console(highlight=False, soft_wrap=False)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+#: Holds a figure to its unit and a command's words together while rich lays a line out: not whitespace, so
+#: rich never breaks a line there, one cell wide like the space it stands for; written out as a space.
+GLUE = "\ue000"
+#: A figure and its unit (``10.95 ms``, ``12.3 µs``, ``+2.3 %``, ``48 steps``) …
+_FIGURE = re.compile(r"(?<![\w.])([-+−~]?\d[\d,.]*) (ns|µs|us|ms|s|%|kB|MB|GB|bytes?|steps?|ranks?|runs?|tok/s)(?![\w])")
+#: … and a command in backticks (``expo-prof record --overlay switchback -- CMD``).
+_COMMAND = re.compile(r"`[^`\n]+`")
+#: Spaces at the end of a line (before any closing style codes): a table pads its cells to the width.
+_TRAILING = re.compile(r"[ ]+((?:\x1b\[[0-9;]*m)*)$", re.M)
+
+
+def glue(text: str) -> str:
+    """``text`` with the spaces inside a figure (number and unit) and inside a backticked command made
+    unbreakable (:data:`GLUE`): a line is wrapped between words, never inside either."""
+    text = _FIGURE.sub(lambda m: f"{m.group(1)}{GLUE}{m.group(2)}", text)
+    return _COMMAND.sub(lambda m: m.group().replace(" ", GLUE), text)
+
+
+class TextConsole(Console):
+    """The CLI's rich console: one place for the layout rules of text for people (docs/cli.md, "Text for
+    people") — a figure and its unit, and a command, never break across lines; a table that does not fit is
+    printed as wide as its figures need (labels wrap first; a figure is never cut); no line ends in spaces."""
+
+    def render_str(self, text: str, **kwargs):  # type: ignore[override]
+        return super().render_str(glue(text), **kwargs)
+
+    def print(self, *objects, **kwargs) -> None:  # type: ignore[override]
+        from rich.measure import Measurement
+        from rich.table import Table
+
+        if kwargs.get("width") is None and len(objects) == 1 and isinstance(objects[0], Table):
+            # Every column may wrap between words (a figure is one word: render_str glued it), so a narrow
+            # terminal wraps the labels and headers; the table is never narrower than its longest words.
+            for col in objects[0].columns:
+                col.no_wrap = False
+                # rich shares a narrow width out in proportion and cuts what does not fit: hold each column at
+                # its longest word (a glued figure is one) so that only the wrapping between words narrows it.
+                words = [w for c in (col.header, *col._cells) if isinstance(c, str)
+                         for w in self.render_str(c).plain.split()]
+                col.min_width = max([col.min_width or 0, *map(cell_len, words)])
+            fit = Measurement.get(self, self.options.update_width(1 << 16), objects[0])
+            if fit.minimum > self.width:
+                # Too narrow even with every label wrapped: the table as wide as it is unwrapped, every figure
+                # whole (rich clamps print(width=) to the console's: widen the console itself).
+                need = fit.maximum
+                old = self._width
+                self.width = need
+                try:
+                    super().print(*objects, **kwargs)
+                finally:
+                    self._width = old
+                return
+        super().print(*objects, **kwargs)
+
+    def _render_buffer(self, buffer) -> str:
+        return _TRAILING.sub(r"\1", super()._render_buffer(buffer)).replace(GLUE, " ")
+
+
+console = TextConsole(highlight=False, soft_wrap=False)
+err_console = TextConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 def safe(text: object) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import IO
 
 from rich.console import Console
+from expo_prof.console import TextConsole
 from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
 from rich.table import Table
 
@@ -72,7 +73,7 @@ class TableReporter:
     def render(self, result: AnalysisResult, file: IO[str] | None = None) -> None:
         con = self.console
         if file is not None:
-            con = Console(file=file, highlight=False, soft_wrap=False)
+            con = TextConsole(file=file, highlight=False, soft_wrap=False)
         elif con is None:
             from expo_prof.console import console
 
