@@ -71,3 +71,27 @@ def test_collect_into_a_missing_run_directory_names_the_directory(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"error: {tmp_path / 'missing'}: no such run directory (collect copies into the " \
         "run directory of a run made here)"
+
+
+def test_a_folder_of_traces_without_the_draw_lists_them_once_after_the_results(tmp_path, realtraces):
+    """GIVEN a folder holding one real vLLM CPU worker trace and three real HTA test traces without any draw
+    WHEN analyze prints its tables
+    THEN the result comes first; after it one list of the three recordings without a target instance (one line
+    each), what was looked for and the next step said once (--op NAME, greedy sampling, CUDA graphs), and a
+    closing line "4 recordings read: 1 with a result (above), 3 without".
+    Before the fix: the 11-line "looked for" list once per recording, the results last, no closing line."""
+    hta = realtraces / "hta" / "tests" / "data"
+    for i, src in enumerate([hta / "trace_compare" / "base" / "base.json.gz",
+                             hta / "trace_file_list" / "inference_rank_1.json.gz",
+                             hta / "timeline_analysis" / "sampled_rank-0.json.gz"]):
+        (tmp_path / f"other{i}").mkdir()
+        shutil.copy(src, tmp_path / f"other{i}" / src.name)
+    (tmp_path / "vllm").mkdir()
+    shutil.copy(realtraces / "vllm-cpu" / "rank0-fp64-gumbel.pt.trace.json.gz", tmp_path / "vllm" / "w.pt.trace.json.gz")
+    proc = cli("analyze", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.count("looked for:") == 1
+    assert out.index("critical path") < out.index("No target instance in 3 recordings") < out.index("looked for:")
+    assert "--op NAME" in out and "greedy sampling" in out.lower() and "CUDA graphs" in out
+    assert out.rstrip().splitlines()[-1] == "4 recordings read: 1 with a result (above), 3 without"
