@@ -95,3 +95,36 @@ def test_a_folder_of_traces_without_the_draw_lists_them_once_after_the_results(t
     assert out.index("critical path") < out.index("No target instance in 3 recordings") < out.index("looked for:")
     assert "--op NAME" in out and "greedy sampling" in out.lower() and "CUDA graphs" in out
     assert out.rstrip().splitlines()[-1] == "4 recordings read: 1 with a result (above), 3 without"
+
+
+def test_analyze_help_names_the_nsight_inputs():
+    """GIVEN analyze's --help
+    WHEN it lists what PATH may be
+    THEN it names Nsight Systems' .sqlite exports and .nsys-rep reports (read since issue 20), within 80 columns.
+    Before the fix: the list stopped at Kineto, torch_npu, msprof, run directories and event logs."""
+    proc = cli("analyze", "--help")
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    assert ".sqlite" in text and ".nsys-rep" in text and "Nsight Systems" in text
+    assert max(len(ln) for ln in proc.stdout.splitlines()) <= 80
+
+
+def test_the_readmes_headline_is_the_one_analyze_prints():
+    """GIVEN the README's quick start, which shows and explains the headline
+    WHEN analyze prints the headline of the sample overlay-on run
+    THEN it has the README's form (figures aside): "N instances, H % hidden; critical path C/step (exposed ∪ wait)",
+    and docs/usage.md gives the same form.
+    Before the fix: the README described it as "N instances, H % hidden, exposed X"."""
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    shown = re.search(r"```\n(\d+ instances, .*)\n```", readme)
+    assert shown is not None, "the README's quick start shows no headline"
+    form = re.escape(shown.group(1))
+    form = re.sub(r"\d+(?:\\\.\d+)?", r"[\\d.]+", form).replace("µs", r"\S+")
+    proc = cli("analyze", str(REPO / "traces" / "samples" / "tiny-cpu-off-on" / "02-on"))
+    assert proc.returncode == 0, proc.stderr
+    assert [ln for ln in proc.stdout.splitlines() if re.fullmatch(form, ln)], (form, proc.stdout[-400:])
+    usage = " ".join((REPO / "docs" / "usage.md").read_text().split())
+    assert "`N instances, H % hidden; critical path C/step (exposed ∪ wait)`" in usage
+    assert "`N instances, H % hidden, exposed X`" not in usage + " ".join(readme.split())
