@@ -78,10 +78,10 @@ class TextConsole(Console):
     people") — a figure and its unit, and a command, never break across lines; a table that does not fit is
     printed as wide as its figures need (labels wrap first; a figure is never cut); no line ends in spaces."""
 
-    def render_str(self, text: str, **kwargs):  # type: ignore[override]
+    def render_str(self, text: str, **kwargs):
         return super().render_str(glue(text), **kwargs)
 
-    def print(self, *objects, **kwargs) -> None:  # type: ignore[override]
+    def print(self, *objects, **kwargs) -> None:
         from rich.measure import Measurement
         from rich.table import Table
 

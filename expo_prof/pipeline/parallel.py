@@ -196,7 +196,7 @@ def _end_helpers(timeout: float = 5.0) -> None:
             except OSError:
                 pass
     try:
-        util._run_finalizers()  # what exit would do (unlink the pool's semaphores), before the tracker goes
+        util._run_finalizers()  # type: ignore[attr-defined]  # what exit would do (unlink the pool's semaphores), before the tracker goes
         tracker._stop()  # type: ignore[union-attr]
     except Exception:  # noqa: BLE001 - best effort on the way out: never mask the interrupt
         pass
