@@ -72,14 +72,9 @@ def left_in_group(pgid: int) -> list[str]:
     return group(pgid)
 
 
-def test_ctrl_c_during_analyze_with_two_workers_leaves_no_process(tmp_path, realtraces):
-    """GIVEN analyze -j 2 of the two real vLLM CPU worker traces (the pool forced on), in its own process group
-    WHEN Ctrl-C reaches the group once both workers have started (five processes: the command, multiprocessing's
-    resource tracker and fork server, two workers)
-    THEN exit 130, the one line "error: interrupted", and within 5 s of the exit no process of the group is
-    left, zombies included.
-    Before the fix: the fork server and the resource tracker outlived the command (they end only when its exit
-    closes their pipes), orphans that this machine's PID 1 never reaps."""
+def analyze_with_two_workers(tmp_path: Path, realtraces: Path) -> subprocess.Popen:
+    """analyze -j 2 of the two real vLLM CPU worker traces (the pool forced on), returned once both workers
+    run (five processes: the command, multiprocessing's resource tracker and fork server, two workers) and read."""
     big = realtraces / "vllm-cpu" / "rank0-default-with-stack.pt.trace.json.gz"
     small = realtraces / "vllm-cpu" / "rank0-fp64-gumbel.pt.trace.json.gz"
     proc = start(["analyze", "--json", str(big), str(small), "-j", "2", "-o", "a.json"], tmp_path,
@@ -88,6 +83,18 @@ def test_ctrl_c_during_analyze_with_two_workers_leaves_no_process(tmp_path, real
     while proc.poll() is None and time.monotonic() < deadline and len(group(proc.pid)) < 5:
         time.sleep(0.005)
     time.sleep(0.1)  # the workers are reading (the large file takes about a second)
+    return proc
+
+
+def test_ctrl_c_during_analyze_with_two_workers_leaves_no_process(tmp_path, realtraces):
+    """GIVEN analyze -j 2 of the two real vLLM CPU worker traces (the pool forced on), in its own process group
+    WHEN Ctrl-C reaches the group once both workers have started (five processes: the command, multiprocessing's
+    resource tracker and fork server, two workers)
+    THEN exit 130, the one line "error: interrupted", and within 5 s of the exit no process of the group is
+    left, zombies included.
+    Before the fix: the fork server and the resource tracker outlived the command (they end only when its exit
+    closes their pipes), orphans that this machine's PID 1 never reaps."""
+    proc = analyze_with_two_workers(tmp_path, realtraces)
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, f"the analysis ended before it could be interrupted: {err}"
@@ -101,14 +108,7 @@ def test_sigterm_to_analyze_alone_ends_its_workers(tmp_path, realtraces):
     WHEN SIGTERM reaches the command's own process alone (``kill PID``: the workers get nothing) while they read
     THEN exit 143 (128 + 15) with one line "error: interrupted (SIGTERM)", and no process of its group is left.
     Before the fix: SIGTERM's default action killed the command at once and left the workers reading."""
-    big = realtraces / "vllm-cpu" / "rank0-default-with-stack.pt.trace.json.gz"
-    small = realtraces / "vllm-cpu" / "rank0-fp64-gumbel.pt.trace.json.gz"
-    proc = start(["analyze", "--json", str(big), str(small), "-j", "2", "-o", "a.json"], tmp_path,
-                 {"EXPO_PROF_PARALLEL_MIN_BYTES": "0"})
-    deadline = time.monotonic() + 60
-    while proc.poll() is None and time.monotonic() < deadline and len(group(proc.pid)) < 5:
-        time.sleep(0.005)
-    time.sleep(0.1)
+    proc = analyze_with_two_workers(tmp_path, realtraces)
     os.kill(proc.pid, signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
