@@ -86,22 +86,21 @@ class TextConsole(Console):
         from rich.table import Table
 
         if kwargs.get("width") is None and len(objects) == 1 and isinstance(objects[0], Table):
-            # Every column may wrap between words (a figure is one word: render_str glued it), so a narrow
-            # terminal wraps the labels and headers; the table is never narrower than its longest words.
+            # A column may wrap between words unless its author said no (a figure is one word: render_str glued
+            # it). rich shares a narrow width out in proportion and cuts what does not fit, so each column is held
+            # at what it cannot do without — its longest word, or its widest cell where it does not wrap — and a
+            # table that cannot fit even so is printed unwrapped, as wide as it is: labels wrap, figures stay whole.
             for col in objects[0].columns:
-                col.no_wrap = False
-                # rich shares a narrow width out in proportion and cuts what does not fit: hold each column at
-                # its longest word (a glued figure is one) so that only the wrapping between words narrows it.
-                words = [w for c in (col.header, *col._cells) if isinstance(c, str)
-                         for w in self.render_str(c).plain.split()]
-                col.min_width = max([col.min_width or 0, *map(cell_len, words)])
+                cells = [self.render_str(c).plain for c in (col.header, *col._cells) if isinstance(c, str)]
+                parts = [ln for c in cells for ln in c.splitlines()] if col.no_wrap else \
+                    [w for c in cells for w in c.split()]
+                col.min_width = max([col.min_width or 0, *map(cell_len, parts)])
             fit = Measurement.get(self, self.options.update_width(1 << 16), objects[0])
             if fit.minimum > self.width:
-                # Too narrow even with every label wrapped: the table as wide as it is unwrapped, every figure
-                # whole (rich clamps print(width=) to the console's: widen the console itself).
-                need = fit.maximum
+                # Even wrapped it does not fit: unwrapped then (rich's shares would still cut a column at a width
+                # between the two), as wide as it is; rich clamps print(width=) to the console's, so widen that.
                 old = self._width
-                self.width = need
+                self.width = fit.maximum
                 try:
                     super().print(*objects, **kwargs)
                 finally:
