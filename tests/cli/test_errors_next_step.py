@@ -128,3 +128,23 @@ def test_the_readmes_headline_is_the_one_analyze_prints():
     usage = " ".join((REPO / "docs" / "usage.md").read_text().split())
     assert "`N instances, H % hidden; critical path C/step (exposed ∪ wait)`" in usage
     assert "`N instances, H % hidden, exposed X`" not in usage + " ".join(readme.split())
+
+
+def test_analyze_with_ray_says_what_it_waits_for_before_it_waits():
+    """GIVEN analyze --ray (alone: RAY_ADDRESS, else the Ray running here, else a new local one, which takes
+    half a minute to start) in an install where Ray cannot be imported (so that nothing is started here)
+    WHEN it runs
+    THEN its first line on stderr, before anything of Ray, says what it is connecting to and that without --ray
+    the files are read on this machine.
+    Before the fix: nothing was printed for the 37.7 s a new local Ray took to start."""
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "from expo_prof.cli.main import main\n"
+            "sys.argv = ['expo-prof', 'analyze', sys.argv[1], '--ray']; main()")
+    proc = subprocess.run([sys.executable, "-c", code, str(REPO / "traces" / "samples" / "tiny-cpu-off-on" / "02-on")],
+                          capture_output=True, text=True, timeout=120, cwd=REPO, env=ENV)
+    assert proc.returncode == 2, proc.stderr
+    first, *rest = proc.stderr.strip().splitlines()
+    assert first.startswith("info: --ray: connecting to Ray (RAY_ADDRESS, else the one running here, else a new "
+                            "local one: about 30 s)")
+    assert "without --ray the files are read on this machine" in first
+    assert rest and rest[-1].startswith("error: Ray is not installed")
