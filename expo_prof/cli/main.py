@@ -59,8 +59,10 @@ _register()
 
 #: The signals that end a command: each ends it the way Ctrl-C does (workers stopped, temporary files removed:
 #: expo_prof/output.py, expo_prof/pipeline/parallel.py), then exits 128 + its number (SIGINT 130, SIGTERM 143,
-#: SIGHUP 129).
+#: SIGHUP 129). SIGINT keeps Python's own handler (it raises KeyboardInterrupt already, and asyncio.run — record's
+#: load — takes Ctrl-C over only from that handler); the other two get :func:`_end`.
 ENDING_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+_RAISED_BY_US = ("SIGTERM", "SIGHUP")
 #: The first ending signal received (its number), once one arrived.
 _received: list[int] = []
 
@@ -77,7 +79,7 @@ def _end(signum: int, frame) -> None:  # noqa: ARG001
 
 
 def _catch_signals() -> None:
-    for name in ENDING_SIGNALS:
+    for name in _RAISED_BY_US:
         sig = getattr(signal, name, None)
         # A signal ignored when we were started (``nohup``: SIGHUP) stays ignored.
         if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
@@ -88,14 +90,14 @@ def _interrupted() -> None:
     """One line for an ending signal, and its exit code."""
     from expo_prof.console import err_console
 
-    signum = _received[0] if _received else signal.SIGINT
-    name = "" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})"
-    err_console.print(f"[red]error:[/] interrupted{name}")
-    # Nothing is started from here on: a later signal is ignored outright, or it would kill the interpreter
-    # while it shuts down (its handlers are back to the defaults then) and the exit code would be the signal's.
+    # Nothing is started from here on: a later signal is ignored outright, or it would cut this line short or
+    # kill the interpreter while it shuts down (its handlers are back to the defaults then).
     for n in ENDING_SIGNALS:
         if (s := getattr(signal, n, None)) is not None:
             signal.signal(s, signal.SIG_IGN)
+    signum = _received[0] if _received else signal.SIGINT
+    name = "" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})"
+    err_console.print(f"[red]error:[/] interrupted{name}")
     sys.exit(EXIT_INTERRUPTED if signum == signal.SIGINT else 128 + signum)
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from expo_prof.analysis.aggregate import compile_op
 from expo_prof.analysis.hidden import TimelineAnalysis, analyze_timeline
+from expo_prof.errors import signals_held
 from expo_prof.readers import LoadResult, Task, TaskOutput, assemble, read_task, tasks
 from expo_prof.readers import detect
 from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED
@@ -260,11 +261,12 @@ def read_parallel(plist: list[Path], *, jobs: int, max_bytes: int = DEFAULT_MAX_
         # alone does not reach them); the interrupt goes on to the CLI's one line. Then wait for the pool's own
         # thread to see them gone: left running, it races the interpreter's exit (concurrent.futures' atexit
         # hook) and can print a traceback after the one line. Then end what is left (_end_helpers).
-        if pool is not None:
-            for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                proc.terminate()
-            pool.shutdown(wait=True, cancel_futures=True)
-        _end_helpers()
+        with signals_held():  # a second Ctrl-C must not stop the clean-up half-way
+            if pool is not None:
+                for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                    proc.terminate()
+                pool.shutdown(wait=True, cancel_futures=True)
+            _end_helpers()
         raise
     assert pool is not None
     pool.shutdown(wait=True)
