@@ -393,7 +393,7 @@ def main() -> int:
         sp = h["s"] / e["s"] if "s" in h else None
         vs = e["s"] / o["s"] if "s" in o else None
         mem = e["peak"] / r.size
-        # Hostile rows: nothing in them can count, so the goal is the README's absolute one (≤ 256 MB).
+        # Hostile rows: nothing in them can count, so the goal is the absolute one of docs/usage.md's Memory section (≤ 256 MB).
         mem_ok = mem <= 2 and (r.kind != "hostile" or e["peak"] <= 256 << 20)
         # Damage rows (issue 34): one bad byte costs ≤ 2× its clean twin; a blank run costs ≤ 256 MB.
         tw = by_name[r.twin].res["expo"] if r.twin in by_name else {}

@@ -2,13 +2,118 @@
 
 from __future__ import annotations
 
+import re
+
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 
 from expo_prof.words import visible
 
-console = Console(highlight=False, soft_wrap=False)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+#: What a stream that cannot hold them (a non-UTF-8 locale: ``LC_ALL=POSIX PYTHONUTF8=0``) gets instead of the
+#: non-ASCII characters the CLI prints itself: units and signs stay readable (``12.3 us``, ``~48``).
+ASCII_FOR = str.maketrans({
+    "µ": "u", "—": "--", "–": "-", "−": "-", "…": "...", "×": "x", "→": "->", "←": "<-", "≈": "~", "±": "+/-",
+    "≤": "<=", "∪": "|", "∩": "&", "≥": ">=", "─": "-", "‘": "'", "’": "'", "“": '"', "”": '"', "▶": ">", "◀": "<", "•": "*",
+})
+
+
+class AsciiText:
+    """A text stream whose encoding cannot hold the CLI's own characters, written through :data:`ASCII_FOR`;
+    anything else it cannot hold (a trace's name) becomes a ``\\uXXXX`` escape instead of a UnicodeEncodeError.
+    Everything else (``isatty``, ``fileno``, ``encoding`` for rich's box characters) is the stream's own."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        enc = self._stream.encoding or "ascii"
+        self._stream.write(text.translate(ASCII_FOR).encode(enc, "backslashreplace").decode(enc))
+        return len(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def holds_unicode(stream) -> bool:
+    """Whether ``stream`` can print the CLI's own characters (``µ``, ``—``, ``…``)."""
+    try:
+        "µ—…×→".encode(getattr(stream, "encoding", None) or "ascii")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+def fit_streams() -> None:
+    """Called once at the CLI's start: stdout and stderr in a locale that cannot encode the units (``µs``) are
+    written through :class:`AsciiText` — ``us``, ``~``, ``--`` — never a UnicodeEncodeError traceback."""
+    import sys
+
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, AsciiText) and not holds_unicode(stream):
+            setattr(sys, name, AsciiText(stream))
+
+
+#: Holds a figure to its unit and a command's words together while rich lays a line out: not whitespace, so
+#: rich never breaks a line there, one cell wide like the space it stands for; written out as a space.
+GLUE = "\ue000"
+#: A figure and its unit (``10.95 ms``, ``12.3 µs``, ``+2.3 %``, ``48 steps``) …
+_FIGURE = re.compile(r"(?<![\w.])([-+−~]?\d[\d,.]*) (ns|µs|us|ms|s|%|kB|MB|GB|bytes?|steps?|ranks?|runs?|tok/s)(?![\w])")
+#: … and a command in backticks (``expo-prof record --overlay switchback -- CMD``).
+_COMMAND = re.compile(r"`[^`\n]+`")
+#: Spaces at the end of a line (before any closing style codes): a table pads its cells to the width.
+_TRAILING = re.compile(r"[ ]+((?:\x1b\[[0-9;]*m)*)$", re.M)
+
+
+def glue(text: str) -> str:
+    """``text`` with the spaces inside a figure (number and unit) and inside a backticked command made
+    unbreakable (:data:`GLUE`): a line is wrapped between words, never inside either."""
+    text = _FIGURE.sub(lambda m: f"{m.group(1)}{GLUE}{m.group(2)}", text)
+    return _COMMAND.sub(lambda m: m.group().replace(" ", GLUE), text)
+
+
+class TextConsole(Console):
+    """The CLI's rich console: one place for the layout rules of text for people (docs/cli.md, "Text for
+    people") — a figure and its unit, and a command, never break across lines; a table that does not fit is
+    printed as wide as its figures need (labels wrap first; a figure is never cut); no line ends in spaces."""
+
+    def render_str(self, text: str, **kwargs):
+        return super().render_str(glue(text), **kwargs)
+
+    def print(self, *objects, **kwargs) -> None:
+        from rich.measure import Measurement
+        from rich.table import Table
+
+        if kwargs.get("width") is None and len(objects) == 1 and isinstance(objects[0], Table):
+            # A column may wrap between words unless its author said no (a figure is one word: render_str glued
+            # it). rich shares a narrow width out in proportion and cuts what does not fit, so each column is held
+            # at what it cannot do without — its longest word, or its widest cell where it does not wrap — and a
+            # table that cannot fit even so is printed unwrapped, as wide as it is: labels wrap, figures stay whole.
+            for col in objects[0].columns:
+                cells = [self.render_str(c).plain for c in (col.header, *col._cells) if isinstance(c, str)]
+                parts = [ln for c in cells for ln in c.splitlines()] if col.no_wrap else \
+                    [w for c in cells for w in c.split()]
+                col.min_width = max([col.min_width or 0, *map(cell_len, parts)])
+            fit = Measurement.get(self, self.options.update_width(1 << 16), objects[0])
+            if fit.minimum > self.width:
+                # Even wrapped it does not fit: unwrapped then (rich's shares would still cut a column at a width
+                # between the two), as wide as it is; rich clamps print(width=) to the console's, so widen that.
+                old = self._width
+                self.width = fit.maximum
+                try:
+                    super().print(*objects, **kwargs)
+                finally:
+                    self._width = old
+                return
+        super().print(*objects, **kwargs)
+
+    def _render_buffer(self, buffer) -> str:
+        return _TRAILING.sub(r"\1", super()._render_buffer(buffer)).replace(GLUE, " ")
+
+
+console = TextConsole(highlight=False, soft_wrap=False)
+err_console = TextConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 def safe(text: object) -> str:

@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 #: Exit codes shared by every command.
 EXIT_OK = 0
 EXIT_NOT_FOUND = 1  # input fine, but no target instance / nothing to report
 EXIT_BAD_INPUT = 2  # unreadable, malformed or unusable input, bad arguments
 EXIT_RUN_FAILED = 3  # a launched command / server failed
 EXIT_INTERRUPTED = 130
+
+
+def _swallow(signum, frame) -> None:  # noqa: ARG001
+    """A signal that arrives while a command cleans up after the first: the command is already ending."""
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Inside (the clean-up after an interrupt: removing a temporary file, ending workers) a further Ctrl-C,
+    SIGTERM or SIGHUP is swallowed rather than raised into the clean-up, cutting it short with a traceback.
+    Outside the main thread (where signals cannot be handled) it does nothing."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = [s for s in (signal.SIGINT, getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s]
+    old = {s: signal.signal(s, _swallow) for s in held}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 class ExpoProfError(Exception):

@@ -49,7 +49,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from expo_prof.errors import BadInput
+from expo_prof.errors import BadInput, signals_held
 
 
 @dataclass(frozen=True)
@@ -244,7 +244,8 @@ def write_chunks(out: Path, chunks: Iterable[bytes]) -> int:
         # handled without it.
         os.replace(tmp, out)
     except BaseException as exc:
-        tmp.unlink(missing_ok=True)
+        with signals_held():  # a second Ctrl-C must not stop the clean-up half-way
+            tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):
             raise _cannot(out, exc) from None
         raise

@@ -362,6 +362,12 @@ def _source_left_nothing(analyses: Sequence[TimelineAnalysis], source: str) -> N
                                       "(auto), or add the inputs it names"])
 
 
+#: What to try when a trace holds no draw: each is a common reason (docs/trace-formats.md).
+NEXT_STEP = ("next: a draw under another name? --op NAME. Greedy sampling (temperature 0) draws no noise at all: "
+             "profile with temperature > 0. Under CUDA graphs the profiler does not see the kernels inside a "
+             "graph: profile with --enforce-eager")
+
+
 def _nothing_found(timelines: Sequence[Timeline], op: str | None, pattern: re.Pattern | None) -> NothingFound:
     """The error for inputs without a target instance: one short line, and the details as a short list."""
     n_events = sum(event_count(t) for t in timelines)
@@ -374,6 +380,7 @@ def _nothing_found(timelines: Sequence[Timeline], op: str | None, pattern: re.Pa
         details.append(f"similar names present: {shown} (try --op REGEX)")
     elif op is None:
         details.append("no similar names (random/uniform/exponential/rand/gumbel/sampl) present")
+        details.append(NEXT_STEP)
     else:
         details.append("no similar names present")
     return NothingFound(msg, details=details)

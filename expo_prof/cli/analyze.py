@@ -68,9 +68,10 @@ def command(settings, paths: tuple[Path, ...], op: str | None, source: str, max_
     another lane's compute on the same device — and exposed, per recording, rank and step.
 
     PATH is a trace file or a folder (walked recursively, many ranks at once):
-    PyTorch profiler traces (.json / .json.gz), torch_npu output (*_ascend_pt),
-    msprof output (PROF_*), expo-prof run or session directories, or the
-    overlay's event logs. Each recording (one profile window of one job) gets
+    PyTorch profiler traces (.json / .json.gz), Nsight Systems exports
+    (.sqlite, from nsys export --type sqlite) and reports (.nsys-rep, with nsys
+    installed), torch_npu output (*_ascend_pt), msprof output (PROF_*),
+    expo-prof run or session directories, or the overlay's event logs. Each recording (one profile window of one job) gets
     its own figures and headline.
     """
     from expo_prof.console import err_console

@@ -36,6 +36,10 @@ def command(settings, run_dir: Path, address: str, sources: tuple[str, ...]) -> 
     from expo_prof.console import console
     from expo_prof.record.collect import collect
 
+    from expo_prof.errors import BadInput
+
+    if not run_dir.is_dir():  # before Ray: the run directory's name is the mistake to report, not the cluster
+        raise BadInput(f"{run_dir}: no such run directory (collect copies into the run directory of a run made here)")
     quiet = bool(getattr(settings, "quiet", False))
     res = collect(run_dir, address="" if address == "local" else address, sources=sources,
                   say=None if quiet else (lambda line: console.print(f"  {line}", markup=False)))

@@ -55,8 +55,17 @@ def options(op: str | None, source: str, max_bytes: str | None, jobs: int | None
         # `--ray PATH` / `--ray NODE:/PATH`: click took the first PATH as the optional address.
         raise BadInput(f"--ray took {ray!r} as its address; put --ray after the PATHs, or write --ray=ADDRESS")
 
-    return Options.make(op=op, source=source, max_bytes=max_bytes, jobs=cores() if jobs is None else jobs,
+    opts = Options.make(op=op, source=source, max_bytes=max_bytes, jobs=cores() if jobs is None else jobs,
                         ray=ray, events=events)
+    ctx = click.get_current_context(silent=True)
+    if ray is not None and not getattr(ctx.obj if ctx else None, "quiet", False):
+        # Reaching or starting Ray takes seconds (a new local Ray: half a minute): say what the wait is for.
+        from expo_prof.console import info
+
+        where = f"the Ray cluster at {ray}" if ray not in ("", "auto", "local") else \
+            "Ray (RAY_ADDRESS, else the one running here, else a new local one: about 30 s)"
+        info(f"--ray: connecting to {where}; without --ray the files are read on this machine")
+    return opts
 
 
 def show_notes(settings: Any, warnings: list[str], info: list[str]) -> None:

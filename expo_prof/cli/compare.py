@@ -76,10 +76,10 @@ def write_result(result, *, fmt: str, output: Path | None, all_metrics: bool) ->
     if fmt == "json":
         write(output, json_reporter.encode(result))
     else:
-        from rich.console import Console
+        from expo_prof.console import TextConsole
 
         buf = io.StringIO()
-        tables.render(result, Console(file=buf, width=100, highlight=False), all_metrics=all_metrics)
+        tables.render(result, TextConsole(file=buf, width=100, highlight=False), all_metrics=all_metrics)
         write(output, buf.getvalue())
 
 
@@ -167,7 +167,7 @@ def switchback_comparison(path: Path, kw: dict, settings) -> int:
     import io
 
     import msgspec
-    from rich.console import Console
+    from expo_prof.console import TextConsole
 
     from expo_prof.analysis.model import SwitchbackResult
     from expo_prof.console import console
@@ -194,7 +194,7 @@ def switchback_comparison(path: Path, kw: dict, settings) -> int:
     con, buf = console, None
     if kw["output"] is not None:
         buf = io.StringIO()
-        con = Console(file=buf, width=100, highlight=False)
+        con = TextConsole(file=buf, width=100, highlight=False)
     render_saving(con, entry.saving, entry.natural)
     con.print(entry.saving_line, markup=False)
     if buf is not None:

@@ -8,6 +8,7 @@ stderr and its exit code, never a traceback.
 
 from __future__ import annotations
 
+import signal
 import sys
 from dataclasses import dataclass
 
@@ -56,10 +57,56 @@ def _register() -> None:
 _register()
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: run the CLI, map errors to one line + exit code."""
+#: The signals that end a command: each ends it the way Ctrl-C does (workers stopped, temporary files removed:
+#: expo_prof/output.py, expo_prof/pipeline/parallel.py), then exits 128 + its number (SIGINT 130, SIGTERM 143,
+#: SIGHUP 129). SIGINT keeps Python's own handler (it raises KeyboardInterrupt already, and asyncio.run — record's
+#: load — takes Ctrl-C over only from that handler); the other two get :func:`_end`.
+ENDING_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+_RAISED_BY_US = ("SIGTERM", "SIGHUP")
+#: The first ending signal received (its number), once one arrived.
+_received: list[int] = []
+
+
+def _end(signum: int, frame) -> None:  # noqa: ARG001
+    """The first ending signal raises KeyboardInterrupt where the command is, so every ``finally`` and
+    ``except BaseException`` on the way out cleans up; later ones (a second Ctrl-C while it cleans up) are
+    swallowed: the command is already ending, and a KeyboardInterrupt inside the cleanup would cut it short
+    and print a traceback. A Python handler, not SIG_IGN: a program started meanwhile gets the defaults."""
+    if _received:
+        return
+    _received.append(signum)
+    raise KeyboardInterrupt
+
+
+def _catch_signals() -> None:
+    for name in _RAISED_BY_US:
+        sig = getattr(signal, name, None)
+        # A signal ignored when we were started (``nohup``: SIGHUP) stays ignored.
+        if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _end)
+
+
+def _interrupted() -> None:
+    """One line for an ending signal, and its exit code."""
     from expo_prof.console import err_console
 
+    # Nothing is started from here on: a later signal is ignored outright, or it would cut this line short or
+    # kill the interpreter while it shuts down (its handlers are back to the defaults then).
+    for n in ENDING_SIGNALS:
+        if (s := getattr(signal, n, None)) is not None:
+            signal.signal(s, signal.SIG_IGN)
+    signum = _received[0] if _received else signal.SIGINT
+    name = "" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})"
+    err_console.print(f"[red]error:[/] interrupted{name}")
+    sys.exit(EXIT_INTERRUPTED if signum == signal.SIGINT else 128 + signum)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: run the CLI, map errors to one line + exit code."""
+    from expo_prof.console import err_console, fit_streams
+
+    fit_streams()
+    _catch_signals()
     try:
         # standalone_mode=False: click returns ctx.exit() codes and a command's
         # int return value instead of calling sys.exit itself.
@@ -75,8 +122,7 @@ def main(argv: list[str] | None = None) -> None:
             err_console.print(f"  - {escape(d)}")
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
-        err_console.print("[red]error:[/] interrupted")
-        sys.exit(EXIT_INTERRUPTED)
+        _interrupted()
     except click.ClickException as exc:
         # One error style for every failure: click's own usage errors too ("error: …", one line, exit 2).
         from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
@@ -87,8 +133,7 @@ def main(argv: list[str] | None = None) -> None:
         err_console.print(f"[red]error:[/] {escape(msg)}{escape(hint)}")
         sys.exit(EXIT_BAD_INPUT if exc.exit_code in (1, 2) else exc.exit_code)
     except KeyboardInterrupt:
-        err_console.print("[red]error:[/] interrupted")
-        sys.exit(EXIT_INTERRUPTED)
+        _interrupted()
     except BrokenPipeError:
         sys.exit(0)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from expo_prof.analysis.aggregate import compile_op
 from expo_prof.analysis.hidden import TimelineAnalysis, analyze_timeline
+from expo_prof.errors import signals_held
 from expo_prof.readers import LoadResult, Task, TaskOutput, assemble, read_task, tasks
 from expo_prof.readers import detect
 from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED
@@ -122,6 +123,92 @@ def _worker_init() -> None:
     """A worker ends quietly on Ctrl-C (SIGINT's default action), as a terminal sends it to the whole process
     group: no traceback of its own, idle or reading; the main process says "interrupted" once."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _QUIET)  # blocked while the fork server started (_start_server)
+
+
+#: Signals a helper process must not die of while it starts (a Ctrl-C then prints "Fatal Python error" from
+#: inside its ``import site``): the main process gets them and ends the helpers itself (:func:`_end_helpers`).
+_QUIET = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+def _start_server(ctx) -> None:
+    """Start the fork server with the ending signals blocked, as CPython starts its resource tracker: it and
+    what it forks inherit the mask; the server ignores SIGINT itself and each worker unblocks (:func:`_worker_init`)."""
+    from multiprocessing import forkserver, resource_tracker
+
+    # The tracker first: its own start blocks SIGINT and SIGTERM and then UNBLOCKS them, which would undo ours.
+    resource_tracker.ensure_running()
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _QUIET)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _become_subreaper() -> None:
+    """Linux: workers orphaned when the fork server ends are handed to this process (not to PID 1, which in a
+    container may never reap them), so :func:`_end_helpers` can wait for every one of them."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+
+
+def _descendants() -> list[int]:
+    """Every living process under this one (Linux ``/proc``; empty elsewhere), children before grandchildren."""
+    parents: dict[int, list[int]] = {}
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:  # pragma: no cover - not Linux
+        return []
+    for e in entries:
+        try:
+            with open(f"/proc/{e}/stat", "rb") as f:
+                rest = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if rest and rest[0] != b"Z":
+            parents.setdefault(int(rest[1]), []).append(int(e))
+    out, todo = [], [os.getpid()]
+    while todo:
+        kids = parents.get(todo.pop(0), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def _end_helpers(timeout: float = 5.0) -> None:
+    """After an interrupt: end every process the pool left — the fork server, and a worker it forked that the
+    interrupt caught before the pool knew it (it waits forever for its start-up data) — then multiprocessing's
+    own clean-up and its resource tracker, and reap every child: nothing of the command, not even a zombie,
+    outlives it (left alone the helpers end only after this process, as orphans: zombies where PID 1 does not
+    reap). ``_stop`` is CPython's own (its tests use it); where it is missing the tracker ends at exit as before."""
+    import time
+    from multiprocessing import resource_tracker, util
+
+    tracker = getattr(resource_tracker, "_resource_tracker", None)
+    spare = {getattr(tracker, "_pid", None)}
+    for pid in _descendants():
+        if pid not in spare:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    try:
+        util._run_finalizers()  # type: ignore[attr-defined]  # what exit would do (unlink the pool's semaphores), before the tracker goes
+        tracker._stop()  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - best effort on the way out: never mask the interrupt
+        pass
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return  # no child left
+        if pid == 0:
+            time.sleep(0.01)
 
 
 def read_parallel(plist: list[Path], *, jobs: int, max_bytes: int = DEFAULT_MAX_DECOMPRESSED,
@@ -141,17 +228,20 @@ def read_parallel(plist: list[Path], *, jobs: int, max_bytes: int = DEFAULT_MAX_
 
     method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
     ctx = mp.get_context(method)
-    if method == "forkserver":
-        # Workers fork from a server that has already imported the readers and the analysis.
-        ctx.set_forkserver_preload([__name__])
     units: list[Unit | None] = [None] * len(ts)
     done = 0
     # Largest first: the long files start early, the small ones fill the gaps at the end.
     order = sorted(range(len(ts)), key=lambda i: -sizes[i])
     from concurrent.futures.process import BrokenProcessPool
 
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init)
+    pool = None
     try:
+        _become_subreaper()
+        if method == "forkserver":
+            # Workers fork from a server that has already imported the readers and the analysis.
+            ctx.set_forkserver_preload([__name__])
+            _start_server(ctx)
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init)
         futs = {pool.submit(work, ts[i], max_bytes, op, events): i for i in order}
         for fut in as_completed(futs):
             i = futs[fut]
@@ -162,16 +252,22 @@ def read_parallel(plist: list[Path], *, jobs: int, max_bytes: int = DEFAULT_MAX_
     except BrokenProcessPool:
         # Workers that cannot start (a main module they cannot re-import, e.g. a script read from stdin)
         # or that died: the caller reads in this process instead.
-        pool.shutdown(wait=True)
+        if pool is not None:
+            pool.shutdown(wait=True)
         return None
     except BaseException:
-        # Ctrl-C (or any failure) here: stop the workers now rather than wait for the files they are reading
-        # (a Ctrl-C sent to this process alone does not reach them); the interrupt goes on to the CLI's one line.
-        # Then wait for the pool's own thread to see them gone: left running, it races the interpreter's exit
-        # (concurrent.futures' atexit hook) and can print a traceback after the one line.
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
-            proc.terminate()
-        pool.shutdown(wait=True, cancel_futures=True)
+        # Ctrl-C, SIGTERM, SIGHUP (expo_prof.cli.main raises KeyboardInterrupt for each) or any failure here:
+        # stop the workers now rather than wait for the files they are reading (a signal sent to this process
+        # alone does not reach them); the interrupt goes on to the CLI's one line. Then wait for the pool's own
+        # thread to see them gone: left running, it races the interpreter's exit (concurrent.futures' atexit
+        # hook) and can print a traceback after the one line. Then end what is left (_end_helpers).
+        with signals_held():  # a second Ctrl-C must not stop the clean-up half-way
+            if pool is not None:
+                for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                    proc.terminate()
+                pool.shutdown(wait=True, cancel_futures=True)
+            _end_helpers()
         raise
+    assert pool is not None
     pool.shutdown(wait=True)
     return collect(plist, plan, units, workers, op)  # type: ignore[arg-type]

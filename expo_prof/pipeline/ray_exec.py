@@ -74,6 +74,9 @@ def connect(address: str):
         else:
             ray.init(address=address, **kw)
     except Exception as exc:  # noqa: BLE001 - Ray raises plain Exception too (a node that did not start)
+        if "Could not find any running Ray instance" in str(exc):  # Ray's text names ray's own --address flag
+            raise BadInput(f"--ray {address}: no Ray cluster is running here; start one (`ray start --head`) or "
+                           "name it: --ray HOST:PORT (or RAY_ADDRESS)") from None
         raise BadInput(f"--ray {address or '(local)'}: cannot start or reach Ray: {' '.join(str(exc).split())}") \
             from None
     return ray

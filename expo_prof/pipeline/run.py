@@ -46,7 +46,7 @@ def expand(paths: Sequence[str | Path]) -> list[Path]:
 def _own_file(path: str, reason: str) -> str | None:
     """What kind of expected, self-written or duplicate file a skipped entry is (None: a real problem)."""
     name = Path(path).name
-    if ".async_llm." in name and "no usable timed events" in reason:
+    if (".async_llm." in name and "no usable timed events" in reason) or "a vLLM front-end (API server) trace" in reason:
         return "vLLM front-end (async_llm) trace(s) without device or model work"
     if reason.startswith("same profile as"):
         return "duplicate export(s) of a profile read through another file"

@@ -48,6 +48,11 @@ Progress = Callable[[int], None]  # called with the number of new on-disk bytes 
 
 
 def _mb(n: int) -> str:
+    """A size in the unit that shows it (``10.2 kB``, never ``0.0 MB``)."""
+    if n < 10**3:
+        return f"{n} bytes"
+    if n < 10**6:
+        return f"{n / 1e3:.1f} kB"
     return f"{n / 1e6:.1f} MB" if n < 10**9 else f"{n / 1e9:.2f} GB"
 
 

@@ -6,9 +6,11 @@ row where a table would otherwise get wide.
 
 from __future__ import annotations
 
+import re
 from typing import IO
 
 from rich.console import Console
+from expo_prof.console import TextConsole
 from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
 from rich.table import Table
 
@@ -73,13 +75,14 @@ class TableReporter:
     def render(self, result: AnalysisResult, file: IO[str] | None = None) -> None:
         con = self.console
         if file is not None:
-            con = Console(file=file, highlight=False, soft_wrap=False)
+            con = TextConsole(file=file, highlight=False, soft_wrap=False)
         elif con is None:
             from expo_prof.console import console
 
             con = console
-        entries = result.runs
-        several = len(entries) > 1
+        several = len(result.runs) > 1
+        # Results first; recordings without a target instance after them, in one short list (_misses).
+        entries = [e for e in result.runs if e.summary is not None or not several]
         for i, entry in enumerate(entries):
             if several:
                 if i:
@@ -101,6 +104,9 @@ class TableReporter:
             con.print(f"[bold]{escape(entry.headline)}[/]")
             if entry.saving_line:
                 con.print(escape(entry.saving_line))
+        if several:
+            _misses(con, result)
+
 
     def _block(self, con: Console, result: AnalysisResult, s, ranks, steps, fwd: _Forward) -> None:
         draw = result.op is None
@@ -251,3 +257,36 @@ class _Forward:
         if not self.noted and not said:
             con.print(escape(self.line))
         self.noted = True
+
+
+#: The parts of a "no target instance" error that are the same for every recording (said once, after the list).
+_SAID_ONCE = ("looked for:", "no similar names", "next:")
+#: Where the error's details begin (expo_prof.analysis.aggregate joins them with "; ", as the lists inside do).
+_DETAIL = re.compile(r"; (?=looked for: |no similar names|similar names present: |next: )")
+
+
+def _misses(con: Console, result: AnalysisResult) -> None:
+    """After the results: the recordings without a target instance, one line each, what was looked for and the
+    next step once (the same for all of them), the files skipped counted by kind, and a closing line."""
+    missed = [e for e in result.runs if e.summary is None]
+    if missed:
+        con.print()
+        con.print(f"[bold]No target instance in {plural(len(missed), 'recording')}[/]")
+        shared: list[str] = []
+        for e in missed:
+            own, *rest = _DETAIL.split(e.error or "no instance found")
+            mine = [r for r in rest if not r.startswith(_SAID_ONCE)]
+            con.print(f"  {escape(e.label)}: {escape('; '.join([own, *mine]))}")
+            shared += [r for r in rest if r.startswith(_SAID_ONCE) and r not in shared]
+        for part in shared:  # "looked for: …", "no similar names …", the next step: said once for all
+            con.print(escape(part))
+    kinds: dict[str, int] = {}
+    for _path, why in result.skipped:
+        kind = re.split(r" \(|: |; ", why, maxsplit=1)[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    skipped = "; ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    con.print()
+    found = len(result.runs) - len(missed)
+    con.print(f"{plural(len(result.runs), 'recording')} read: {found} with a result"
+              + (f" (above), {len(missed)} without" if missed else "")
+              + (f"; {plural(len(result.skipped), 'file')} skipped ({escape(skipped)})" if result.skipped else ""))

@@ -55,7 +55,11 @@ def test_no_similar_names_says_which_words_were_tried(make_tl):
     tl = make_tl(LANES, [(0, 0, 5, "aten::add", Kind.CPU_OP), (1, 0, 5, "gemm_kernel", Kind.KERNEL)])
     msg = _message([tl])
     assert msg == (HEAD.format(n=1, e=2) + "; ".join(LOOKED_FOR)
-                   + "; no similar names (random/uniform/exponential/rand/gumbel/sampl) present")
+                   + "; no similar names (random/uniform/exponential/rand/gumbel/sampl) present"
+                   # issue 34: and the next step (another name, greedy sampling, CUDA graphs)
+                   + "; next: a draw under another name? --op NAME. Greedy sampling (temperature 0) draws no noise "
+                   "at all: profile with temperature > 0. Under CUDA graphs the profiler does not see the kernels "
+                   "inside a graph: profile with --enforce-eager")
 
 
 def test_with_op_similar_means_similar_to_the_pattern(make_tl):

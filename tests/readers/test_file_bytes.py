@@ -46,7 +46,8 @@ def test_plain_file_is_read_whole_with_progress(tmp_path):
     assert bytes(read_bytes(p, max_bytes=len(DOC)).data) == DOC
     with pytest.raises(BadInput) as ei:
         read_bytes(p, max_bytes=len(DOC) - 1)
-    assert str(ei.value) == f"{p}: {len(DOC) / 1e6:.1f} MB is over the {(len(DOC) - 1) / 1e6:.1f} MB size cap (raise it with --max-bytes)"
+    # sizes in kB here (issue 34: "0.0 MB is over the 0.0 MB size cap" said nothing)
+    assert str(ei.value) == f"{p}: {len(DOC) / 1e3:.1f} kB is over the {(len(DOC) - 1) / 1e3:.1f} kB size cap (raise it with --max-bytes)"
 
 
 def test_missing_file_is_bad_input(tmp_path):
@@ -92,7 +93,7 @@ def test_truncated_gzip_keeps_what_inflated_and_says_so(tmp_path):
     d = __import__("zlib").decompressobj(wbits=31)
     want = d.decompress(full[: len(full) // 2]) + d.flush()
     assert bytes(got.data) == want and 0 < len(want) < len(DOC) * 50
-    assert got.warnings == [f"{p}: gzip stream is truncated; read the first {len(want) / 1e6:.1f} MB decompressed"]
+    assert got.warnings == [f"{p}: gzip stream is truncated; read the first {len(want) / 1e3:.1f} kB decompressed"]
     # AND a file cut inside the header holds nothing at all
     p.write_bytes(full[:10])
     with pytest.raises(BadInput, match=r"gzip stream is truncated before any data$"):
@@ -147,9 +148,11 @@ def test_sink_grows_past_its_capacity():
 
 
 def test_mb_formatting():
-    # decimal units (10**6, 10**9 bytes), one rounding: 1.35 MB and 1.235 GB round up
-    assert [file_bytes._mb(n) for n in (0, 1_234_567, 1_350_000, 999_999_999, 10**9, 1_235_000_000, 2_345_678_901)] == [
-        "0.0 MB", "1.2 MB", "1.4 MB", "1000.0 MB", "1.00 GB", "1.24 GB", "2.35 GB"]
+    # decimal units (10**3, 10**6, 10**9 bytes), one rounding: 1.35 MB and 1.235 GB round up; below a MB in kB,
+    # below a kB in bytes, so that a small size never reads "0.0 MB" (issue 34)
+    assert [file_bytes._mb(n) for n in (0, 999, 10_240, 1_234_567, 1_350_000, 999_999_999, 10**9, 1_235_000_000,
+                                        2_345_678_901)] == [
+        "0 bytes", "999 bytes", "10.2 kB", "1.2 MB", "1.4 MB", "1000.0 MB", "1.00 GB", "1.24 GB", "2.35 GB"]
 
 
 DEC = msgspec.json.Decoder()

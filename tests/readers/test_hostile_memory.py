@@ -9,7 +9,7 @@ measured: ``ru_maxrss`` of the CLI process (through a small wrapper, see
 /proc while it runs (``-j`` workers come from a fork server the CLI does not
 wait for, so ``ru_maxrss`` does not see them).
 
-The bound is the README's (section "Memory"): peak RSS ≤ baseline + 2× the
+The bound is docs/usage.md's (section "Memory"): peak RSS ≤ baseline + 2× the
 decompressed size, and ≤ baseline + 256 MB when nothing in the file can count,
 where the baseline is the same command on a five-event trace (the interpreter
 and its imports: about 40 MB here). Before the fix, 5 million ``{}`` (15 MB)
@@ -49,7 +49,7 @@ from support.hostile import (
 
 REPO = Path(__file__).resolve().parents[2]
 MB = 1 << 20
-#: What a file of content that can never count may cost over the baseline (README, "Memory").
+#: What a file of content that can never count may cost over the baseline (docs/usage.md, "Memory").
 NON_COUNTABLE_MB = 256
 #: Address-space limit of the measured children: a regression fails at this, not at the machine's RAM.
 _AS_LIMIT = 2 << 30

@@ -290,6 +290,8 @@ def _load_single(path: Path, warnings: list[str], labels: tuple[str, str]) -> Lo
             a = Side(labels[0], table_rows.rows_to_runs(a_rows, f"{path}[{labels[0]}]", warnings), [str(path)])
             b = Side(labels[1], table_rows.rows_to_runs(b_rows, f"{path}[{labels[1]}]", warnings), [str(path)])
             return Loaded(a, b, None, f"one table split by its {col!r} column, analysed unpaired", warnings)
+    if not path.exists():
+        raise BadInput(f"{path}: no such file or directory")
     raise BadInput(
         f"{path}: one input must be a session directory (expo-prof ab / record --overlay both) or a table "
         "with a side column; otherwise give both sides: compare A B"

@@ -48,6 +48,11 @@ __all__ = ["read_chrome", "read_chrome_file", "relabel_lanes"]
 _RANK_RE = re.compile(r"rank[-_]?(\d+)", re.I)
 
 
+#: What a trace of Python calls only is, and the next step (also how the pipeline recognises it in a folder).
+FRONT_END = ("only Python calls: a vLLM front-end (API server) trace, which runs no model; "
+             "pass the rank-0 worker trace (its name holds the worker's rank)")
+
+
 def read_chrome(
     data: bytes | bytearray | Loaded,
     path: Path,
@@ -176,8 +181,11 @@ def _timeline(
         backend = "cuda"
     if len(ts_ns) == 0:
         what = ", ".join(f"{k} ×{v}" for k, v in sorted(cols.dropped.items(), key=lambda kv: -kv[1])[:4])
+        # Python calls and nothing else: the profile of vLLM's front-end (API server) process, which runs no model.
+        front = cols.n_seen and cols.dropped.get("python_function", 0) >= 0.9 * cols.n_seen
         raise BadInput(
             f"{where}: no usable timed events ({cols.n_seen} events" + (f"; dropped: {what}" if what else "") + ")"
+            + (f"; {FRONT_END}" if front else "")
         )
     return build_timeline(
         rank=rank,
