@@ -19,6 +19,8 @@ import numpy as np
 
 from expo_prof.analysis.hidden import TimelineAnalysis
 from expo_prof.analysis.pieces import instance_pieces
+from expo_prof.html.names import LONG
+from expo_prof.words import cut
 
 #: The category of every added slice; no target rule matches it or its names, so reading an export back
 #: does not count them (the Kineto reader gives unknown categories the inert kind OTHER).
@@ -59,7 +61,7 @@ def analysis_tracks(a: TimelineAnalysis, op: str | None) -> tuple[list[Track], d
         sel = np.flatnonzero(inst.lane == ln)
         tot = a.total[sel]
         args = [
-            {"instance": int(i), "name": names[int(inst.name[i])], "step": int(a.step[i]), "total_ns": int(t),
+            {"instance": int(i), "name": cut(names[int(inst.name[i])], LONG), "step": int(a.step[i]), "total_ns": int(t),
              "hidden_ns": int(h), "exposed_ns": int(e), "hidden_fraction": (float(h) / float(t)) if t else None}
             for i, t, h, e in zip(sel.tolist(), tot.tolist(), a.hidden[sel].tolist(), a.exposed[sel].tolist())
         ]
