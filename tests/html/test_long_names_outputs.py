@@ -93,7 +93,7 @@ def test_json_export_adds_no_long_name_per_draw(tmp_path, traces, mode):
     # GIVEN draws with 10 KB names
     src = traces[mode]
     # WHEN exported to Chrome JSON (the source passes through byte for byte: its names are there once)
-    out, _ = _cli(tmp_path, "export", src, "out.json")
+    out, err = _cli(tmp_path, "export", src, "out.json")
     # THEN the added tracks name each draw cut with a count, not whole again: the file is the source plus a
     # few hundred bytes per draw (was twice the source)
     assert out.stat().st_size < src.stat().st_size + N * 1_500
@@ -101,13 +101,15 @@ def test_json_export_adds_no_long_name_per_draw(tmp_path, traces, mode):
     names = [e["args"]["name"] for e in doc["traceEvents"] if e.get("cat") == "expo_prof" and e.get("name") == "instance"]
     assert len(names) == N
     assert all(n.endswith(f"… (+{LONG + 18 + (8 if mode == 'distinct' else 0) - 256:,} characters)") for n in names)
+    assert f"{N} instances' name arg cut to 256 characters" in err  # and the command says so
 
 
 def test_perfetto_export_holds_one_long_name_once(tmp_path, traces):
     # GIVEN 300 draws named by one 10 KB name
     # WHEN exported to Perfetto's protobuf
-    out, _ = _cli(tmp_path, "export", traces["same"], "out.pftrace", "--format", "perfetto")
+    out, err = _cli(tmp_path, "export", traces["same"], "out.pftrace", "--format", "perfetto")
     # THEN the name is interned once (the draws' debug annotations hold it cut): far below 10 KB per draw
     data = out.read_bytes()
     assert data.count(_name("same", 0).encode()) == 1
     assert len(data) < 3 * LONG + N * 1_000
+    assert f"{N} instances' name arg cut to 256 characters" in err
