@@ -4,10 +4,12 @@ A trace may name its events with any text, 10 KB each. Interning (one table of
 names per page) holds a name used by any number of events once; names that are
 all different cannot be interned, so long names also share a *budget*: the
 first long names are kept whole, once, until :data:`LONG_BUDGET` characters of
-long names are in the table, and every later long name is cut to :data:`CUT`
+long names are in the table (the name that crosses it is whole too: a single
+huge name is always kept once), and every later long name is cut to :data:`CUT`
 characters with a count of the rest. Ordinary names (up to :data:`LONG`
 characters: kernels, ops, C++ templates) are always whole. The names table thus
-holds at most ``LONG_BUDGET`` + about 90 bytes per distinct long name, whatever
+holds at most ``LONG_BUDGET`` + the longest name + about 90 bytes per distinct
+long name, whatever
 the names (docs/html.md, "What a name may do").
 """
 
@@ -29,13 +31,12 @@ def budget_names(names: Sequence[str], what: str) -> tuple[list[str], str | None
     """``names`` (one table, each name once) as an output keeps them, and the warning that says what was cut
     (None when nothing was)."""
     out: list[str] = []
-    left = LONG_BUDGET
-    n_cut = dropped = 0
+    held = n_cut = dropped = 0
     for name in names:
         if len(name) <= LONG:
             out.append(name)
-        elif len(name) <= left:
-            left -= len(name)
+        elif held < LONG_BUDGET:  # the name that crosses the budget is whole too: one huge name is kept once
+            held += len(name)
             out.append(name)
         else:
             n_cut += 1
