@@ -50,6 +50,12 @@ def visible(text: object, limit: int = TEXT_MAX) -> str:
     return out + (f"… (+{len(s) - limit:,} characters)" if len(s) > limit else "")
 
 
+def cut(text: str, limit: int) -> str:
+    """``text`` cut at ``limit`` characters with a count of the rest (``… (+N characters)``), else whole: a name
+    as an output keeps it where the full name is held elsewhere (no escaping: see :func:`visible`)."""
+    return text if len(text) <= limit else f"{text[:limit]}… (+{len(text) - limit:,} characters)"
+
+
 #: The verdict's words, the same wherever a saving or an A/B change is judged (compare, ab, switchback).
 ENABLE = "enable"
 KEEP_OFF = "keep off"

@@ -49,7 +49,7 @@ import orjson
 from expo_prof.clocks import clock_offsets
 from expo_prof.errors import BadInput
 from expo_prof.export import raw_trace
-from expo_prof.export.tracks import ADDED_CAT, analysis_tracks
+from expo_prof.export.tracks import ADDED_CAT, analysis_tracks, names_cut_note
 from expo_prof.pipeline.result import RecordingResult
 from expo_prof.timeline import Kind, LaneKind, Timeline
 from expo_prof.version import __version__
@@ -252,6 +252,8 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
         tracks, st = analysis_tracks(a, op)
         for key in ("instances", "hidden", "exposed", "steps"):
             stats[key] += st[key]
+        if st["names_cut"]:
+            plan.warnings.append(names_cut_note(st["names_cut"]))
         for tr in tracks:
             evs.append(_meta(apid, tr.sort, "thread_name", tr.name))
             evs.append(_meta(apid, tr.sort, "thread_sort_index", tr.sort))

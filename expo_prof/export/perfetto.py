@@ -50,7 +50,7 @@ from expo_prof.errors import BadInput
 from expo_prof.export import raw_trace
 from expo_prof.export.chrome import _cat
 from expo_prof.export.perfetto_carry import Carried, carry
-from expo_prof.export.tracks import ADDED_CAT, analysis_tracks
+from expo_prof.export.tracks import ADDED_CAT, analysis_tracks, names_cut_note
 from expo_prof.pipeline.result import RecordingResult
 from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED
 from expo_prof.timeline import LaneKind, Timeline
@@ -449,6 +449,8 @@ def export_perfetto(rr: RecordingResult, op: str | None,
         tracks, st = analysis_tracks(a, op)
         for key in ("instances", "hidden", "exposed", "steps"):
             stats[key] += st[key]
+        if st["names_cut"]:
+            warnings.append(names_cut_note(st["names_cut"]))
         for tr in tracks:
             w.slices(tr.name, pt, tr.start + off, tr.end + off, tr.names, [ADDED_CAT] * len(tr.names),
                      list(tr.args), rank=tr.sort)

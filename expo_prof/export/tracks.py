@@ -19,6 +19,8 @@ import numpy as np
 
 from expo_prof.analysis.hidden import TimelineAnalysis
 from expo_prof.analysis.pieces import instance_pieces
+from expo_prof.html.names import LONG
+from expo_prof.words import cut, plural
 
 #: The category of every added slice; no target rule matches it or its names, so reading an export back
 #: does not count them (the Kineto reader gives unknown categories the inert kind OTHER).
@@ -43,7 +45,7 @@ def analysis_tracks(a: TimelineAnalysis, op: str | None) -> tuple[list[Track], d
     names = tl.names
     inst, pcs = a.inst, instance_pieces(a)
     out: list[Track] = []
-    stats = {"instances": len(inst), "hidden": 0, "exposed": 0, "steps": 0}
+    stats = {"instances": len(inst), "hidden": 0, "exposed": 0, "steps": 0, "names_cut": 0}
     target = "exponential" if op is None else f"op {op}"
     st = a.steps
     if len(st):
@@ -59,10 +61,11 @@ def analysis_tracks(a: TimelineAnalysis, op: str | None) -> tuple[list[Track], d
         sel = np.flatnonzero(inst.lane == ln)
         tot = a.total[sel]
         args = [
-            {"instance": int(i), "name": names[int(inst.name[i])], "step": int(a.step[i]), "total_ns": int(t),
+            {"instance": int(i), "name": cut(names[int(inst.name[i])], LONG), "step": int(a.step[i]), "total_ns": int(t),
              "hidden_ns": int(h), "exposed_ns": int(e), "hidden_fraction": (float(h) / float(t)) if t else None}
             for i, t, h, e in zip(sel.tolist(), tot.tolist(), a.hidden[sel].tolist(), a.exposed[sel].tolist())
         ]
+        stats["names_cut"] += sum(len(names[int(inst.name[i])]) > LONG for i in sel.tolist())
         out.append(Track(f"{target} instances · {lname}", base, ["instance"] * len(sel), inst.start[sel].copy(),
                          inst.end[sel].copy(), args))
         in_lane = np.isin(pcs.inst, sel)
@@ -74,3 +77,9 @@ def analysis_tracks(a: TimelineAnalysis, op: str | None) -> tuple[list[Track], d
                              pcs.end[m].copy(), pa))
             stats[what] += len(m)
     return out, stats
+
+
+def names_cut_note(n: int) -> str:
+    """The warning of an export whose instance slices name ``n`` draws cut (their ``name`` arg)."""
+    return (f"export: {plural(n, 'instance')}' name arg cut to {LONG} characters with a count of the rest "
+            "(the full name is in the file once: the source's event / the interned name)")

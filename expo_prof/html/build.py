@@ -69,7 +69,7 @@ def timeline_document(
     payload = timeline_data.build_payload(
         rr.parts, title=name, detail_budget=detail_budget, busy_budget=busy_budget, warnings=result.warnings, run=meta
     )
-    return Document(timeline_page.render(payload), payload, list(result.warnings), [], rr.lines, result.info)
+    return Document(timeline_page.render(payload), payload, list(payload["warnings"]), [], rr.lines, result.info)
 
 
 def report_document(
@@ -99,6 +99,6 @@ def report_document(
     label = Path(entries[0]["label"]).name if len(entries) == 1 else f"{len(entries)} recordings"
     payload = report_data.build_payload(entries, title=title or f"expo-prof report — {label}",
                                         warnings=result.warnings, compare=compare, op=result.options.op)
-    return Document(report_page.render(payload), payload, list(result.warnings), [],
+    return Document(report_page.render(payload), payload, list(payload["warnings"]), [],
                     [f"{rr.label}: {line}" if len(result.recordings) > 1 else line
                      for rr in result.recordings for line in rr.lines], result.info)

@@ -43,6 +43,7 @@ import msgspec
 from expo_prof.analysis.bound import sampling_bound, step_time
 from expo_prof.analysis.cluster import cluster_view, per_step_means
 from expo_prof.analysis.model import AnalysisResult, ClusterView
+from expo_prof.html.names import budget_names
 from expo_prof.version import __version__
 from expo_prof.words import forward_label, forward_sources_by_rank
 
@@ -224,13 +225,15 @@ def run_entry(label: str, path: str, overlay: str | None, manifest: dict | None,
     bound = sampling_bound(result) if op is None else None
     if not saving_line and result is not None and op is None:
         saving_line = line_of(list(saving), None, bound)
+    analysis, names_note = _names_shown(to_builtins(result), label)
     return {
         "label": label,
         "path": path,
         "overlay": overlay,
         "manifest": manifest,
         "metrics": metrics,
-        "analysis": to_builtins(result),
+        "analysis": analysis,
+        "names_note": names_note,
         "error": error,
         "headline": headline(result, metrics, op, view),
         "forward": forward_info(result),
@@ -242,6 +245,35 @@ def run_entry(label: str, path: str, overlay: str | None, manifest: dict | None,
         "across": across_ranks(view),
         "grid": rank_step_grid(result, view),
     }
+
+
+#: Names per rank the page keeps (most frequent first; it shows two): a trace of all-different names would
+#: otherwise put every one of them in the page.
+NAMES_KEPT = 20
+
+
+def _names_shown(analysis: dict | None, label: str) -> tuple[dict | None, str | None]:
+    """``analysis`` with each rank's ``names`` cut to the :data:`NAMES_KEPT` most frequent (``names_more``: how
+    many others) and long names within the page's budget (expo_prof.html.names); the note that says what was cut."""
+    if not analysis:
+        return analysis, None
+    ranks = analysis.get("ranks") or []
+    kept = []
+    for r in ranks:
+        items = sorted((r.get("names") or {}).items(), key=lambda kv: -kv[1])
+        r["names_more"] = max(len(items) - NAMES_KEPT, 0)
+        kept.append(items[:NAMES_KEPT])
+    cut_names, note = budget_names([n for items in kept for n, _ in items], f"report ({label})")
+    at = 0
+    for r, items in zip(ranks, kept):
+        shown: dict[str, int] = {}
+        for name, (_, count) in zip(cut_names[at:at + len(items)], items):
+            while name in shown:  # two names cut alike stay two entries
+                name += " ·"
+            shown[name] = count
+        r["names"] = shown
+        at += len(items)
+    return analysis, note
 
 
 def ab_section(compare: Any) -> dict | None:
@@ -277,5 +309,5 @@ def build_payload(runs: list[dict], *, title: str = "expo-prof report", warnings
         "runs": runs,
         "primary": primary,
         "ab": ab_section(compare),
-        "warnings": list(warnings or []),
+        "warnings": list(warnings or []) + [r["names_note"] for r in runs if r.get("names_note")],
     }

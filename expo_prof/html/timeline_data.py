@@ -40,6 +40,7 @@ from expo_prof.analysis.hidden import wait_rows as sampler_wait_rows
 from expo_prof.clocks import EPOCH_2001_NS as _EPOCH_2001_NS
 from expo_prof.clocks import clock_offsets
 from expo_prof.html import lod
+from expo_prof.html.names import budget_names
 from expo_prof.analysis.pieces import instance_pieces
 from expo_prof.timeline import Interner, Kind, LaneKind, Timeline
 from expo_prof.version import __version__
@@ -222,6 +223,8 @@ def build_payload(
     pc = {k: v[o] for k, v in pc.items()}
     ic.pop("key")
     ic["np"] = np.bincount(pc["inst"], minlength=len(ic["start"])).astype(np.int64)
+    # Interned, each name is held once; names that all differ cannot be interned: long ones share a budget.
+    page_names, cut_note = budget_names(names.names, "timeline")
     return {
         "schema": SCHEMA,
         "kind": "timeline",
@@ -241,7 +244,7 @@ def build_payload(
             "busy_budget": busy_budget,
         },
         "work_cats": list(WORK_CATS),
-        "names": names.names,
+        "names": page_names,
         "lanes": lanes,
         "groups": groups,
         "inst": ic,
@@ -253,7 +256,7 @@ def build_payload(
         "fwd": fwd.sorted_by("lane", "start"),
         "wait": wait.sorted_by("lane", "start"),
         "step": step.sorted_by("group", "start"),
-        "warnings": list(warnings or []),
+        "warnings": list(warnings or []) + ([cut_note] if cut_note else []),
         "run": run or {},
     }
 
