@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.expo-prof-installed
 
-.PHONY: demo test install bench mutate fuzz gpu-check gpu-check-wheels
+.PHONY: demo test test-fast proof install bench mutate fuzz gpu-check gpu-check-wheels
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -31,6 +31,21 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -ra --durations=25
+
+# The daily tier (docs/testing.md, "Tiers"): lint, types, layering and the tests that start no server, drive no
+# browser, no Ray and no network. `make test` runs all of these too.
+FAST_TIER := not server and not browser and not ray and not network
+test-fast: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/python tools/layering.py
+	$(BIN)/python -m pytest -q -ra -m "$(FAST_TIER)" --durations=15
+
+# The switchback-vs-ab proof: an experiment, not a test (~17 min of real vLLM servers; run it with nothing else on
+# the machine). Writes bench/results/switchback_proof.json and its table in docs/ab.md; commit both.
+# tests/bench/test_switchback_proof_record.py (in `make test`) fails when the code it measured has changed since.
+proof: $(STAMP)
+	$(BIN)/python bench/switchback_proof.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_overlay.py

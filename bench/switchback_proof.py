@@ -27,19 +27,50 @@ Each configuration is measured by ``expo-prof ab --repeat N`` (2·N server
 launches) and by ``expo-prof ab --switchback`` (one launch), with the same
 built-in workload; :func:`measure` returns both estimates of the output tok/s
 change and the wall time of each method.
+
+Run as a script (``make proof``, with nothing else on the machine) it is the
+proof itself: both configurations, ``ab --repeat 3`` and one switchback run
+each, written as a dated record (:data:`RECORD`, its table also in docs/ab.md)
+with the commit and a content hash of :data:`PROOF_FILES`, the code the
+estimates depend on. ``tests/bench/test_switchback_proof_record.py`` (in
+``make test``) recomputes the hash and fails, naming ``make proof``, when that
+code changed since the record or when the record says the methods disagreed
+(:func:`staleness`).
 """
 
 from __future__ import annotations
 
+import argparse
+import datetime
+import hashlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+#: The committed record of the last proof (``make proof``).
+RECORD = Path("bench/results/switchback_proof.json")
+#: The one list of the code the two estimates depend on: a change to any of these files makes the record stale.
+PROOF_FILES: tuple[str, ...] = (
+    "expo_prof/analysis/switchback.py",  # the switchback estimator
+    "overlay/switch.py",  # the overlay's switch (off / on / switchback blocks)
+    "overlay/sampler.py",  # the block order (switchback_phase) and the on path
+    "overlay/lanes.py",  # the lane that draws q beside the forward
+    "expo_prof/cli/ab.py",  # ab: --repeat / --switchback
+    "expo_prof/record/session.py",  # ab's runner: the alternating session of runs
+    "expo_prof/abtest/judging/judge.py",  # ab's judge: the change, its CI, the tests
+    "expo_prof/abtest/judging/verdict.py",  # the decision from them
+    "bench/switchback_proof.py",  # the configurations, the workload, how each is measured
+)
+#: docs/ab.md holds the record's table between these two lines (written by ``make proof``).
+DOC, DOC_BEGIN, DOC_END = Path("docs/ab.md"), "<!-- switchback-proof: begin -->", "<!-- switchback-proof: end -->"
+#: ``ab --repeat`` of a proof (2·N launches per configuration); a record made with fewer is not a proof.
+PROOF_REPEAT = 3
 
 #: The forward's core (vLLM binds its OpenMP threads here) and what the lane may use.
 MODEL_CPU = "0"
@@ -137,3 +168,138 @@ def measure(config: str, work: Path, *, repeat: int = 3, block_steps: int = 8, t
 def inside(x: float, ci: list[float]) -> bool:
     """``x`` within the closed interval ``ci``."""
     return min(ci) <= x <= max(ci)
+
+
+def code_hash(repo: Path = REPO) -> str:
+    """sha256 over :data:`PROOF_FILES` (each file's path and bytes, in the listed order)."""
+    h = hashlib.sha256()
+    for rel in PROOF_FILES:
+        data = (repo / rel).read_bytes()
+        h.update(f"{rel}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def agree(t: dict, s: dict) -> bool:
+    """Switchback's tok/s change has the sign of ab's and lies inside ab's 95 % CI."""
+    return (t["change_pct"] * s["tokps_change_pct"] > 0 and t["ci_pct"] is not None
+            and inside(s["tokps_change_pct"], t["ci_pct"]))
+
+
+def row(m: Measured) -> dict:
+    """One configuration's line of the record."""
+    t, s = m.ab_tput, m.saving
+    c = CONFIGS[m.config]
+    return {"config": m.config, "what": c["what"], "expect": c["expect"],
+            "ab": {"change_pct": t["change_pct"], "ci_pct": t["ci_pct"], "decision": m.ab["verdict"]["decision"],
+                   "wall_s": round(m.ab_wall_s, 1)},
+            "switchback": {"change_pct": s["tokps_change_pct"], "ci_pct": s["tokps_ci_pct"],
+                           "decision": s["decision"], "wall_s": round(m.switchback_wall_s, 1)},
+            "ab_sees_expected_sign": bool(t["change_pct"] * c["expect"] > 0),
+            "agree": agree(t, s)}
+
+
+def staleness(record: dict, repo: Path = REPO) -> list[str]:
+    """Why ``record`` no longer proves anything about the code in ``repo`` (empty: it is current and agrees)."""
+    fix = "run `make proof` (nothing else on the machine) and commit bench/results/switchback_proof.json"
+    problems = []
+    if record.get("code_hash") != code_hash(repo):
+        problems.append(f"the code the proof depends on changed since it was recorded "
+                        f"({record.get('commit', '?')[:12]}, {record.get('date', '?')}): {fix}")
+    rows = {r.get("config"): r for r in record.get("rows", [])}
+    if set(rows) != set(CONFIGS) or record.get("repeat", 0) < PROOF_REPEAT:
+        problems.append(f"the record is not a whole proof (configurations {sorted(rows)}, ab --repeat "
+                        f"{record.get('repeat')}; needs {sorted(CONFIGS)} at --repeat {PROOF_REPEAT}): {fix}")
+    for name, r in sorted(rows.items()):
+        if not (r.get("agree") and r.get("ab_sees_expected_sign")):
+            problems.append(f"{name}: the record says switchback and ab disagreed (or ab missed the expected "
+                            f"sign); find out why, then {fix}")
+    return problems
+
+
+def _ci(ci: list[float] | None) -> str:
+    return "–" if ci is None else f"[{ci[0]:+.1f}, {ci[1]:+.1f}]"
+
+
+def table(record: dict) -> str:
+    """The record as the Markdown table docs/ab.md shows."""
+    lines = [f"Recorded {record['date']} at commit {record['commit'][:12]} (code hash {record['code_hash'][:12]}), "
+             f"`ab --repeat {record['repeat']}` vs one `ab --switchback` run (blocks of {record['block_steps']} "
+             "steps); output tok/s change with its 95 % CI:", "",
+             "| configuration | expected | ab change | ab 95% CI | switchback change | switchback 95% CI | agree "
+             "| ab wall s | switchback wall s |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in record["rows"]:
+        a, s = r["ab"], r["switchback"]
+        lines.append(f"| {r['config']} ({r['what']}) | {'wins' if r['expect'] > 0 else 'loses'} | "
+                     f"{a['change_pct']:+.1f}% | {_ci(a['ci_pct'])} | {s['change_pct']:+.1f}% | {_ci(s['ci_pct'])} | "
+                     f"{'yes' if r['agree'] else 'NO'} | {a['wall_s']:.0f} | {s['wall_s']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def doc_table(repo: Path = REPO) -> str:
+    """The table docs/ab.md shows now (between :data:`DOC_BEGIN` and :data:`DOC_END`)."""
+    text = (repo / DOC).read_text(encoding="utf-8")
+    return text.split(DOC_BEGIN, 1)[1].split(DOC_END, 1)[0].strip("\n") + "\n"
+
+
+def write_doc_table(record: dict, repo: Path = REPO) -> None:
+    """Put the record's table into docs/ab.md."""
+    text = (repo / DOC).read_text(encoding="utf-8")
+    head, rest = text.split(DOC_BEGIN, 1)
+    (repo / DOC).write_text(f"{head}{DOC_BEGIN}\n{table(record)}{DOC_END}{rest.split(DOC_END, 1)[1]}",
+                            encoding="utf-8")
+
+
+def _commit() -> str:
+    proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=False)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", *PROOF_FILES], cwd=REPO, capture_output=True,
+                           text=True, check=False).stdout.strip()
+    return (proc.stdout.strip() or "unknown") + ("+uncommitted" if dirty else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``make proof``: measure both configurations both ways and write the record (exit 1 when they disagree)."""
+    ap = argparse.ArgumentParser(description="The switchback-vs-ab proof (make proof); writes its dated record.")
+    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    ap.add_argument("--repeat", type=int, default=PROOF_REPEAT, help="ab runs per side (a proof needs 3)")
+    ap.add_argument("--block-steps", type=int, default=8)
+    ap.add_argument("-o", "--out", type=Path, default=REPO / RECORD, help="the record (default: %(default)s)")
+    ap.add_argument("--keep", type=Path, default=None, help="keep the runs under this folder")
+    args = ap.parse_args(argv)
+    load0 = os.getloadavg()[0]
+    if load0 > 0.5:  # the effects are CPU contention on purpose: other work on the machine moves both estimates
+        print(f"warning: load average {load0:.2f} at the start; the proof wants nothing else on the machine",
+              file=sys.stderr)
+    model = model_dir()
+    rows = []
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="switchback-proof-") as tmp:
+        for name in args.configs:
+            try:
+                m = measure(name, args.keep or Path(tmp), repeat=args.repeat, block_steps=args.block_steps,
+                            model=model)
+            except RuntimeError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+            rows.append(row(m))
+            print(f"{name}: ab {m.ab_wall_s:.0f} s, switchback {m.switchback_wall_s:.0f} s", file=sys.stderr)
+    record = {"schema": "expo-prof.switchback-proof/1",
+              "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+              "commit": _commit(), "code_hash": code_hash(), "files": list(PROOF_FILES), "repeat": args.repeat,
+              "block_steps": args.block_steps, "wall_s": round(time.monotonic() - t0, 1),
+              "machine": {"cpus": os.cpu_count(), "load_avg_at_start": round(load0, 2),
+                          "load_avg_at_end": round(os.getloadavg()[0], 2)}, "rows": rows}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    print(table(record))
+    if args.out.resolve() == (REPO / RECORD).resolve():
+        write_doc_table(record)
+    print(f"record written to {args.out}", file=sys.stderr)
+    problems = staleness(record)
+    for p in problems:
+        print(f"proof: {p}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

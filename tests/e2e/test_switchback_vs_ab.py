@@ -1,15 +1,20 @@
-"""Switchback measures what `ab` measures: both, on the real vLLM CPU server, for two opposite true effects.
+"""`ab` and switchback end to end on the real vLLM CPU server: one session of each, as the commands promise.
 
-GIVEN the two configurations of ``bench/switchback_proof.py`` — the fp64-Gumbel
-path with the lane on the free core (the overlay should win) and vLLM CPU's
-default fused path with the lane forced onto the model's core (it should
-lose) — each measured by ``expo-prof ab --repeat 3`` (six server launches) and
-by ``expo-prof ab --switchback`` (one launch) with the same built-in workload,
-THEN switchback's estimate of the output tok/s change has the sign of ab's and
-lies inside ab's 95 % confidence interval; and both sessions are what their
-commands promise (this also is the end-to-end test of `ab`: runs in
-alternating order, the tables, a verdict with its uncertainty, numbers that are
-the runs' own, the mechanism).
+GIVEN the configuration of ``bench/switchback_proof.py`` where the overlay
+should win (vLLM's fp64-Gumbel path, the lane on the free core), measured by
+``expo-prof ab --repeat 2`` (four server launches) and by ``expo-prof ab
+--switchback`` (one launch) with the same built-in workload, THEN each session
+is what its command promises: runs in alternating order, the tables, a verdict
+with its uncertainty, numbers that are the runs' own, the mechanism; one run
+that alternates blocks in the documented order, whose saving every command
+states alike.
+
+Whether switchback's estimate agrees with ab's is an experiment, not a unit
+test: ``make proof`` (the same ``bench/switchback_proof.py``, both
+configurations, ``ab --repeat 3``) records it, and
+``tests/bench/test_switchback_proof_record.py`` fails when that record is stale
+or says they disagreed (docs/ab.md). This module is the suite's one real
+switchback run (the smoke test of that code path).
 """
 
 from __future__ import annotations
@@ -24,65 +29,54 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from switchback_proof import CONFIGS, inside, measure, model_dir  # noqa: E402
+from switchback_proof import measure, model_dir  # noqa: E402
 
-#: The proof is 14 server launches (two configurations, each `ab --repeat 3` and one switchback run): about
-#: 15 minutes on an idle 2-core machine, past pytest-timeout's 900 s default for one test (its fixture included).
-pytestmark = pytest.mark.timeout(2700)
-
+#: Five server launches (ab 2 + 2, one switchback run): ~6 min on an idle 2-core machine, past pytest-timeout's
+#: 900 s default on a loaded one (the module fixture counts in the first test's time).
+pytestmark = pytest.mark.timeout(1800)
+#: ab's runs per side here (the proof's 3 are `make proof`'s): two pairs still pair, alternate and give a CI.
+REPEAT = 2
+CONFIG = "lane-free-fp64"
 
 
 @pytest.fixture(scope="module")
 def measured(vllm_available, vllm_lock, tmp_path_factory):
-    """Both configurations measured both ways (one server at a time)."""
+    """The configuration measured both ways (one server at a time)."""
     model = model_dir()
     work = tmp_path_factory.mktemp("switchback-vs-ab")
     with vllm_lock(timeout_s=1800):
-        return {name: measure(name, work, model=model) for name in CONFIGS}
-
-
-@pytest.mark.parametrize("config", list(CONFIGS))
-def test_switchback_lies_inside_abs_confidence_interval(measured, config):
-    m = measured[config]
-    t, s = m.ab_tput, m.saving
-    report = (f"{config}: ab {t['change_pct']:+.1f}% CI {t['ci_pct']}; switchback {s['tokps_change_pct']:+.1f}% "
-              f"CI {s['tokps_ci_pct']} ({s['statement']})")
-    # THEN ab sees the effect the configuration was built for (else the check below would prove nothing)
-    assert np.sign(t["change_pct"]) == CONFIGS[config]["expect"], report
-    # AND switchback's estimate has that sign, with its own verdict, and lies inside ab's 95 % CI
-    assert np.sign(s["tokps_change_pct"]) == np.sign(t["change_pct"]), report
-    assert t["ci_pct"] is not None and inside(s["tokps_change_pct"], t["ci_pct"]), report
-    assert s["decision"] == ("enable" if CONFIGS[config]["expect"] > 0 else "keep off"), report
+        return measure(CONFIG, work, repeat=REPEAT, model=model)
 
 
 def test_the_ab_session_is_what_ab_promises(measured):
-    m = measured["lane-free-fp64"]
+    m = measured
     session, result = m.ab_dir, m.ab
-    # THEN the session holds off, on, off, on, off, on, all ok
+    # THEN the session holds off, on, off, on, all ok
     s = json.loads((session / "session.json").read_text())
     assert [(r["dir"], r["overlay"], r["status"]) for r in s["runs"]] == [
-        (f"{i:02d}-{'on' if i % 2 == 0 else 'off'}", i % 2 == 0, "ok") for i in range(1, 7)]
-    # AND the verdict states its uncertainty, paired over the 3 pairs
+        (f"{i:02d}-{'on' if i % 2 == 0 else 'off'}", i % 2 == 0, "ok") for i in range(1, 2 * REPEAT + 1)]
+    # AND the verdict states its uncertainty, paired over the 2 pairs
     v = result["verdict"]
     assert v["decision"] in ("enable", "keep off", "no significant difference")
-    assert "95% CI" in v["statement"] and "paired t p=" in v["statement"] and "3 pairs" in v["statement"]
-    assert result["design"]["paired"] is True and result["design"]["pairs"] == 3
+    assert "95% CI" in v["statement"] and "paired t p=" in v["statement"] and f"{REPEAT} pairs" in v["statement"]
+    assert result["design"]["paired"] is True and result["design"]["pairs"] == REPEAT
     # AND each run's value is the one the run recorded; the means and change are computed from them
     tput = m.ab_tput
     rec = {d: json.loads((session / d / "workload.json").read_text())["metrics"]["output_throughput"]
-           for d in ("01-off", "02-on", "03-off", "04-on", "05-off", "06-on")}
-    assert tput["a"]["values"] == [rec["01-off"], rec["03-off"], rec["05-off"]]
-    assert tput["b"]["values"] == [rec["02-on"], rec["04-on"], rec["06-on"]]
+           for d in ("01-off", "02-on", "03-off", "04-on")}
+    assert tput["a"]["values"] == [rec["01-off"], rec["03-off"]]
+    assert tput["b"]["values"] == [rec["02-on"], rec["04-on"]]
     mean_a = np.mean(tput["a"]["values"])
     assert tput["change_pct"] == pytest.approx(100 * (np.mean(tput["b"]["values"]) - mean_a) / mean_a, rel=1e-12)
+    assert tput["ci_pct"] is not None and min(tput["ci_pct"]) <= tput["change_pct"] <= max(tput["ci_pct"])
     # AND the workload is the one asked for, the same for all runs
     assert result["workload"]["num_prompts"] == 4 and result["workload"]["input_len"] == 32
     # AND the on runs' overlay logs gave the mechanism its per-step numbers, the wait counted
     by = {x["name"]: x for x in result["metrics"]}
-    assert by["forward_us_per_step"]["b"]["n"] == 3 and by["critical_us_per_step"]["b"]["n"] == 3
+    assert by["forward_us_per_step"]["b"]["n"] == REPEAT and by["critical_us_per_step"]["b"]["n"] == REPEAT
     assert result["mechanism"]["available"] is True
     assert result["mechanism"]["removed_basis"].startswith(("measured", "estimated"))
-    assert all((session / d / "analysis.json").is_file() for d in ("02-on", "04-on", "06-on"))
+    assert all((session / d / "analysis.json").is_file() for d in ("02-on", "04-on"))
     # AND compare on the kept session prints both tables, the why line and the verdict, and gives the same
     # numbers as JSON again (what `ab --json -o FILE` wrote)
     out = _cli("compare", str(session)).stdout
@@ -100,7 +94,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_the_switchback_run_is_what_the_overlay_promises(measured):
-    m = measured["lane-free-fp64"]
+    m = measured
     run = m.switchback_dir
     # THEN one run, recorded as switchback with its block length
     manifest = json.loads((run / "manifest.json").read_text())
@@ -130,3 +124,8 @@ def test_the_switchback_run_is_what_the_overlay_promises(measured):
     text = _cli("analyze", str(run)).stdout
     assert "What the overlay saves" in text and "forward beside the draw" in text
     assert " ".join(m.switchback["saving_line"].split()) in " ".join(text.split())
+    # AND the estimate comes with its CI and a decision among the three (not whether it is right: `make proof`)
+    # (pairs >= 10 above, so a CI exists and "inconclusive", too little data, cannot be the answer)
+    lo_ci, hi_ci = s["tokps_ci_pct"]
+    assert lo_ci <= s["tokps_change_pct"] <= hi_ci
+    assert s["decision"] in ("enable", "keep off", "no significant difference")
