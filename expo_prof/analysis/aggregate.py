@@ -384,3 +384,14 @@ def _nothing_found(timelines: Sequence[Timeline], op: str | None, pattern: re.Pa
     else:
         details.append("no similar names present")
     return NothingFound(msg, details=details)
+
+
+def worst_steps(steps: list[StepResult], top: int) -> list[StepResult]:
+    """The ``top`` steps that cost the critical path most: by ``critical_ns`` (exposed ∪ sampler wait).
+
+    Exposed time alone ranks a fully hidden run's steps by their order (all 0) and puts a step that waited
+    milliseconds for ``q`` below steps that waited less. Ties break on exposed time, then rank, step id
+    (steps outside any step last) and start, so the choice never depends on input order.
+    """
+    return sorted(steps, key=lambda s: (-s.critical_ns, -s.exposed_ns, s.rank,
+                                        s.step is None, s.step or 0, s.start_ns))[:top]

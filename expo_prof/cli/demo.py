@@ -56,9 +56,9 @@ def command(settings, overlay_mode, repeat, num_prompts, input_len, output_len, 
     if model_dir is None:
         with err_console.status("building the tiny Llama (offline, cached)"):
             model_dir = build_tiny_llama()
-    # --shutdown-timeout: vLLM's default 0 kills the worker at once on SIGINT,
-    # before the overlay can write its summary line.
-    argv = vllm_argv(model_dir, free_port(), python=sys.executable, extra_args=["--shutdown-timeout", "10"])
+    # vllm_argv already passes --shutdown-timeout (vLLM's default 0 kills the worker at once on SIGINT, before
+    # the overlay writes its summary line): passing it here too wrote it twice into the manifest.
+    argv = vllm_argv(model_dir, free_port(), python=sys.executable)
     spec = WorkloadSpec(num_prompts=num_prompts, input_len=input_len, output_len=output_len, temperature=1.0, warmup=1)
     opts = RecordOptions(workload=spec, ready_timeout_s=ready_timeout, extra_env=dict(DEFAULT_ENV))
     modes = {"on": [True], "off": [False], "both": [False, True]}[overlay_mode]

@@ -27,6 +27,10 @@ from expo_prof.errors import BadInput
 #: (vllm-project/vllm#29912); the environment variables were removed in 0.16.
 PROFILER_CONFIG_SINCE = (0, 13)
 PROFILERS = ("torch", "msprof", "nsys", "none")
+#: ``--shutdown-timeout`` exists from vLLM 0.18 (vllm-project/vllm#34730). Its default 0 makes SIGINT kill the
+#: workers at once, before the overlay writes its event-log summary line; record adds it where it is missing.
+SHUTDOWN_TIMEOUT_SINCE = (0, 18)
+SHUTDOWN_TIMEOUT_S = 10
 #: vLLM's /start_profile drives the CUDA profiler API (cudaProfilerStart/Stop, nsys's capture range) from 0.12
 #: (``VLLM_TORCH_CUDA_PROFILE=1``; ``--profiler-config '{"profiler": "cuda"}'`` from 0.13).
 CUDA_PROFILER_SINCE = (0, 12)
@@ -207,6 +211,11 @@ def inject(
     prefixes = [p.strip() for p in os.environ.get(RAY_PREFIXES_VAR, "").split(",") if p.strip()]
     env[RAY_PREFIXES_VAR] = ",".join(prefixes + ([] if OVERLAY_PREFIX in prefixes else [OVERLAY_PREFIX]))
     vt = _version_tuple(vllm_version)
+    if (target.kind in ("vllm-serve", "api-server") and vt is not None and vt >= SHUTDOWN_TIMEOUT_SINCE
+            and _opt(argv, "--shutdown-timeout") is None):
+        argv += ["--shutdown-timeout", str(SHUTDOWN_TIMEOUT_S)]
+        notes.append(f"added --shutdown-timeout {SHUTDOWN_TIMEOUT_S}: with vLLM's default 0 the workers are killed "
+                     "at once on stop, before the overlay writes its summary line")
     if target.uses_ray and vt is not None and vt < RAY_PREFIX_COPY_SINCE:
         notes.append(f"vLLM {vllm_version} copies only its own variables to Ray workers: start the other nodes' "
                      f"`ray start` with {ENV_SWITCH}, {ENV_OUT} and {ENV_RUN_ID} as set here (docs/architecture.md)")

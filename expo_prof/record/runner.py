@@ -232,12 +232,12 @@ class Recorder:
                 if exc.cause == "exited":
                     raise ExpoProfError(
                         f"the command exited with code {srv.proc.returncode} before it was ready; "
-                        f"log {srv.log_path}; last lines:\n{srv.log_tail(15)}",
+                        f"log {srv.log_path}; {srv.failed_lines()}",
                         EXIT_RUN_FAILED,
                     ) from None
                 raise ExpoProfError(
                     f"the server was not ready after {self.opts.ready_timeout_s:.0f} s "
-                    f"(no answer from {srv.base_url}/health); log {srv.log_path}; last lines:\n{srv.log_tail(15)}",
+                    f"(no answer from {srv.base_url}/health); log {srv.log_path}; {srv.failed_lines()}",
                     EXIT_RUN_FAILED,
                 ) from None
         self.say(f"server ready at {srv.base_url} in {time.monotonic() - t0:.1f} s (model {srv.model_id})")
@@ -361,7 +361,7 @@ class Recorder:
         srv = self._live()
         return (
             f"the server exited with code {srv.proc.returncode if srv.proc else None} during the run; "
-            f"log {srv.log_path}; last lines:\n{srv.log_tail(15)}"
+            f"log {srv.log_path}; {srv.failed_lines()}"
         )
 
     def _write_workload(self) -> None:

@@ -16,6 +16,7 @@ a check through ``/proc`` that nothing of it is left.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -44,6 +45,27 @@ DEFAULT_ENV: dict[str, str] = {
     "TRANSFORMERS_OFFLINE": "1",
     "PYTHONUNBUFFERED": "1",
 }
+
+
+#: An exception line in a log, after an optional ``(EngineCore pid=N)`` / ``ERROR … [file.py:N]`` prefix.
+_EXC_LINE = re.compile(r"(?:^|[\s)\]])((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit)):\s+(\S.*)$")
+#: vLLM's wrapper errors that only point at an earlier line ("… See root cause above.").
+_POINTERS = ("root cause above", "Engine core initialization failed", "check the stack trace above")
+
+
+def failure_cause(log: str) -> str | None:
+    """The server's own cause in its log: the last exception line that is not a pointer to an earlier one.
+
+    vLLM ends a failed start with ``RuntimeError: Engine core initialization failed. See root cause above``
+    after a traceback line of ``^^^^``; the cause (e.g. ``ValueError: Free memory on device … is less than
+    desired``) is the exception raised in the engine core before it. None when the log names none.
+    """
+    found = None
+    for line in log.splitlines():
+        m = _EXC_LINE.search(line.strip())
+        if m and not any(p in m.group(2) for p in _POINTERS):
+            found = f"{m.group(1)}: {m.group(2).strip()}"
+    return found
 
 
 class ServerFailed(ServerError):
@@ -299,11 +321,24 @@ class VllmServer:
             return ""
         return b"".join(tail).decode(errors="replace").rstrip()
 
+    def failure_cause(self) -> str | None:
+        """The server's own reason for failing, read from its log (:func:`failure_cause`)."""
+        try:
+            with open(self.log_path, "rb") as f:
+                return failure_cause(f.read().decode(errors="replace"))
+        except OSError:
+            return None
+
+    def failed_lines(self, lines: int = 15) -> str:
+        """For an error message: the server's own cause (when its log names one), then its last lines."""
+        cause, tail = self.failure_cause(), self.log_tail(lines)
+        return (f"cause: {cause}\n" if cause else "") + f"last lines:\n{tail}"
+
     def _died(self, what: str, cause: str = "other") -> ServerFailed:
         rc = self.proc.returncode if self.proc else None
         tail = self.log_tail()
         return ServerFailed(
-            f"vLLM server {what} (exit code {rc}); log {self.log_path}; last lines:\n{tail}"
+            f"vLLM server {what} (exit code {rc}); log {self.log_path}; {self.failed_lines(25)}"
             if tail
             else f"vLLM server {what} (exit code {rc}); log {self.log_path} is empty",
             cause=cause,

@@ -14,6 +14,7 @@ from expo_prof.console import TextConsole
 from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
 from rich.table import Table
 
+from expo_prof.analysis.aggregate import worst_steps
 from expo_prof.analysis.cluster import per_step_means
 from expo_prof.analysis.model import AnalysisResult, Dist
 from expo_prof.terminal.base import fmt_frac
@@ -179,19 +180,21 @@ class TableReporter:
         src.columns[-2].no_wrap = False
         con.print(src)
 
-        worst = sorted(steps, key=lambda x: (-x.exposed_ns, x.rank, x.start_ns))[: self.top]
+        worst = worst_steps(steps, self.top)
         if worst:
             con.print()
+            crit_col = [("critical", "right")] if draw else []
             w = _table(
-                f"Worst steps by exposed time (top {len(worst)})",
+                f"Worst steps by critical path (exposed ∪ wait; top {len(worst)})" if draw
+                else f"Worst steps by critical path (exposed; top {len(worst)})",
                 ("rank", "right"), ("step", "right"), ("n", "right"), ("total", "right"), ("hidden", "right"),
-                ("exposed", "right"), ("hidden %", "right"), (fwd.short, "right"), *wait_col,
+                ("exposed", "right"), ("hidden %", "right"), (fwd.short, "right"), *wait_col, *crit_col,
             )
             for st in worst:
                 w.add_row(
                     str(st.rank), "-" if st.step is None else str(st.step), str(st.instances), fmt_ns(st.total_ns),
                     fmt_ns(st.hidden_ns), fmt_ns(st.exposed_ns), fmt_frac(st.hidden_fraction),
-                    fmt_ns(st.forward_ns), *([fmt_ns(st.wait_ns)] if draw else []),
+                    fmt_ns(st.forward_ns), *([fmt_ns(st.wait_ns), fmt_ns(st.critical_ns)] if draw else []),
                 )
             con.print(w)
             fwd.note(con)

@@ -82,7 +82,7 @@ def test_json_file_tables_file_and_a_page(capsys, realtraces, tmp_path):
     doc = json.loads(out_file.read_text())
     assert doc["op"] == "nccl" and doc["summary"]["instances"] == 21
     code, out, err = run(capsys, realtraces / NCCL, "--op", "nccl", "--top", "2")
-    assert "Per rank" in out and "Worst steps by exposed time (top 2)" in out
+    assert "Per rank" in out and "Worst steps by critical path (exposed; top 2)" in out
     assert f"{100 * doc['summary']['hidden_fraction']:.1f}%" in out
     # AND the tables go to a text file the same way, the page to an .html file
     txt, page = tmp_path / "r.txt", tmp_path / "r.html"

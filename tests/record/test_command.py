@@ -48,9 +48,9 @@ def test_profiler_config_fits_the_installed_vllm(tmp_path):
     old = inject(t, run_dir=tmp_path, overlay=False, profiler="torch", vllm_version="0.11.2", run_id="r")
     assert old.argv == API and old.env["VLLM_TORCH_PROFILER_DIR"] == str(tmp_path / "profiler")
     assert old.env["EXPO_PROF_ASYNC_EXPONENTIAL"] == "0"
-    # WHEN no profiler THEN nothing but the overlay environment
+    # WHEN no profiler THEN nothing but the overlay environment (and the shutdown grace vLLM >= 0.18 takes)
     none = inject(t, run_dir=tmp_path, overlay=True, profiler="none", vllm_version="0.32.0", run_id="r")
-    assert none.argv == API and none.profiler_dir is None
+    assert none.argv == [*API, "--shutdown-timeout", "10"] and none.profiler_dir is None
 
 
 def test_switchback_sets_the_mode_and_the_block_length(tmp_path):
@@ -132,7 +132,7 @@ def test_a_ray_command_is_told_apart_and_asks_vllm_to_copy_the_overlay_variables
     again = inject(ray_cmd, run_dir=tmp_path, overlay=True, profiler="none", vllm_version="0.32.0", run_id="r")
     assert again.env["VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY"] == "EXPO_PROF_"
     # AND a vLLM too old to copy them says what to do instead
-    assert not inj.notes and any("ray start" in n for n in old.notes)
+    assert not any("ray start" in n for n in inj.notes) and any("ray start" in n for n in old.notes)
 
 
 def test_vllms_own_ray_executor_copies_what_record_sets_to_its_workers(tmp_path, monkeypatch, vllm_available):

@@ -1,0 +1,62 @@
+"""``record`` keeps what it recorded and says why a run failed (issue 33 item 7).
+
+A vLLM server that fails to start ends its log with ``RuntimeError: Engine core initialization failed. See root
+cause above`` under a line of ``^^^^``: quoting the log's last lines showed only that. ``record`` names the
+server's own cause. A user's own vLLM command without ``--shutdown-timeout`` had its workers killed before the
+overlay's summary line: ``record`` adds the flag (once; the demo passed it twice).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from expo_prof.record.command import inject, parse_target
+from expo_prof.serving.launch import free_port, vllm_argv
+
+ENV = {"VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def _count(argv: list[str], flag: str) -> int:
+    return sum(a == flag or a.startswith(flag + "=") for a in argv)
+
+
+def test_record_adds_shutdown_timeout_once(tmp_path):
+    """GIVEN a user's own vLLM server command without --shutdown-timeout, and the demo's command (which has it)
+    WHEN record builds the command it runs for vLLM 0.32 THEN each carries the flag exactly once, and the added
+    one is said in a note; a vLLM older than the flag (0.17) gets nothing added."""
+    user = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "M", "--port", "8000"]
+    demo = vllm_argv("M", 8000, python=sys.executable)
+    for argv, added in ((user, True), (demo, False)):
+        inj = inject(parse_target(argv), run_dir=tmp_path, overlay=True, profiler="torch", vllm_version="0.32.0",
+                     run_id="r")
+        assert _count(inj.argv, "--shutdown-timeout") == 1, inj.argv
+        assert any("--shutdown-timeout" in n for n in inj.notes) == added
+    old = inject(parse_target(user), run_dir=tmp_path, overlay=True, profiler="torch", vllm_version="0.17.1",
+                 run_id="r")
+    assert _count(old.argv, "--shutdown-timeout") == 0
+
+
+def test_server_failure_names_the_servers_own_cause(tiny_model, vllm_available, vllm_lock, tmp_path):
+    """GIVEN the real vLLM CPU server asked for a KV cache far larger than the machine's memory (it fails at
+    engine start) WHEN record runs it THEN it exits 3 and its message carries the server's own cause — the
+    exception the engine core raised about memory — not only vLLM's pointer "See root cause above"."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model), "--dtype",
+           "float32", "--max-model-len", "256", "--port", str(port), "--enforce-eager"]
+    with vllm_lock():
+        proc = subprocess.run([sys.executable, "-m", "expo_prof", "record", "--out", str(tmp_path / "run"),
+                               "--num-prompts", "2", "--", *cmd], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300, env={**os.environ, **ENV, "VLLM_CPU_KVCACHE_SPACE": "100000"})
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    log = (tmp_path / "run" / "server.log").read_text(errors="replace")
+    assert "root cause above" in log  # the case: the log's last words only point back
+    # the error is one line (newlines in it are shown escaped, expo_prof/console.py): "…; cause: C<newline>last lines"
+    assert proc.stderr.count("cause: ") == 1, proc.stderr[-3000:]
+    cause = re.split(r"\\u000a|\n", proc.stderr.split("cause: ", 1)[1])[0]
+    assert "root cause above" not in cause and "memory" in cause.lower(), proc.stderr[-3000:]
+    assert cause.split(":")[0].endswith("Error")
+    assert cause in log  # the server's own line, as it wrote it
+    assert proc.stderr.index("cause: ") < proc.stderr.index("last lines")  # said before the tail
