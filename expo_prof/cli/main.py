@@ -117,7 +117,12 @@ def main(argv: list[str] | None = None) -> None:
         # What was gathered before the failure (e.g. "gzip stream is truncated") explains it: always shown.
         for w in getattr(exc, "warnings", []):
             err_console.print(f"[yellow]warning:[/] {escape(w)}")
-        err_console.print(f"[red]error:[/] {escape(str(exc))}")
+        # A message of several lines (a server's cause, then its log's last lines) prints as lines: each
+        # escaped alone, so a newline stays a line break while the control characters inside stay visible.
+        first, *rest = str(exc).split("\n")
+        err_console.print(f"[red]error:[/] {escape(first)}")
+        for line in rest:
+            err_console.print(f"  {escape(line)}")
         for d in getattr(exc, "details", []):
             err_console.print(f"  - {escape(d)}")
         sys.exit(exc.exit_code)

@@ -53,7 +53,7 @@ def test_server_failure_names_the_servers_own_cause(tiny_model, vllm_available, 
     assert proc.returncode == 3, proc.stderr[-2000:]
     log = (tmp_path / "run" / "server.log").read_text(errors="replace")
     assert "root cause above" in log  # the case: the log's last words only point back
-    # the error is one line (newlines in it are shown escaped, expo_prof/console.py): "…; cause: C<newline>last lines"
+    # the cause, then the log's last lines, each on its own line (expo_prof/cli/main.py prints a message of several lines as lines)
     assert proc.stderr.count("cause: ") == 1, proc.stderr[-3000:]
     cause = re.split(r"\\u000a|\n", proc.stderr.split("cause: ", 1)[1])[0]
     assert "root cause above" not in cause and "memory" in cause.lower(), proc.stderr[-3000:]
