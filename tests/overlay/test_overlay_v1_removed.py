@@ -87,3 +87,51 @@ def test_v2_notice_with_v1_gives_the_flag(vllm_available):
     # GIVEN the installed vLLM 0.32 (V1 present, the flag declared) WHEN the notice is composed THEN it advises it
     assert not_applicable.v1_selectable()
     assert not_applicable.V2_FLAG in not_applicable.v2_message()
+
+
+@pytest.mark.parametrize("version", ["0.35.0", "nightly-unknown"], ids=["future", "unparsable"])
+def test_unknown_vllm_version_steps_aside_naming_it(tmp_path, monkeypatch, vllm_available, warnings_of_overlay,
+                                                    version):
+    # GIVEN the switch on and a vLLM whose version the overlay does not know (future or unreadable)
+    import vllm
+
+    from overlay.contract import ENV_OUT, ENV_SWITCH
+
+    monkeypatch.setenv(ENV_SWITCH, "1")
+    monkeypatch.setenv(ENV_OUT, str(tmp_path))
+    monkeypatch.setattr(vllm, "__version__", version)
+    # WHEN vLLM loads the plugin
+    plugin.register()
+    # THEN no exception reaches vLLM: one warning naming the version, one not_applicable notice, nothing armed
+    messages = [r.getMessage() for r in warnings_of_overlay]
+    assert len(messages) == 1 and version in messages[0] and "internal error" not in messages[0], messages
+    _, lines = read_log(tmp_path)
+    assert [n["code"] for n in lines["notice"]] == ["not_applicable"]
+    assert version in lines["notice"][0]["message"]
+    from overlay.sampler import active
+
+    assert active() is None
+
+
+def test_known_vllm_version_keeps_the_overlay_on(tmp_path, monkeypatch, vllm_available, warnings_of_overlay):
+    # GIVEN the installed vLLM 0.32 (checked in the matrix) WHEN the plugin registers THEN the overlay stays on
+    from overlay.contract import ENV_OUT, ENV_SWITCH
+    from overlay.sampler import active
+
+    monkeypatch.setenv(ENV_SWITCH, "1")
+    monkeypatch.setenv(ENV_OUT, str(tmp_path))
+    plugin.register()
+    assert active() is not None and not warnings_of_overlay
+
+
+def test_newest_checked_matches_the_matrix():
+    # GIVEN the version matrix's rows WHEN the newest minor per package is taken THEN overlay.versions agrees
+    sys.path.insert(0, str(__import__("shared_paths").REPO / "tools"))
+    import overlay_matrix
+
+    from overlay.versions import NEWEST_CHECKED, unknown_reason
+
+    for dist, versions in (("vllm", overlay_matrix.VLLM), ("vllm-ascend", overlay_matrix.ASCEND)):
+        newest = max(tuple(int(x) for x in v.split(".")[:2]) for v in versions)
+        assert NEWEST_CHECKED[dist] == newest
+        assert all(unknown_reason(dist, v) is None for v in versions)
