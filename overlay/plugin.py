@@ -16,8 +16,10 @@ Failure policy:
   vLLM keeps serving on its own path;
 * an installed vLLM that samples in a way the overlay cannot hook (Model
   Runner V2, FlashInfer, vllm-ascend's own async exponential): one warning
-  naming the flag that makes it apply, a ``not_applicable`` notice in the
-  event log, every patch removed.
+  naming the flag that makes it apply (where one exists), a ``not_applicable``
+  notice in the event log, every patch removed;
+* a vLLM / vllm-ascend version it cannot read or newer than the newest
+  checked (:mod:`overlay.versions`): the same, naming the version.
 """
 
 from __future__ import annotations
@@ -59,8 +61,20 @@ def register() -> None:
         return
     try:
         enable(instrument=instrument, lane_cpus=cpus, mode=mode, block_steps=block, arms=arms)
+        step_aside_if_unknown()
     except Exception as exc:  # noqa: BLE001
         disable(exc)
+
+
+def step_aside_if_unknown() -> None:
+    """Step aside (one notice naming it) when the installed vLLM / vllm-ascend version is unknown."""
+    from overlay.versions import check_installed
+
+    reason = check_installed()
+    if reason is not None:
+        from overlay.patches.not_applicable import platform_backend
+
+        not_applicable(reason, platform_backend())
 
 
 def enable(

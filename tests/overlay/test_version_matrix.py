@@ -4,8 +4,9 @@ GIVEN the real wheel of a vLLM / vllm-ascend release on PyPI (only the members t
 range into ``~/.cache/expo-prof/wheel-files`` once per machine: tools/wheel_files.py), WHEN the overlay's patch code is
 run against its real sources (tools/overlay_matrix.py), THEN the runner has a
 seam ``execute_model`` calls, the replacement ``random_sample`` has exactly the
-original's parameters, one CPU step gives the original's tokens, and the
-documented row says the same.
+original's parameters, one CPU step gives the original's tokens — or, on a vLLM
+without Model Runner V1 (0.34 on), the patch steps aside with its one notice —
+and the documented row says the same.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def documented():
 def test_release_row(dist, version, documented, pypi_wheels):
     pypi_wheels(dist, version)
     row = overlay_matrix.check(dist, version)
-    assert row.works, row
+    assert row.clean, row
     assert documented.get((dist, version)) == row.cells(), "docs/overlay.md is stale: run tools/overlay_matrix.py"
 
 
