@@ -187,13 +187,14 @@ class TableReporter:
             w = _table(
                 f"Worst steps by critical path (exposed ∪ wait; top {len(worst)})" if draw
                 else f"Worst steps by critical path (exposed; top {len(worst)})",
-                ("rank", "right"), ("step", "right"), ("n", "right"), ("total", "right"), ("hidden", "right"),
+                # No "hidden" column: total and hidden % say it, and the critical column must fit 80 columns.
+                ("rank", "right"), ("step", "right"), ("n", "right"), ("total", "right"),
                 ("exposed", "right"), ("hidden %", "right"), (fwd.short, "right"), *wait_col, *crit_col,
             )
             for st in worst:
                 w.add_row(
                     str(st.rank), "-" if st.step is None else str(st.step), str(st.instances), fmt_ns(st.total_ns),
-                    fmt_ns(st.hidden_ns), fmt_ns(st.exposed_ns), fmt_frac(st.hidden_fraction),
+                    fmt_ns(st.exposed_ns), fmt_frac(st.hidden_fraction),
                     fmt_ns(st.forward_ns), *([fmt_ns(st.wait_ns), fmt_ns(st.critical_ns)] if draw else []),
                 )
             con.print(w)

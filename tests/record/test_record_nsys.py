@@ -18,7 +18,7 @@ from nsys_gen import write_nsys_export  # type: ignore[import-not-found]
 from shared_paths import REPO  # type: ignore[import-not-found]
 
 from expo_prof.errors import BadInput
-from expo_prof.record.command import inject, parse_target
+from expo_prof.record.command import SHUTDOWN_TIMEOUT_S, inject, parse_target
 
 API = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/m/Qwen3-32B", "--port", "8123"]
 FAKE = """#!{python}
@@ -57,8 +57,10 @@ def test_nsys_wraps_the_server_with_serving_options_and_vllms_cuda_profiler(tmp_
                              "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
                              "--trace-fork-before-exec=true", "--cuda-graph-trace=node",
                              f"--output={run / 'nsys' / 'profile'}", "--force-overwrite=true"]
-    # AND vLLM's own command follows, with its CUDA profiler selected (so /start_profile opens the range)
-    assert inj.argv[11:-2] == API and inj.argv[-2] == "--profiler-config"
+    # AND vLLM's own command follows (given time to shut down, so the overlay writes its summary), with its CUDA
+    # profiler selected (so /start_profile opens the range)
+    assert inj.argv[11:-4] == API and inj.argv[-4:-2] == ["--shutdown-timeout", str(SHUTDOWN_TIMEOUT_S)]
+    assert inj.argv[-2] == "--profiler-config"
     assert json.loads(inj.argv[-1]) == {"profiler": "cuda"}
     # AND workers are spawned (vLLM's advice under nsys), the overlay on, the tool and folder known
     assert inj.env["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn" and inj.env["EXPO_PROF_ASYNC_EXPONENTIAL"] == "1"
