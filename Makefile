@@ -26,20 +26,26 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/expo-prof demo
 
-# Lint and type-check first (seconds; config in pyproject.toml), then the tests.
+# The daily tier (docs/testing.md, "Tiers"): the tests that start no server, drive no browser, no Ray and no network.
+FAST_TIER := not server and not browser and not ray and not network
+
+# Lint and type-check first (seconds; config in pyproject.toml), then the tests in two runs: the fast tier on
+# every core (pytest-xdist: those tests share nothing but read-only files), then the rest one at a time — the
+# real vLLM servers measure CPU contention on purpose, so nothing may run beside them.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -ra --durations=25
+	$(BIN)/python tools/layering.py
+	$(BIN)/python -m pytest -q -ra -n auto -m "$(FAST_TIER)" --durations=15
+	$(BIN)/python -m pytest -q -ra -m "not ($(FAST_TIER))" --durations=25
 
-# The daily tier (docs/testing.md, "Tiers"): lint, types, layering and the tests that start no server, drive no
-# browser, no Ray and no network. `make test` runs all of these too.
-FAST_TIER := not server and not browser and not ray and not network
+# The fast tier alone, for daily work: lint, types, layering and the tests that start no server. `make test` runs
+# all of these too.
 test-fast: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python tools/layering.py
-	$(BIN)/python -m pytest -q -ra -m "$(FAST_TIER)" --durations=15
+	$(BIN)/python -m pytest -q -ra -n auto -m "$(FAST_TIER)" --durations=15
 
 # The switchback-vs-ab proof: an experiment, not a test (~17 min of real vLLM servers; run it with nothing else on
 # the machine). Writes bench/results/switchback_proof.json and its table in docs/ab.md; commit both.
