@@ -14,17 +14,10 @@ from collections import defaultdict
 
 import pytest
 
-from expo_prof.cli.main import main
 from expo_prof.words import fmt_ns
+from support.analyze_cli import analyze_out
 
 
-def _analyze(capsys, *args: str) -> str:
-    """What ``expo-prof analyze ARGS`` prints (exit 0)."""
-    with pytest.raises(SystemExit) as ei:
-        main(["analyze", *args])
-    out, err = capsys.readouterr()
-    assert ei.value.code == 0, err
-    return out
 
 
 def _row(out: str, label: str) -> list[str]:
@@ -54,8 +47,8 @@ def test_across_ranks_gives_mean_and_slowest_rank_per_step(capsys, realtraces, r
         args, fwd = [str(realtraces / "msinsight/test/data/pytorch/text/level1"), "--op", "MatMul"], "compute busy"
     else:
         args, fwd = [str(request.getfixturevalue("ranks_run"))], "forward"
-    doc = json.loads(_analyze(capsys, *args, "--json"))
-    out = _analyze(capsys, *args)
+    doc = json.loads(analyze_out(capsys, *args, "--json"))
+    out = analyze_out(capsys, *args)
     for key, label in (("exposed_ns", "exposed per step"), ("forward_ns", f"{fwd} per step")):
         per = _per_step(doc, key)
         assert all(len(v) == 2 for v in per.values())
@@ -78,7 +71,7 @@ def test_forward_is_named_by_its_source(capsys, realtraces, args, row, says):
     """GIVEN a real trace with a forward span (vLLM's execute_context) or without one (an A100 trace, --op nccl)
     WHEN analyze prints its tables THEN the summary's forward row names the source beside its figure, and the
     distribution and worst-step tables call compute-busy time "compute busy", never "forward"."""
-    out = _analyze(capsys, str(realtraces / args[0]), *args[1:])
+    out = analyze_out(capsys, str(realtraces / args[0]), *args[1:])
     assert _row(out, row)[1] == says
     dist = out[out.index("Distributions"):out.index("Per rank")]
     assert _row(dist, row)  # the per-step row has the same name
@@ -92,10 +85,10 @@ def test_mixed_sources_across_ranks_are_said(capsys, mixed_ranks_run):
     """GIVEN a real two-rank run where only rank 0 has the expo_prof::forward span WHEN analyze prints its tables
     and its JSON THEN the summary's forward row says the sources differ and a line names each rank's, and the JSON's
     summary says "mixed" (each rank's own source in ranks[])."""
-    doc = json.loads(_analyze(capsys, str(mixed_ranks_run), "--json"))
+    doc = json.loads(analyze_out(capsys, str(mixed_ranks_run), "--json"))
     assert doc["summary"]["forward_source"] == "mixed"
     assert {r["rank"]: r["forward_source"] for r in doc["ranks"]} == {0: "expo_prof::forward", 1: "compute-busy"}
-    out = _analyze(capsys, str(mixed_ranks_run))
+    out = analyze_out(capsys, str(mixed_ranks_run))
     assert _row(out, "forward")[1] == "sources differ across ranks; summed over 2 ranks"
     flat = " ".join(out.split())
     assert ("forward: sources differ across ranks — rank 0: forward (expo_prof::forward span); "

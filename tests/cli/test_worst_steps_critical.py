@@ -12,17 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from expo_prof.cli.main import main
+from support.analyze_cli import analyze_out
 
 SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples"
 
 
-def _analyze(capsys, *args: str) -> str:
-    with pytest.raises(SystemExit) as ei:
-        main(["analyze", *args])
-    out, err = capsys.readouterr()
-    assert ei.value.code == 0, err
-    return out
 
 
 def _worst_rows(out: str) -> tuple[str, list[tuple[int, int]]]:
@@ -49,12 +43,12 @@ def test_worst_steps_are_the_largest_critical_paths(capsys, run, extra):
     path, and the rows are the steps with the largest exposed ∪ wait, largest first (ties by step id), not
     steps 0, 1, 2 … in order."""
     path = str(SAMPLES / run)
-    doc = json.loads(_analyze(capsys, path, "--json", *extra))
+    doc = json.loads(analyze_out(capsys, path, "--json", *extra))
     steps = doc["steps"]
     assert steps and all(s["exposed_ns"] == 0 for s in steps)  # the case the issue met: fully hidden
     # the expected order, worked out here from the JSON's per-step figures (exposed ∪ wait of each step)
     want = [(s["rank"], s["step"]) for s in sorted(steps, key=lambda s: (-s["critical_ns"], s["rank"], s["step"]))]
-    title, rows = _worst_rows(_analyze(capsys, path, "--top", "5", *extra))
+    title, rows = _worst_rows(analyze_out(capsys, path, "--top", "5", *extra))
     assert "critical path" in title and "exposed ∪ wait" in title and "top 5" in title
     assert rows == want[:5]
     assert rows != sorted(rows)  # not the steps' own order
