@@ -95,6 +95,72 @@ class Interval(msgspec.Struct, kw_only=True):
     significant: bool | None
 
 
+class StepParts(msgspec.Struct, kw_only=True):
+    """One arm's mean step (cadence) broken into its parts, weighted like the step itself (ns per step).
+
+    ``step_ns`` = ``forward_ns`` + ``sampler_ns`` + ``rest_ns``: the sampler call includes its wait for ``q``
+    (``wait_ns``, also shown alone); the rest is vLLM's host time outside both (scheduling, preparing the
+    inputs, processing the outputs, between steps). Null parts: not measured in this arm's steps (the rest is
+    then null too).
+    """
+
+    step_ns: float
+    forward_ns: float | None
+    sampler_ns: float | None
+    wait_ns: float | None
+    rest_ns: float | None
+
+
+#: Why a step line was left out, in one short clause each (the keys of ``Saving.dropped``; docs/ab.md).
+DROPPED_WORDS = {
+    "outside_load": "outside the measured load: the warm-up, the idle end",
+    "washout": "washout: each block's first step, which pays the switch",
+    "no_cadence": "no cadence: no next step to time them by",
+    "idle": "idle gaps: the engine waited for requests",
+    "unpaired": "unpaired: their pair's other block kept no step",
+    "unmatched_shape": "unmatched shape: the other block never ran it",
+}
+
+
+def left_out_words(dropped: Mapping[str, int]) -> list[str]:
+    """``["200 outside the measured load (…)", …]``: each non-zero reason of ``dropped``, with what it means."""
+    return [f"{n} {DROPPED_WORDS.get(k, k.replace('_', ' '))}" for k, n in dropped.items() if n]
+
+
+def across_zero(iv: Interval | None) -> bool:
+    """Whether the interval's 95 % CI holds zero: no difference shown (False without a CI)."""
+    return iv is not None and iv.ci_ns is not None and iv.ci_ns[0] <= 0.0 <= iv.ci_ns[1]
+
+
+def diff_words(iv: Interval, more: str, less: str) -> str:
+    """A difference in words that follow its CI: ``3.1 ms slower (95% CI 2.0 ms to 4.2 ms slower)`` when the
+    CI lies on one side of zero; ``no difference shown (mean 406.0 µs less, 95% CI -1.24 ms to +423.3 µs,
+    width 1.66 ms)`` when it holds zero (``more`` / ``less``: the words of a positive / negative difference)."""
+    word = more if iv.mean_ns >= 0 else less
+    if iv.ci_ns is None:
+        return f"{fmt_ns(abs(iv.mean_ns))} {word} (no CI: fewer than 2 pairs)"
+    lo, hi = iv.ci_ns
+    if lo <= 0.0 <= hi:
+        return (f"no difference shown (mean {fmt_ns(abs(iv.mean_ns))} {word}; 95% CI {fmt_ns(lo, signed=True)} to "
+                f"{fmt_ns(hi, signed=True)}, width {fmt_ns(hi - lo)})")
+    a, b = sorted((abs(lo), abs(hi)))
+    return f"{fmt_ns(abs(iv.mean_ns))} {word} (95% CI {fmt_ns(a)} to {fmt_ns(b)} {word})"
+
+
+def settle_words(sv: Saving) -> tuple[str, str]:
+    """The "to settle" row of every switchback block: (figure, words) — how many steps would settle the
+    saving, or why none are needed / none can be said."""
+    if sv.saving is None:
+        return "–", "no block pair ran a common batch shape: run longer"
+    if sv.saving.significant is None:
+        return "–", f"a test needs 2 block pairs ({sv.pairs} here)"
+    if sv.saving.significant:
+        return "settled", "both tests significant at alpha 0.05"
+    if sv.steps_needed is None:
+        return "> 1000 pairs", "of blocks, for a saving this small"
+    return f"~{sv.steps_needed}", "steps for 80% power at alpha 0.05"
+
+
 class Shape(msgspec.Struct, kw_only=True):
     """One batch shape (requests, forward tokens) of the compared steps."""
 
@@ -137,9 +203,11 @@ class Saving(msgspec.Struct, kw_only=True):
     on_step_ns: float | None
     #: off − on per step: positive = the overlay makes the step shorter.
     saving: Interval | None
-    #: Output tok/s change the saving implies (%, off / on − 1), and its CI.
+    #: Output tok/s change the saving implies (%, off / on − 1), and its CI; a bound is null where it does not
+    #: exist (a saving as large as the off step would mean an on step of zero time), ``tokps_ci_note`` says so.
     tokps_change_pct: float | None
-    tokps_ci_pct: list[float] | None
+    tokps_ci_pct: list[float | None] | None
+    tokps_ci_note: str | None = None
     decision: str
     #: Steps (both phases together) that would give 80 % power at alpha 0.05 for the saving seen;
     #: null when settled, or when it would take more than 1000 pairs.
@@ -149,6 +217,11 @@ class Saving(msgspec.Struct, kw_only=True):
     sampler_change: Interval | None
     #: Mean sampler wait per on step (ns); null when not measured.
     wait_on_ns: float | None
+    #: Each compared arm's mean step broken into forward, sampler (its wait included) and the rest, weighted as
+    #: the step means are (``off_parts`` the baseline's, ``on_parts`` the arm's); their forward and sampler
+    #: differences are ``forward_change`` and ``sampler_change`` (the same pairs, the same weights).
+    off_parts: StepParts | None = None
+    on_parts: StepParts | None = None
     shapes: list[Shape]
     statement: str
     notes: list[str]
@@ -337,26 +410,39 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
     saving = _interval(off, on, -1)
     notes: list[str] = []
 
-    def change(column: str) -> Interval | None:
+    def means(column: str) -> tuple[np.ndarray, np.ndarray]:
+        """Per usable pair, the baseline's and the arm's weighted mean of ``column`` (its measured steps)."""
         v = _f(cols[column]).astype(float)
-        ok = used & (v >= 0)
-        pr, _, _ = _pair_means(pair_of, phase, shape, v, ok, compared)
-        return _interval(np.array([m for _, m, _ in pr]), np.array([m for _, _, m in pr]), +1)
+        pr, _, _ = _pair_means(pair_of, phase, shape, v, used & (v >= 0), compared)
+        return np.array([m for _, m, _ in pr]), np.array([m for _, _, m in pr])
 
-    forward_change = change("fwd_ns")
-    sampler_change = change("sample_ns")
+    fwd_off, fwd_on = means("fwd_ns")
+    smp_off, smp_on = means("sample_ns")
+    forward_change = _interval(fwd_off, fwd_on, +1)
+    sampler_change = _interval(smp_off, smp_on, +1)
     wait = _f(cols["wait_ns"])
-    w_on = used & (phase == compared[1]) & (wait >= 0)
-    wait_on = float(wait[w_on].mean()) if w_on.any() else None
+
+    def mean_wait(arm: str) -> float | None:
+        sel = used & (phase == arm) & (wait >= 0)
+        return float(wait[sel].mean()) if sel.any() else None
+
+    wait_on = mean_wait(compared[1])
 
     off_mean = float(off.mean()) if len(off) else None
     on_mean = float(on.mean()) if len(on) else None
-    tok = tok_ci = None
+    off_parts = _parts(off_mean, fwd_off, smp_off, mean_wait(compared[0]))
+    on_parts = _parts(on_mean, fwd_on, smp_on, wait_on)
+    tok = tok_ci = tok_note = None
     decision, needed = INCONCLUSIVE, None
     if saving is not None and off_mean:
         tok = 100.0 * (off_mean / (off_mean - saving.mean_ns) - 1.0)
         if saving.ci_ns is not None:
-            tok_ci = [100.0 * (off_mean / (off_mean - c) - 1.0) if c < off_mean else math.inf for c in saving.ci_ns]
+            # A saving bound at or past the off step would be an on step of zero (or negative) time: no tok/s
+            # bound exists there, and the note says so rather than printing an infinity.
+            tok_ci = [100.0 * (off_mean / (off_mean - c) - 1.0) if c < off_mean else None for c in saving.ci_ns]
+            if None in tok_ci:
+                tok_note = (f"no upper bound: the saving's upper 95% bound ({fmt_ns(max(saving.ci_ns))}) reaches the "
+                            f"{compared[0]} step itself ({fmt_ns(off_mean)}), a {compared[1]} step of zero time")
     if saving is not None and saving.significant is not None:
         if saving.significant:
             decision = ENABLE if saving.mean_ns > 0 else KEEP_OFF
@@ -365,21 +451,21 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
             d = on - off
             n_pairs = stats.runs_needed_paired(float(d.mean()), float(np.std(d, ddof=1)), ALPHA)
             needed = None if n_pairs is None else len(arms) * block_steps * n_pairs
-    statement = _statement(decision, saving, tok, tok_ci, len(pairs), needed, forward_change, wait_on,
+    statement = _statement(decision, saving, tok, tok_ci, tok_note, len(pairs), needed, forward_change, wait_on,
                            int(used.sum()), SUBJECTS.get((arms, compared), f"{compared[1]} against {compared[0]}"))
     if len(pairs) < 2:
         notes.append(f"{plural(len(pairs), 'block pair')} compared: at least 2 are needed for a confidence interval "
                      "(run longer, or with a smaller EXPO_PROF_SWITCHBACK_BLOCK)")
-    left = {k: v for k, v in dropped.items() if v}
-    if left:
-        notes.append("left out: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in left.items()))
+    if left_out_words(dropped):
+        notes.append("left out: " + "; ".join(left_out_words(dropped)))
     return Saving(
         rank=rank, block_steps=block_steps, arms=list(arms), compared=list(compared), blocks=len(seen),
         pairs=len(pairs), load_window_ns=load_window_ns,
         off_steps=int((used & (phase == compared[0])).sum()), on_steps=int((used & (phase == compared[1])).sum()),
         dropped=dropped, off_step_ns=off_mean, on_step_ns=on_mean, saving=saving,
-        tokps_change_pct=tok, tokps_ci_pct=tok_ci, decision=decision, steps_needed=needed,
+        tokps_change_pct=tok, tokps_ci_pct=tok_ci, tokps_ci_note=tok_note, decision=decision, steps_needed=needed,
         forward_change=forward_change, sampler_change=sampler_change, wait_on_ns=wait_on,
+        off_parts=off_parts, on_parts=on_parts,
         shapes=[Shape(reqs=r, tokens=t, pairs=a["pairs"], off_steps=a["n_off"], on_steps=a["n_on"],
                       off_step_ns=a["off"] / a["n_off"], on_step_ns=a["on"] / a["n_on"])
                 for (r, t), a in sorted(shapes.items())],
@@ -387,18 +473,44 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
     )
 
 
-def _statement(decision: str, saving: Interval | None, tok: float | None, tok_ci: list[float] | None, pairs: int,
-               needed: int | None, fwd: Interval | None, wait_on: float | None, steps: int,
-               subject: str = "the overlay") -> str:
-    """The verdict in one sentence, in compare's words (``subject``: what is compared with what)."""
+def _parts(step: float | None, fwd: np.ndarray, smp: np.ndarray, wait: float | None) -> StepParts | None:
+    """One arm's step broken down (:class:`StepParts`) from its per-pair means (the step's, the forward's, the
+    sampler's) and its mean wait; None without a step mean."""
+    if step is None:
+        return None
+    f = float(fwd.mean()) if len(fwd) else None
+    sm = float(smp.mean()) if len(smp) else None
+    w = wait
+    rest = step - f - sm if f is not None and sm is not None else None
+    return StepParts(step_ns=step, forward_ns=f, sampler_ns=sm, wait_ns=w, rest_ns=rest)
+
+
+def tokps_ci_text(tok_ci: list[float | None] | None, note: str | None, digits: int = 2) -> str:
+    """``95% CI +29.95% to +51.75%``; a missing bound as ``no upper bound`` with ``note``'s reason (empty
+    without a CI)."""
+    if tok_ci is None:
+        return ""
+    lo, hi = (("–" if c is None else f"{c:+.{digits}f}%") for c in tok_ci)
+    text = f"95% CI {lo} to {hi}"
+    return text if note is None else f"{text}; {note}"
+
+
+def _statement(decision: str, saving: Interval | None, tok: float | None, tok_ci: list[float | None] | None,
+               tok_note: str | None, pairs: int, needed: int | None, fwd: Interval | None, wait_on: float | None,
+               steps: int, subject: str = "the overlay") -> str:
+    """The verdict in one sentence, in compare's words (``subject``: what is compared with what); each
+    difference in words that follow its CI (:func:`diff_words`)."""
     if saving is None:
         return "inconclusive: no pair of switchback blocks ran a batch shape in common"
     sign = 1 if saving.mean_ns >= 0 else -1
-    what = f"{'saves' if sign > 0 else 'costs'} {fmt_ns(sign * saving.mean_ns)} per step{_ci_text(saving, sign)}"
+    if across_zero(saving):
+        what = f"per step: {diff_words(saving, 'saved', 'added')}"
+    else:
+        what = f"{'saves' if sign > 0 else 'costs'} {fmt_ns(sign * saving.mean_ns)} per step{_ci_text(saving, sign)}"
     if tok is not None:
         what += f", output tok/s {tok:+.2f}%"
         if tok_ci is not None:
-            what += f" (95% CI {tok_ci[0]:+.2f}% to {tok_ci[1]:+.2f}%)"
+            what += f" ({tokps_ci_text(tok_ci, tok_note)})"
     base = f"{decision}: {subject} {what}; {plural(pairs, 'block pair')}, {plural(steps, 'step')}"
     if decision == INCONCLUSIVE:
         base += " — too few pairs for a test"
@@ -406,7 +518,7 @@ def _statement(decision: str, saving: Interval | None, tok: float | None, tok_ci
         base += (f"; about {needed} steps would settle a saving this size" if needed is not None
                  else "; a saving this small would take more than 1000 block pairs to settle")
     if fwd is not None:
-        base += f"; the forward is {fmt_ns(abs(fwd.mean_ns))} {'slower' if fwd.mean_ns >= 0 else 'faster'} beside the lane"
+        base += f"; the forward beside the lane: {diff_words(fwd, 'slower', 'faster')}"
     if wait_on is not None:
         base += f", the sampler waits {fmt_ns(wait_on)} for q"
     return base
@@ -465,9 +577,11 @@ def natural_experiment(cols: Mapping[str, np.ndarray], *, rank: int, window: np.
     slow = Interval(mean_ns=est, ci_ns=ci, t_p=None, permutation_p=None,
                     significant=None if ci is None else not (ci[0] <= 0.0 <= ci[1]))
     f_wo, f_w = float(sum_wo / wt.sum()), float(sum_w / wt.sum())
+    # Words that follow the CI: "slower (CI … slower)" only when the CI lies above zero (diff_words).
+    change = (diff_words(slow, "slower", "faster") if ci is not None
+              else f"{fmt_ns(abs(est))} {'slower' if est >= 0 else 'faster'} (no CI: a shape with a single step)")
     statement = (f"forward without the lane {fmt_ns(f_wo)} per step ({plural(n_wo, 'step')}: {basis}), with it "
-                 f"{fmt_ns(f_w)} ({plural(n_w, 'step')}), matched by batch shape: "
-                 f"{fmt_ns(abs(est))} {'slower' if est >= 0 else 'faster'} beside the draw{_ci_text(slow)}")
+                 f"{fmt_ns(f_w)} ({plural(n_w, 'step')}), matched by batch shape: beside the draw {change}")
     return Natural(rank=rank, without_steps=n_wo, with_steps=n_w, forward_without_ns=f_wo, forward_with_ns=f_w,
                    slowdown=slow, basis=basis, statement=statement)
 
@@ -495,8 +609,14 @@ def savings_of(timelines, load_window_ns: list[int] | None = None) -> tuple[list
         if not win.any():  # a log of another time than the load (or clocks that disagree): every step
             win, load_window_ns = np.ones(len(win), dtype=bool), None
         if isinstance(block, int) and not isinstance(block, bool) and block >= 2:
-            savings.extend(switchback_savings(cols, rank=tl.rank, block_steps=block, arms=arms, window=win,
-                                              load_window_ns=load_window_ns))
+            ranked = switchback_savings(cols, rank=tl.rank, block_steps=block, arms=arms, window=win,
+                                        load_window_ns=load_window_ns)
+            savings.extend(ranked)
+            if any(s.forward_change is not None for s in ranked):
+                # One estimate per quantity: switchback's paired forward change (on − off, by block pair) is the
+                # forward beside the draw; the natural experiment over the same off blocks, unpaired, would be a
+                # second figure for it that need not agree.
+                continue
         n = natural_experiment(cols, rank=tl.rank, window=win)
         if n is not None:
             natural.append(n)
