@@ -34,6 +34,11 @@ The method (docs/ab.md, "Switchback"):
   carried through (the off mean taken as exact, as ``compare`` takes
   mean(A)).
 * **Contention**: forward time in on blocks minus off blocks, paired the same way.
+* **The step broken down**: each arm's step as forward + sampler (its wait included) + the rest, weighted as
+  the step is (:class:`StepParts`), so the parts' differences are the paired changes above.
+* **Words**: every difference is said in words that follow its CI (:func:`diff_words`: "no difference
+  shown", with the width, when it holds zero), every left-out step with what its reason means
+  (:data:`DROPPED_WORDS`), a tok/s bound that does not exist as such, never as an infinity.
 
 Three arms (header ``arms`` = off, on, native; docs/ab.md): blocks ``3g`` …
 ``3g + 2`` form group ``g``, one block per arm, and each of three comparisons
@@ -46,18 +51,20 @@ against ``off`` (does the engine's own async draw pay?) and ``on`` against
 The natural experiment (:func:`natural_experiment`) needs no switchback: in
 any overlay run, steps whose batch launched no ``q`` (all greedy, all seeded)
 ran their forward without the lane; compared with launched steps of the same
-batch shape they show the forward's slowdown beside the draw.
+batch shape they show the forward's slowdown beside the draw. A switchback
+rank measures that by its pairs already, so :func:`expo_prof.analysis.savings.savings_of` gives it none
+(:mod:`expo_prof.analysis.natural`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import msgspec
 import numpy as np
 
 from expo_prof import stats
+from expo_prof.analysis.switchback_words import across_zero, diff_words, left_out_words, tokps_ci_text
 from expo_prof.words import ENABLE, INCONCLUSIVE, KEEP_OFF, NO_DIFFERENCE, fmt_ns, plural
 
 CONFIDENCE = 0.95
@@ -109,56 +116,6 @@ class StepParts(msgspec.Struct, kw_only=True):
     sampler_ns: float | None
     wait_ns: float | None
     rest_ns: float | None
-
-
-#: Why a step line was left out, in one short clause each (the keys of ``Saving.dropped``; docs/ab.md).
-DROPPED_WORDS = {
-    "outside_load": "outside the measured load: the warm-up, the idle end",
-    "washout": "washout: each block's first step, which pays the switch",
-    "no_cadence": "no cadence: no next step to time them by",
-    "idle": "idle gaps: the engine waited for requests",
-    "unpaired": "unpaired: their pair's other block kept no step",
-    "unmatched_shape": "unmatched shape: the other block never ran it",
-}
-
-
-def left_out_words(dropped: Mapping[str, int]) -> list[str]:
-    """``["200 outside the measured load (…)", …]``: each non-zero reason of ``dropped``, with what it means."""
-    return [f"{n} {DROPPED_WORDS.get(k, k.replace('_', ' '))}" for k, n in dropped.items() if n]
-
-
-def across_zero(iv: Interval | None) -> bool:
-    """Whether the interval's 95 % CI holds zero: no difference shown (False without a CI)."""
-    return iv is not None and iv.ci_ns is not None and iv.ci_ns[0] <= 0.0 <= iv.ci_ns[1]
-
-
-def diff_words(iv: Interval, more: str, less: str) -> str:
-    """A difference in words that follow its CI: ``3.1 ms slower (95% CI 2.0 ms to 4.2 ms slower)`` when the
-    CI lies on one side of zero; ``no difference shown (mean 406.0 µs less, 95% CI -1.24 ms to +423.3 µs,
-    width 1.66 ms)`` when it holds zero (``more`` / ``less``: the words of a positive / negative difference)."""
-    word = more if iv.mean_ns >= 0 else less
-    if iv.ci_ns is None:
-        return f"{fmt_ns(abs(iv.mean_ns))} {word} (no CI: fewer than 2 pairs)"
-    lo, hi = iv.ci_ns
-    if lo <= 0.0 <= hi:
-        return (f"no difference shown (mean {fmt_ns(abs(iv.mean_ns))} {word}; 95% CI {fmt_ns(lo, signed=True)} to "
-                f"{fmt_ns(hi, signed=True)}, width {fmt_ns(hi - lo)})")
-    a, b = sorted((abs(lo), abs(hi)))
-    return f"{fmt_ns(abs(iv.mean_ns))} {word} (95% CI {fmt_ns(a)} to {fmt_ns(b)} {word})"
-
-
-def settle_words(sv: Saving) -> tuple[str, str]:
-    """The "to settle" row of every switchback block: (figure, words) — how many steps would settle the
-    saving, or why none are needed / none can be said."""
-    if sv.saving is None:
-        return "–", "no block pair ran a common batch shape: run longer"
-    if sv.saving.significant is None:
-        return "–", f"a test needs 2 block pairs ({sv.pairs} here)"
-    if sv.saving.significant:
-        return "settled", "both tests significant at alpha 0.05"
-    if sv.steps_needed is None:
-        return "> 1000 pairs", "of blocks, for a saving this small"
-    return f"~{sv.steps_needed}", "steps for 80% power at alpha 0.05"
 
 
 class Shape(msgspec.Struct, kw_only=True):
@@ -227,23 +184,7 @@ class Saving(msgspec.Struct, kw_only=True):
     notes: list[str]
 
 
-class Natural(msgspec.Struct, kw_only=True):
-    """Forward time of steps that launched no ``q`` (the lane idle) against launched steps of the same shape."""
-
-    rank: int
-    #: Steps without a launch (all-greedy / all-seeded batches, or switchback off blocks) and with one.
-    without_steps: int
-    with_steps: int
-    forward_without_ns: float | None
-    forward_with_ns: float | None
-    #: with − without (ns per step, matched by batch shape): the forward's slowdown beside the draw.
-    slowdown: Interval | None
-    #: Which steps count as "without": "no q launched (all greedy / all seeded / FlashInfer)" or "switchback off blocks".
-    basis: str
-    statement: str
-
-
-def _f(values: np.ndarray) -> np.ndarray:
+def ints(values: np.ndarray) -> np.ndarray:
     return np.asarray(values, dtype=np.int64)
 
 
@@ -255,7 +196,7 @@ def cadence(step: np.ndarray, t0: np.ndarray, host_end: np.ndarray) -> tuple[np.
     or the whole cadence when host_end is unknown) above IDLE_FACTOR × its
     median + IDLE_FLOOR_NS.
     """
-    step, t0, host_end = _f(step), _f(t0), _f(host_end)
+    step, t0, host_end = ints(step), ints(t0), ints(host_end)
     n = len(step)
     cad = np.full(n, -1, dtype=np.int64)
     idle = np.zeros(n, dtype=bool)
@@ -322,8 +263,8 @@ def _pair_means(pair_of: np.ndarray, phase: np.ndarray, shape: np.ndarray, value
     return pairs, shapes, matched
 
 
-def _shape_key(reqs: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-    return (_f(reqs) << 32) | (_f(tokens) & 0xFFFFFFFF)
+def shape_key(reqs: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    return (ints(reqs) << 32) | (ints(tokens) & 0xFFFFFFFF)
 
 
 def _ci_text(iv: Interval, sign: int = 1) -> str:
@@ -336,7 +277,7 @@ def _ci_text(iv: Interval, sign: int = 1) -> str:
 
 def in_window(t0_ns: np.ndarray, wall_minus_mono_ns: int | None, window_ns: list[int] | None) -> np.ndarray:
     """Steps launched inside the wall-clock ``window_ns`` (all of them without a window or a clock pair)."""
-    t0 = _f(t0_ns)
+    t0 = ints(t0_ns)
     if window_ns is None or wall_minus_mono_ns is None:
         return np.ones(len(t0), dtype=bool)
     wall = t0 + int(wall_minus_mono_ns)
@@ -370,7 +311,7 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
     arms (blocks ``len(arms)·g`` … form group ``g``); ``compared``: (baseline,
     arm), whose steps alone are counted.
     """
-    block = _f(cols["block"])
+    block = ints(cols["block"])
     phase = np.asarray(cols["phase"], dtype=object)
     sb = (block >= 0) & np.isin(phase, compared)
     if not sb.any():
@@ -384,7 +325,7 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
         if int(block[i]) not in seen:
             seen.add(int(block[i]))
             first_of_block[i] = True
-    reqs = _f(cols["reqs"])
+    reqs = ints(cols["reqs"])
     outside = sb & ~window
     dropped = {
         "outside_load": int(outside.sum()),
@@ -401,7 +342,7 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
                              dtype=bool)
     dropped["unpaired"] = int(lonely.sum())
     keep &= ~lonely
-    shape = _shape_key(reqs, cols["tokens"])
+    shape = shape_key(reqs, cols["tokens"])
     pairs, shapes, matched = _pair_means(pair_of, phase, shape, cad.astype(float), keep, compared)
     dropped["unmatched_shape"] = int((keep & ~matched).sum())
     used = keep & matched
@@ -412,7 +353,7 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
 
     def means(column: str) -> tuple[np.ndarray, np.ndarray]:
         """Per usable pair, the baseline's and the arm's weighted mean of ``column`` (its measured steps)."""
-        v = _f(cols[column]).astype(float)
+        v = ints(cols[column]).astype(float)
         pr, _, _ = _pair_means(pair_of, phase, shape, v, used & (v >= 0), compared)
         return np.array([m for _, m, _ in pr]), np.array([m for _, _, m in pr])
 
@@ -420,7 +361,7 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
     smp_off, smp_on = means("sample_ns")
     forward_change = _interval(fwd_off, fwd_on, +1)
     sampler_change = _interval(smp_off, smp_on, +1)
-    wait = _f(cols["wait_ns"])
+    wait = ints(cols["wait_ns"])
 
     def mean_wait(arm: str) -> float | None:
         sel = used & (phase == arm) & (wait >= 0)
@@ -485,16 +426,6 @@ def _parts(step: float | None, fwd: np.ndarray, smp: np.ndarray, wait: float | N
     return StepParts(step_ns=step, forward_ns=f, sampler_ns=sm, wait_ns=w, rest_ns=rest)
 
 
-def tokps_ci_text(tok_ci: list[float | None] | None, note: str | None, digits: int = 2) -> str:
-    """``95% CI +29.95% to +51.75%``; a missing bound as ``no upper bound`` with ``note``'s reason (empty
-    without a CI)."""
-    if tok_ci is None:
-        return ""
-    lo, hi = (("–" if c is None else f"{c:+.{digits}f}%") for c in tok_ci)
-    text = f"95% CI {lo} to {hi}"
-    return text if note is None else f"{text}; {note}"
-
-
 def _statement(decision: str, saving: Interval | None, tok: float | None, tok_ci: list[float | None] | None,
                tok_note: str | None, pairs: int, needed: int | None, fwd: Interval | None, wait_on: float | None,
                steps: int, subject: str = "the overlay") -> str:
@@ -522,102 +453,3 @@ def _statement(decision: str, saving: Interval | None, tok: float | None, tok_ci
     if wait_on is not None:
         base += f", the sampler waits {fmt_ns(wait_on)} for q"
     return base
-
-
-def natural_experiment(cols: Mapping[str, np.ndarray], *, rank: int, window: np.ndarray | None = None) -> Natural | None:
-    """Forward without the lane vs with it, matched by batch shape (module docstring); None: nothing to compare.
-
-    "Without": steps that launched no ``q`` because their batch needed none
-    (all greedy / all seeded / sampled by FlashInfer) — in a switchback run,
-    its off-block steps.
-    """
-    fwd = _f(cols["fwd_ns"])
-    reqs = _f(cols["reqs"])
-    launched = np.asarray(cols["launched"], dtype=bool)
-    phase = np.asarray(cols["phase"], dtype=object)
-    block = _f(cols["block"])
-    fallback = np.asarray(cols["fallback"], dtype=object)
-    ok = (fwd >= 0) & (reqs > 0) & (window if window is not None else True)
-    switchback = bool(((block >= 0) & (phase == OFF)).any())
-    if switchback:
-        without = ok & (phase == OFF) & ~launched
-        basis = "switchback off blocks"
-    else:
-        # Batches that needed no q: all greedy, all seeded, or sampled by FlashInfer's own kernel.
-        without = ok & ~launched & np.isin(fallback, ("all_greedy", "all_seeded", "flashinfer"))
-        basis = "no q launched (all greedy / all seeded / FlashInfer)"
-    with_ = ok & launched
-    if not without.any() or not with_.any():
-        return None
-    shape = _shape_key(reqs, cols["tokens"])
-    diffs, weights, var = [], [], []
-    n_wo = n_w = 0
-    sum_wo = sum_w = 0.0
-    for sh in np.unique(shape[without | with_]):
-        a, b = fwd[without & (shape == sh)].astype(float), fwd[with_ & (shape == sh)].astype(float)
-        if not len(a) or not len(b):
-            continue
-        w = len(a) * len(b) / (len(a) + len(b))
-        diffs.append(b.mean() - a.mean())
-        weights.append(w)
-        var.append((a.var(ddof=1) / len(a) if len(a) > 1 else math.nan)
-                   + (b.var(ddof=1) / len(b) if len(b) > 1 else math.nan))
-        n_wo, n_w = n_wo + len(a), n_w + len(b)
-        sum_wo, sum_w = sum_wo + w * a.mean(), sum_w + w * b.mean()
-    if not weights:
-        return None
-    wt = np.array(weights)
-    est = float(np.dot(wt, diffs) / wt.sum())
-    se2 = float(np.dot(wt**2, var) / wt.sum() ** 2)
-    ci = None
-    if math.isfinite(se2):
-        # Normal approximation over the matched shapes (docs/ab.md): many steps per shape, no pairing.
-        half = 1.959963984540054 * math.sqrt(se2)
-        ci = [float(est - half), float(est + half)]
-    slow = Interval(mean_ns=est, ci_ns=ci, t_p=None, permutation_p=None,
-                    significant=None if ci is None else not (ci[0] <= 0.0 <= ci[1]))
-    f_wo, f_w = float(sum_wo / wt.sum()), float(sum_w / wt.sum())
-    # Words that follow the CI: "slower (CI … slower)" only when the CI lies above zero (diff_words).
-    change = (diff_words(slow, "slower", "faster") if ci is not None
-              else f"{fmt_ns(abs(est))} {'slower' if est >= 0 else 'faster'} (no CI: a shape with a single step)")
-    statement = (f"forward without the lane {fmt_ns(f_wo)} per step ({plural(n_wo, 'step')}: {basis}), with it "
-                 f"{fmt_ns(f_w)} ({plural(n_w, 'step')}), matched by batch shape: beside the draw {change}")
-    return Natural(rank=rank, without_steps=n_wo, with_steps=n_w, forward_without_ns=f_wo, forward_with_ns=f_w,
-                   slowdown=slow, basis=basis, statement=statement)
-
-
-def savings_of(timelines, load_window_ns: list[int] | None = None) -> tuple[list[Saving], list[Natural]]:
-    """Switchback savings and natural experiments of every overlay event log among ``timelines``, by rank.
-
-    The overlay-log reader keeps each log's step columns and header in
-    ``meta["overlay"]`` (the columns this module reads); other Timelines have none.
-    ``load_window_ns``: the wall-clock window of the run's measured load (its manifest); only steps in it
-    count, so the saving speaks of the same traffic as the run's throughput (not of its warm-up).
-    """
-    savings: list[Saving] = []
-    natural: list[Natural] = []
-    for tl in sorted(timelines, key=lambda t: t.rank):
-        ov = tl.meta.get("overlay") if isinstance(tl.meta, dict) else None
-        cols = (ov or {}).get("steps")
-        if not ov or not cols:
-            continue
-        header = ov.get("header") or {}
-        block = header.get("block_steps")
-        arms = THREE_ARMS if isinstance(header.get("arms"), list) and sorted(header["arms"]) == sorted(THREE_ARMS) \
-            else TWO_ARMS
-        win = in_window(cols["t0_ns"], ov.get("wall_minus_mono_ns"), load_window_ns)
-        if not win.any():  # a log of another time than the load (or clocks that disagree): every step
-            win, load_window_ns = np.ones(len(win), dtype=bool), None
-        if isinstance(block, int) and not isinstance(block, bool) and block >= 2:
-            ranked = switchback_savings(cols, rank=tl.rank, block_steps=block, arms=arms, window=win,
-                                        load_window_ns=load_window_ns)
-            savings.extend(ranked)
-            if any(s.forward_change is not None for s in ranked):
-                # One estimate per quantity: switchback's paired forward change (on − off, by block pair) is the
-                # forward beside the draw; the natural experiment over the same off blocks, unpaired, would be a
-                # second figure for it that need not agree.
-                continue
-        n = natural_experiment(cols, rank=tl.rank, window=win)
-        if n is not None:
-            natural.append(n)
-    return savings, natural

@@ -16,7 +16,9 @@ import numpy as np
 from expo_prof.analysis.bound import SamplingBound, sampling_bound
 from expo_prof.analysis.hidden import TimelineAnalysis
 from expo_prof.analysis.model import AnalysisResult, Summary
-from expo_prof.analysis.switchback import Natural, Saving, across_zero, diff_words, tokps_ci_text
+from expo_prof.analysis.natural import Natural
+from expo_prof.analysis.switchback import Saving
+from expo_prof.analysis.switchback_words import across_zero, diff_words, tokps_ci_text
 from expo_prof.pipeline.options import Options
 from expo_prof.runs.recordings import Recording
 from expo_prof.words import fmt_ns, plural

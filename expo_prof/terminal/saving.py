@@ -10,16 +10,9 @@ from rich.console import Console
 from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
 from rich.table import Table
 
-from expo_prof.analysis.switchback import (
-    DROPPED_WORDS,
-    Interval,
-    Natural,
-    Saving,
-    StepParts,
-    across_zero,
-    settle_words,
-    tokps_ci_text,
-)
+from expo_prof.analysis.natural import Natural
+from expo_prof.analysis.switchback import Interval, Saving, StepParts
+from expo_prof.analysis.switchback_words import DROPPED_WORDS, across_zero, settle_words, tokps_ci_text
 from expo_prof.words import fmt_ns, plural
 
 
@@ -52,7 +45,8 @@ def arm_words(sv: Saving, arm: str) -> str:
 
 
 def saving_table(sv: Saving, several: bool = False) -> Table:
-    """One rank's switchback result: verdict, step time per phase, saving, tok/s, contention, wait."""
+    """One rank's switchback result: verdict, each arm's step (forward, sampler, rest), saving, tok/s, the
+    forward and sampler changes in words that follow their CIs, what was left out and why, what would settle it."""
     who = f", rank {sv.rank}" if several else ""
     base, arm = sv.compared
     what = ("What the overlay saves" if len(sv.arms) == 2

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from expo_prof.analysis.switchback import natural_experiment, switchback_saving
+from expo_prof.analysis.natural import natural_experiment
+from expo_prof.analysis.switchback import switchback_saving
 from overlay.sampler import switchback_phase
 
 K = 4  # steps per block
@@ -297,7 +298,7 @@ def test_a_switchback_run_states_the_forward_once_the_natural_experiment_set_asi
     # GIVEN the committed switchback sample (a real vLLM CPU run), read as every command reads it
     from pathlib import Path
 
-    from expo_prof.analysis.switchback import savings_of
+    from expo_prof.analysis.savings import savings_of
     from expo_prof.readers import load
 
     run = Path(__file__).resolve().parents[2] / "traces" / "samples" / "tiny-cpu-switchback"
