@@ -11,7 +11,8 @@ from __future__ import annotations
 import msgspec
 
 from expo_prof.analysis.bound import SamplingBound
-from expo_prof.analysis.switchback import Natural, Saving
+from expo_prof.analysis.natural import Natural
+from expo_prof.analysis.switchback import Saving
 
 #: Version of the ``analyze --json`` schema (docs/json-output.md).
 SCHEMA = 2

@@ -34,6 +34,11 @@ The method (docs/ab.md, "Switchback"):
   carried through (the off mean taken as exact, as ``compare`` takes
   mean(A)).
 * **Contention**: forward time in on blocks minus off blocks, paired the same way.
+* **The step broken down**: each arm's step as forward + sampler (its wait included) + the rest, weighted as
+  the step is (:class:`StepParts`), so the parts' differences are the paired changes above.
+* **Words**: every difference is said in words that follow its CI (:func:`diff_words`: "no difference
+  shown", with the width, when it holds zero), every left-out step with what its reason means
+  (:data:`DROPPED_WORDS`), a tok/s bound that does not exist as such, never as an infinity.
 
 Three arms (header ``arms`` = off, on, native; docs/ab.md): blocks ``3g`` …
 ``3g + 2`` form group ``g``, one block per arm, and each of three comparisons
@@ -46,18 +51,20 @@ against ``off`` (does the engine's own async draw pay?) and ``on`` against
 The natural experiment (:func:`natural_experiment`) needs no switchback: in
 any overlay run, steps whose batch launched no ``q`` (all greedy, all seeded)
 ran their forward without the lane; compared with launched steps of the same
-batch shape they show the forward's slowdown beside the draw.
+batch shape they show the forward's slowdown beside the draw. A switchback
+rank measures that by its pairs already, so :func:`expo_prof.analysis.savings.savings_of` gives it none
+(:mod:`expo_prof.analysis.natural`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import msgspec
 import numpy as np
 
 from expo_prof import stats
+from expo_prof.analysis.switchback_words import across_zero, diff_words, left_out_words, tokps_ci_text
 from expo_prof.words import ENABLE, INCONCLUSIVE, KEEP_OFF, NO_DIFFERENCE, fmt_ns, plural
 
 CONFIDENCE = 0.95
@@ -93,6 +100,22 @@ class Interval(msgspec.Struct, kw_only=True):
     t_p: float | None
     permutation_p: float | None
     significant: bool | None
+
+
+class StepParts(msgspec.Struct, kw_only=True):
+    """One arm's mean step (cadence) broken into its parts, weighted like the step itself (ns per step).
+
+    ``step_ns`` = ``forward_ns`` + ``sampler_ns`` + ``rest_ns``: the sampler call includes its wait for ``q``
+    (``wait_ns``, also shown alone); the rest is vLLM's host time outside both (scheduling, preparing the
+    inputs, processing the outputs, between steps). Null parts: not measured in this arm's steps (the rest is
+    then null too).
+    """
+
+    step_ns: float
+    forward_ns: float | None
+    sampler_ns: float | None
+    wait_ns: float | None
+    rest_ns: float | None
 
 
 class Shape(msgspec.Struct, kw_only=True):
@@ -137,9 +160,11 @@ class Saving(msgspec.Struct, kw_only=True):
     on_step_ns: float | None
     #: off − on per step: positive = the overlay makes the step shorter.
     saving: Interval | None
-    #: Output tok/s change the saving implies (%, off / on − 1), and its CI.
+    #: Output tok/s change the saving implies (%, off / on − 1), and its CI; a bound is null where it does not
+    #: exist (a saving as large as the off step would mean an on step of zero time), ``tokps_ci_note`` says so.
     tokps_change_pct: float | None
-    tokps_ci_pct: list[float] | None
+    tokps_ci_pct: list[float | None] | None
+    tokps_ci_note: str | None = None
     decision: str
     #: Steps (both phases together) that would give 80 % power at alpha 0.05 for the saving seen;
     #: null when settled, or when it would take more than 1000 pairs.
@@ -149,28 +174,17 @@ class Saving(msgspec.Struct, kw_only=True):
     sampler_change: Interval | None
     #: Mean sampler wait per on step (ns); null when not measured.
     wait_on_ns: float | None
+    #: Each compared arm's mean step broken into forward, sampler (its wait included) and the rest, weighted as
+    #: the step means are (``off_parts`` the baseline's, ``on_parts`` the arm's); their forward and sampler
+    #: differences are ``forward_change`` and ``sampler_change`` (the same pairs, the same weights).
+    off_parts: StepParts | None = None
+    on_parts: StepParts | None = None
     shapes: list[Shape]
     statement: str
     notes: list[str]
 
 
-class Natural(msgspec.Struct, kw_only=True):
-    """Forward time of steps that launched no ``q`` (the lane idle) against launched steps of the same shape."""
-
-    rank: int
-    #: Steps without a launch (all-greedy / all-seeded batches, or switchback off blocks) and with one.
-    without_steps: int
-    with_steps: int
-    forward_without_ns: float | None
-    forward_with_ns: float | None
-    #: with − without (ns per step, matched by batch shape): the forward's slowdown beside the draw.
-    slowdown: Interval | None
-    #: Which steps count as "without": "no q launched (all greedy / all seeded / FlashInfer)" or "switchback off blocks".
-    basis: str
-    statement: str
-
-
-def _f(values: np.ndarray) -> np.ndarray:
+def ints(values: np.ndarray) -> np.ndarray:
     return np.asarray(values, dtype=np.int64)
 
 
@@ -182,7 +196,7 @@ def cadence(step: np.ndarray, t0: np.ndarray, host_end: np.ndarray) -> tuple[np.
     or the whole cadence when host_end is unknown) above IDLE_FACTOR × its
     median + IDLE_FLOOR_NS.
     """
-    step, t0, host_end = _f(step), _f(t0), _f(host_end)
+    step, t0, host_end = ints(step), ints(t0), ints(host_end)
     n = len(step)
     cad = np.full(n, -1, dtype=np.int64)
     idle = np.zeros(n, dtype=bool)
@@ -249,8 +263,8 @@ def _pair_means(pair_of: np.ndarray, phase: np.ndarray, shape: np.ndarray, value
     return pairs, shapes, matched
 
 
-def _shape_key(reqs: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-    return (_f(reqs) << 32) | (_f(tokens) & 0xFFFFFFFF)
+def shape_key(reqs: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    return (ints(reqs) << 32) | (ints(tokens) & 0xFFFFFFFF)
 
 
 def _ci_text(iv: Interval, sign: int = 1) -> str:
@@ -263,7 +277,7 @@ def _ci_text(iv: Interval, sign: int = 1) -> str:
 
 def in_window(t0_ns: np.ndarray, wall_minus_mono_ns: int | None, window_ns: list[int] | None) -> np.ndarray:
     """Steps launched inside the wall-clock ``window_ns`` (all of them without a window or a clock pair)."""
-    t0 = _f(t0_ns)
+    t0 = ints(t0_ns)
     if window_ns is None or wall_minus_mono_ns is None:
         return np.ones(len(t0), dtype=bool)
     wall = t0 + int(wall_minus_mono_ns)
@@ -297,7 +311,7 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
     arms (blocks ``len(arms)·g`` … form group ``g``); ``compared``: (baseline,
     arm), whose steps alone are counted.
     """
-    block = _f(cols["block"])
+    block = ints(cols["block"])
     phase = np.asarray(cols["phase"], dtype=object)
     sb = (block >= 0) & np.isin(phase, compared)
     if not sb.any():
@@ -311,7 +325,7 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
         if int(block[i]) not in seen:
             seen.add(int(block[i]))
             first_of_block[i] = True
-    reqs = _f(cols["reqs"])
+    reqs = ints(cols["reqs"])
     outside = sb & ~window
     dropped = {
         "outside_load": int(outside.sum()),
@@ -328,7 +342,7 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
                              dtype=bool)
     dropped["unpaired"] = int(lonely.sum())
     keep &= ~lonely
-    shape = _shape_key(reqs, cols["tokens"])
+    shape = shape_key(reqs, cols["tokens"])
     pairs, shapes, matched = _pair_means(pair_of, phase, shape, cad.astype(float), keep, compared)
     dropped["unmatched_shape"] = int((keep & ~matched).sum())
     used = keep & matched
@@ -337,26 +351,39 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
     saving = _interval(off, on, -1)
     notes: list[str] = []
 
-    def change(column: str) -> Interval | None:
-        v = _f(cols[column]).astype(float)
-        ok = used & (v >= 0)
-        pr, _, _ = _pair_means(pair_of, phase, shape, v, ok, compared)
-        return _interval(np.array([m for _, m, _ in pr]), np.array([m for _, _, m in pr]), +1)
+    def means(column: str) -> tuple[np.ndarray, np.ndarray]:
+        """Per usable pair, the baseline's and the arm's weighted mean of ``column`` (its measured steps)."""
+        v = ints(cols[column]).astype(float)
+        pr, _, _ = _pair_means(pair_of, phase, shape, v, used & (v >= 0), compared)
+        return np.array([m for _, m, _ in pr]), np.array([m for _, _, m in pr])
 
-    forward_change = change("fwd_ns")
-    sampler_change = change("sample_ns")
-    wait = _f(cols["wait_ns"])
-    w_on = used & (phase == compared[1]) & (wait >= 0)
-    wait_on = float(wait[w_on].mean()) if w_on.any() else None
+    fwd_off, fwd_on = means("fwd_ns")
+    smp_off, smp_on = means("sample_ns")
+    forward_change = _interval(fwd_off, fwd_on, +1)
+    sampler_change = _interval(smp_off, smp_on, +1)
+    wait = ints(cols["wait_ns"])
+
+    def mean_wait(arm: str) -> float | None:
+        sel = used & (phase == arm) & (wait >= 0)
+        return float(wait[sel].mean()) if sel.any() else None
+
+    wait_on = mean_wait(compared[1])
 
     off_mean = float(off.mean()) if len(off) else None
     on_mean = float(on.mean()) if len(on) else None
-    tok = tok_ci = None
+    off_parts = _parts(off_mean, fwd_off, smp_off, mean_wait(compared[0]))
+    on_parts = _parts(on_mean, fwd_on, smp_on, wait_on)
+    tok = tok_ci = tok_note = None
     decision, needed = INCONCLUSIVE, None
     if saving is not None and off_mean:
         tok = 100.0 * (off_mean / (off_mean - saving.mean_ns) - 1.0)
         if saving.ci_ns is not None:
-            tok_ci = [100.0 * (off_mean / (off_mean - c) - 1.0) if c < off_mean else math.inf for c in saving.ci_ns]
+            # A saving bound at or past the off step would be an on step of zero (or negative) time: no tok/s
+            # bound exists there, and the note says so rather than printing an infinity.
+            tok_ci = [100.0 * (off_mean / (off_mean - c) - 1.0) if c < off_mean else None for c in saving.ci_ns]
+            if None in tok_ci:
+                tok_note = (f"no upper bound: the saving's upper 95% bound ({fmt_ns(max(saving.ci_ns))}) reaches the "
+                            f"{compared[0]} step itself ({fmt_ns(off_mean)}), a {compared[1]} step of zero time")
     if saving is not None and saving.significant is not None:
         if saving.significant:
             decision = ENABLE if saving.mean_ns > 0 else KEEP_OFF
@@ -365,21 +392,21 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
             d = on - off
             n_pairs = stats.runs_needed_paired(float(d.mean()), float(np.std(d, ddof=1)), ALPHA)
             needed = None if n_pairs is None else len(arms) * block_steps * n_pairs
-    statement = _statement(decision, saving, tok, tok_ci, len(pairs), needed, forward_change, wait_on,
+    statement = _statement(decision, saving, tok, tok_ci, tok_note, len(pairs), needed, forward_change, wait_on,
                            int(used.sum()), SUBJECTS.get((arms, compared), f"{compared[1]} against {compared[0]}"))
     if len(pairs) < 2:
         notes.append(f"{plural(len(pairs), 'block pair')} compared: at least 2 are needed for a confidence interval "
                      "(run longer, or with a smaller EXPO_PROF_SWITCHBACK_BLOCK)")
-    left = {k: v for k, v in dropped.items() if v}
-    if left:
-        notes.append("left out: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in left.items()))
+    if left_out_words(dropped):
+        notes.append("left out: " + "; ".join(left_out_words(dropped)))
     return Saving(
         rank=rank, block_steps=block_steps, arms=list(arms), compared=list(compared), blocks=len(seen),
         pairs=len(pairs), load_window_ns=load_window_ns,
         off_steps=int((used & (phase == compared[0])).sum()), on_steps=int((used & (phase == compared[1])).sum()),
         dropped=dropped, off_step_ns=off_mean, on_step_ns=on_mean, saving=saving,
-        tokps_change_pct=tok, tokps_ci_pct=tok_ci, decision=decision, steps_needed=needed,
+        tokps_change_pct=tok, tokps_ci_pct=tok_ci, tokps_ci_note=tok_note, decision=decision, steps_needed=needed,
         forward_change=forward_change, sampler_change=sampler_change, wait_on_ns=wait_on,
+        off_parts=off_parts, on_parts=on_parts,
         shapes=[Shape(reqs=r, tokens=t, pairs=a["pairs"], off_steps=a["n_off"], on_steps=a["n_on"],
                       off_step_ns=a["off"] / a["n_off"], on_step_ns=a["on"] / a["n_on"])
                 for (r, t), a in sorted(shapes.items())],
@@ -387,18 +414,34 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
     )
 
 
-def _statement(decision: str, saving: Interval | None, tok: float | None, tok_ci: list[float] | None, pairs: int,
-               needed: int | None, fwd: Interval | None, wait_on: float | None, steps: int,
-               subject: str = "the overlay") -> str:
-    """The verdict in one sentence, in compare's words (``subject``: what is compared with what)."""
+def _parts(step: float | None, fwd: np.ndarray, smp: np.ndarray, wait: float | None) -> StepParts | None:
+    """One arm's step broken down (:class:`StepParts`) from its per-pair means (the step's, the forward's, the
+    sampler's) and its mean wait; None without a step mean."""
+    if step is None:
+        return None
+    f = float(fwd.mean()) if len(fwd) else None
+    sm = float(smp.mean()) if len(smp) else None
+    w = wait
+    rest = step - f - sm if f is not None and sm is not None else None
+    return StepParts(step_ns=step, forward_ns=f, sampler_ns=sm, wait_ns=w, rest_ns=rest)
+
+
+def _statement(decision: str, saving: Interval | None, tok: float | None, tok_ci: list[float | None] | None,
+               tok_note: str | None, pairs: int, needed: int | None, fwd: Interval | None, wait_on: float | None,
+               steps: int, subject: str = "the overlay") -> str:
+    """The verdict in one sentence, in compare's words (``subject``: what is compared with what); each
+    difference in words that follow its CI (:func:`diff_words`)."""
     if saving is None:
         return "inconclusive: no pair of switchback blocks ran a batch shape in common"
     sign = 1 if saving.mean_ns >= 0 else -1
-    what = f"{'saves' if sign > 0 else 'costs'} {fmt_ns(sign * saving.mean_ns)} per step{_ci_text(saving, sign)}"
+    if across_zero(saving):
+        what = f"per step: {diff_words(saving, 'saved', 'added')}"
+    else:
+        what = f"{'saves' if sign > 0 else 'costs'} {fmt_ns(sign * saving.mean_ns)} per step{_ci_text(saving, sign)}"
     if tok is not None:
         what += f", output tok/s {tok:+.2f}%"
         if tok_ci is not None:
-            what += f" (95% CI {tok_ci[0]:+.2f}% to {tok_ci[1]:+.2f}%)"
+            what += f" ({tokps_ci_text(tok_ci, tok_note)})"
     base = f"{decision}: {subject} {what}; {plural(pairs, 'block pair')}, {plural(steps, 'step')}"
     if decision == INCONCLUSIVE:
         base += " — too few pairs for a test"
@@ -406,98 +449,7 @@ def _statement(decision: str, saving: Interval | None, tok: float | None, tok_ci
         base += (f"; about {needed} steps would settle a saving this size" if needed is not None
                  else "; a saving this small would take more than 1000 block pairs to settle")
     if fwd is not None:
-        base += f"; the forward is {fmt_ns(abs(fwd.mean_ns))} {'slower' if fwd.mean_ns >= 0 else 'faster'} beside the lane"
+        base += f"; the forward beside the lane: {diff_words(fwd, 'slower', 'faster')}"
     if wait_on is not None:
         base += f", the sampler waits {fmt_ns(wait_on)} for q"
     return base
-
-
-def natural_experiment(cols: Mapping[str, np.ndarray], *, rank: int, window: np.ndarray | None = None) -> Natural | None:
-    """Forward without the lane vs with it, matched by batch shape (module docstring); None: nothing to compare.
-
-    "Without": steps that launched no ``q`` because their batch needed none
-    (all greedy / all seeded / sampled by FlashInfer) — in a switchback run,
-    its off-block steps.
-    """
-    fwd = _f(cols["fwd_ns"])
-    reqs = _f(cols["reqs"])
-    launched = np.asarray(cols["launched"], dtype=bool)
-    phase = np.asarray(cols["phase"], dtype=object)
-    block = _f(cols["block"])
-    fallback = np.asarray(cols["fallback"], dtype=object)
-    ok = (fwd >= 0) & (reqs > 0) & (window if window is not None else True)
-    switchback = bool(((block >= 0) & (phase == OFF)).any())
-    if switchback:
-        without = ok & (phase == OFF) & ~launched
-        basis = "switchback off blocks"
-    else:
-        # Batches that needed no q: all greedy, all seeded, or sampled by FlashInfer's own kernel.
-        without = ok & ~launched & np.isin(fallback, ("all_greedy", "all_seeded", "flashinfer"))
-        basis = "no q launched (all greedy / all seeded / FlashInfer)"
-    with_ = ok & launched
-    if not without.any() or not with_.any():
-        return None
-    shape = _shape_key(reqs, cols["tokens"])
-    diffs, weights, var = [], [], []
-    n_wo = n_w = 0
-    sum_wo = sum_w = 0.0
-    for sh in np.unique(shape[without | with_]):
-        a, b = fwd[without & (shape == sh)].astype(float), fwd[with_ & (shape == sh)].astype(float)
-        if not len(a) or not len(b):
-            continue
-        w = len(a) * len(b) / (len(a) + len(b))
-        diffs.append(b.mean() - a.mean())
-        weights.append(w)
-        var.append((a.var(ddof=1) / len(a) if len(a) > 1 else math.nan)
-                   + (b.var(ddof=1) / len(b) if len(b) > 1 else math.nan))
-        n_wo, n_w = n_wo + len(a), n_w + len(b)
-        sum_wo, sum_w = sum_wo + w * a.mean(), sum_w + w * b.mean()
-    if not weights:
-        return None
-    wt = np.array(weights)
-    est = float(np.dot(wt, diffs) / wt.sum())
-    se2 = float(np.dot(wt**2, var) / wt.sum() ** 2)
-    ci = None
-    if math.isfinite(se2):
-        # Normal approximation over the matched shapes (docs/ab.md): many steps per shape, no pairing.
-        half = 1.959963984540054 * math.sqrt(se2)
-        ci = [float(est - half), float(est + half)]
-    slow = Interval(mean_ns=est, ci_ns=ci, t_p=None, permutation_p=None,
-                    significant=None if ci is None else not (ci[0] <= 0.0 <= ci[1]))
-    f_wo, f_w = float(sum_wo / wt.sum()), float(sum_w / wt.sum())
-    statement = (f"forward without the lane {fmt_ns(f_wo)} per step ({plural(n_wo, 'step')}: {basis}), with it "
-                 f"{fmt_ns(f_w)} ({plural(n_w, 'step')}), matched by batch shape: "
-                 f"{fmt_ns(abs(est))} {'slower' if est >= 0 else 'faster'} beside the draw{_ci_text(slow)}")
-    return Natural(rank=rank, without_steps=n_wo, with_steps=n_w, forward_without_ns=f_wo, forward_with_ns=f_w,
-                   slowdown=slow, basis=basis, statement=statement)
-
-
-def savings_of(timelines, load_window_ns: list[int] | None = None) -> tuple[list[Saving], list[Natural]]:
-    """Switchback savings and natural experiments of every overlay event log among ``timelines``, by rank.
-
-    The overlay-log reader keeps each log's step columns and header in
-    ``meta["overlay"]`` (the columns this module reads); other Timelines have none.
-    ``load_window_ns``: the wall-clock window of the run's measured load (its manifest); only steps in it
-    count, so the saving speaks of the same traffic as the run's throughput (not of its warm-up).
-    """
-    savings: list[Saving] = []
-    natural: list[Natural] = []
-    for tl in sorted(timelines, key=lambda t: t.rank):
-        ov = tl.meta.get("overlay") if isinstance(tl.meta, dict) else None
-        cols = (ov or {}).get("steps")
-        if not ov or not cols:
-            continue
-        header = ov.get("header") or {}
-        block = header.get("block_steps")
-        arms = THREE_ARMS if isinstance(header.get("arms"), list) and sorted(header["arms"]) == sorted(THREE_ARMS) \
-            else TWO_ARMS
-        win = in_window(cols["t0_ns"], ov.get("wall_minus_mono_ns"), load_window_ns)
-        if not win.any():  # a log of another time than the load (or clocks that disagree): every step
-            win, load_window_ns = np.ones(len(win), dtype=bool), None
-        if isinstance(block, int) and not isinstance(block, bool) and block >= 2:
-            savings.extend(switchback_savings(cols, rank=tl.rank, block_steps=block, arms=arms, window=win,
-                                              load_window_ns=load_window_ns))
-        n = natural_experiment(cols, rank=tl.rank, window=win)
-        if n is not None:
-            natural.append(n)
-    return savings, natural

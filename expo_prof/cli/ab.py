@@ -102,7 +102,9 @@ def command(settings, switchback, block_steps, arms, repeat, out, traces_dir, pr
     finally:
         console.file = saved
     if switchback:
-        return switchback_comparison(top, kw, settings)
+        # The run's summary (after_run) already printed the switchback block and the saving line unless quiet:
+        # the comparison then only writes what was asked elsewhere (JSON, -o FILE), so each block shows once.
+        return switchback_comparison(top, kw, settings, shown=not quiet)
     loaded = load([top], [], paired=pairing(kw))
     return run_comparison(loaded, kw, settings, [top])
 

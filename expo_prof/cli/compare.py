@@ -162,8 +162,12 @@ def is_switchback_run(path: Path) -> bool:
     return path.is_dir() and is_run_dir(path) and read_manifest(path).overlay == "switchback"
 
 
-def switchback_comparison(path: Path, kw: dict, settings) -> int:
-    """``compare RUN`` of a switchback run: what the overlay saves, measured in that one run (text or JSON)."""
+def switchback_comparison(path: Path, kw: dict, settings, shown: bool = False) -> int:
+    """``compare RUN`` of a switchback run: what the overlay saves, measured in that one run (text or JSON).
+
+    ``shown``: the block and the saving line are already on the terminal (``ab --switchback``'s run summary
+    printed them), so text for the terminal is not printed again; JSON and ``-o FILE`` are still written.
+    """
     import io
 
     import msgspec
@@ -190,6 +194,8 @@ def switchback_comparison(path: Path, kw: dict, settings) -> int:
             sys.stdout.write(data.decode())
         else:
             write(kw["output"], data)
+        return 0
+    if shown and kw["output"] is None:
         return 0
     con, buf = console, None
     if kw["output"] is not None:

@@ -16,7 +16,9 @@ import numpy as np
 from expo_prof.analysis.bound import SamplingBound, sampling_bound
 from expo_prof.analysis.hidden import TimelineAnalysis
 from expo_prof.analysis.model import AnalysisResult, Summary
-from expo_prof.analysis.switchback import Natural, Saving
+from expo_prof.analysis.natural import Natural
+from expo_prof.analysis.switchback import Saving
+from expo_prof.analysis.switchback_words import across_zero, diff_words, tokps_ci_text
 from expo_prof.pipeline.options import Options
 from expo_prof.runs.recordings import Recording
 from expo_prof.words import fmt_ns, plural
@@ -89,13 +91,17 @@ def _saving_part(s: Saving) -> str:
     if s.saving is None:
         return f"{head} — no pair of blocks ran a batch shape in common"
     sign = 1 if s.saving.mean_ns >= 0 else -1
-    ci = "" if s.saving.ci_ns is None else " (95% CI {} to {})".format(*(fmt_ns(sign * c) for c in sorted(
-        s.saving.ci_ns, key=lambda c: sign * c)))
-    line = f"{head} — {'saves' if sign > 0 else 'costs'} {fmt_ns(sign * s.saving.mean_ns)}/step{ci}"
+    if across_zero(s.saving):
+        # Words that follow the CI: an interval across zero shows no difference, whatever the mean's sign.
+        line = f"{head} — {diff_words(s.saving, 'saved', 'added')}/step"
+    else:
+        ci = "" if s.saving.ci_ns is None else " (95% CI {} to {})".format(*(fmt_ns(sign * c) for c in sorted(
+            s.saving.ci_ns, key=lambda c: sign * c)))
+        line = f"{head} — {'saves' if sign > 0 else 'costs'} {fmt_ns(sign * s.saving.mean_ns)}/step{ci}"
     if s.tokps_change_pct is not None:
         line += f", output tok/s {s.tokps_change_pct:+.1f}%"
         if s.tokps_ci_pct is not None:
-            line += f" ({s.tokps_ci_pct[0]:+.1f}% to {s.tokps_ci_pct[1]:+.1f}%)"
+            line += f" ({tokps_ci_text(s.tokps_ci_pct, s.tokps_ci_note, 1).removeprefix('95% CI ')})"
     return f"{line}, {plural(s.pairs, 'block pair')}"
 
 

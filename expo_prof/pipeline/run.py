@@ -14,7 +14,7 @@ from pathlib import Path
 from expo_prof.analysis.aggregate import analyze_parts
 from expo_prof.analysis.cluster import cluster_view
 from expo_prof.analysis.model import AnalysisResult, RunEntry
-from expo_prof.analysis.switchback import savings_of
+from expo_prof.analysis.savings import savings_of
 from expo_prof.errors import BadInput, NothingFound
 from expo_prof.pipeline.options import Options
 from expo_prof.pipeline.result import RecordingResult, Result

@@ -10,12 +10,29 @@ from rich.console import Console
 from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
 from rich.table import Table
 
-from expo_prof.analysis.switchback import Natural, Saving
+from expo_prof.analysis.natural import Natural
+from expo_prof.analysis.switchback import Interval, Saving, StepParts
+from expo_prof.analysis.switchback_words import DROPPED_WORDS, across_zero, settle_words, tokps_ci_text
 from expo_prof.words import fmt_ns, plural
 
 
-def _ci(ci: list[float] | None) -> str:
-    return "" if ci is None else f"95% CI {fmt_ns(ci[0])} to {fmt_ns(ci[1])}"
+def _ci(iv: Interval) -> str:
+    """The CI column: the interval, and "no difference shown" with its width where it holds zero."""
+    if iv.ci_ns is None:
+        return "no CI: fewer than 2 block pairs"
+    lo, hi = iv.ci_ns
+    text = f"95% CI {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)}"
+    return f"{text}: no difference shown (width {fmt_ns(hi - lo)})" if across_zero(iv) else text
+
+
+def _parts_rows(t: Table, p: StepParts | None) -> None:
+    """The rows under an arm's step: forward, sampler (its wait included) and the rest, adding up to the step."""
+    if p is None:
+        return
+    t.add_row("  forward", fmt_ns(p.forward_ns), "")
+    wait = "" if p.wait_ns is None else f"its wait for q included ({fmt_ns(p.wait_ns)})"
+    t.add_row("  sampler", fmt_ns(p.sampler_ns), wait)
+    t.add_row("  rest", fmt_ns(p.rest_ns), "vLLM's host time outside both")
 
 
 #: What each arm's steps are, in the table (two arms: "off" is vLLM's own path as shipped).
@@ -28,7 +45,8 @@ def arm_words(sv: Saving, arm: str) -> str:
 
 
 def saving_table(sv: Saving, several: bool = False) -> Table:
-    """One rank's switchback result: verdict, step time per phase, saving, tok/s, contention, wait."""
+    """One rank's switchback result: verdict, each arm's step (forward, sampler, rest), saving, tok/s, the
+    forward and sampler changes in words that follow their CIs, what was left out and why, what would settle it."""
     who = f", rank {sv.rank}" if several else ""
     base, arm = sv.compared
     what = ("What the overlay saves" if len(sv.arms) == 2
@@ -39,22 +57,25 @@ def saving_table(sv: Saving, several: bool = False) -> Table:
         t.add_column(justify=just)
     t.add_row("verdict", sv.decision, "")
     t.add_row(f"step, {arm_words(sv, base)}", fmt_ns(sv.off_step_ns), f"{plural(sv.off_steps, 'step')} ({base} blocks)")
+    _parts_rows(t, sv.off_parts)
     t.add_row(f"step, {arm_words(sv, arm)}", fmt_ns(sv.on_step_ns), f"{plural(sv.on_steps, 'step')} ({arm} blocks)")
+    _parts_rows(t, sv.on_parts)
     if sv.saving is not None:
-        t.add_row("saved / step", fmt_ns(sv.saving.mean_ns), _ci(sv.saving.ci_ns))
+        t.add_row("saved / step", fmt_ns(sv.saving.mean_ns), _ci(sv.saving))
     if sv.tokps_change_pct is not None:
-        ci = "" if sv.tokps_ci_pct is None else f"95% CI {sv.tokps_ci_pct[0]:+.2f}% to {sv.tokps_ci_pct[1]:+.2f}%"
-        t.add_row("output tok/s", f"{sv.tokps_change_pct:+.2f}%", ci)
+        t.add_row("output tok/s", f"{sv.tokps_change_pct:+.2f}%", tokps_ci_text(sv.tokps_ci_pct, sv.tokps_ci_note))
     if sv.forward_change is not None:
-        t.add_row(f"forward, {arm} − {base}", fmt_ns(sv.forward_change.mean_ns), _ci(sv.forward_change.ci_ns)
-                  + " (contention with the lane)")
+        # Contention is named only where the CI shows the forward slower beside the lane.
+        shown = not across_zero(sv.forward_change) and sv.forward_change.mean_ns > 0
+        t.add_row(f"forward, {arm} − {base}", fmt_ns(sv.forward_change.mean_ns, signed=True),
+                  _ci(sv.forward_change) + (" (contention with the lane)" if shown else ""))
     if sv.sampler_change is not None:
-        t.add_row(f"sampler, {arm} − {base}", fmt_ns(sv.sampler_change.mean_ns), _ci(sv.sampler_change.ci_ns))
-    if sv.wait_on_ns is not None:
-        t.add_row("sampler wait", fmt_ns(sv.wait_on_ns), f"per {arm} step")
-    t.add_row("block pairs", str(sv.pairs), "; ".join(sv.notes))
-    if sv.steps_needed is not None:
-        t.add_row("to settle", f"~{sv.steps_needed}", "steps (80% power at alpha 0.05)")
+        t.add_row(f"sampler, {arm} − {base}", fmt_ns(sv.sampler_change.mean_ns, signed=True), _ci(sv.sampler_change))
+    t.add_row("block pairs", str(sv.pairs), "; ".join(n for n in sv.notes if not n.startswith("left out: ")))
+    for reason, n in sv.dropped.items():
+        if n:
+            t.add_row("left out", str(n), DROPPED_WORDS.get(reason, reason.replace("_", " ")))
+    t.add_row("to settle", *settle_words(sv))
     return t
 
 

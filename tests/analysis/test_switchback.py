@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from expo_prof.analysis.switchback import natural_experiment, switchback_saving
+from expo_prof.analysis.natural import natural_experiment
+from expo_prof.analysis.switchback import switchback_saving
 from overlay.sampler import switchback_phase
 
 K = 4  # steps per block
@@ -221,3 +222,87 @@ def test_flashinfer_batches_count_as_steps_without_q_and_errors_do_not():
     # THEN the two FlashInfer steps are the "without" side, the failed launch is not
     assert (nat.without_steps, nat.with_steps) == (2, 6)
     assert nat.slowdown.mean_ns == pytest.approx(200) and "FlashInfer" in nat.basis
+
+
+def test_a_saving_bound_past_the_off_step_is_no_upper_bound_with_its_reason_never_infinity():
+    # GIVEN 5 pairs whose savings scatter so widely that the upper 95 % bound passes the 10 µs off step
+    # (an on step of zero time: no tok/s bound exists there)
+    d = [9000, 2000, 9500, 500, 9800]
+    s = switchback_saving(_run(_steps_for_pairs([(10_000, 10_000 - x) for x in d])), rank=0, block_steps=K)
+    lo, hi = s.saving.ci_ns
+    assert lo < 10_000 <= hi
+    # THEN the tok/s CI keeps its finite lower bound and has no upper one, and says why
+    assert s.tokps_ci_pct[0] == pytest.approx(100 * (10_000 / (10_000 - lo) - 1)) and s.tokps_ci_pct[1] is None
+    assert s.tokps_ci_note.startswith("no upper bound: ") and "zero time" in s.tokps_ci_note
+    # AND no statement, table or saving line prints an infinity
+    from rich.console import Console
+
+    from expo_prof.pipeline.result import saving_line
+    from expo_prof.terminal.saving import saving_table
+
+    con = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    con.print(saving_table(s))
+    texts = [s.statement, con.export_text(), saving_line([s])]
+    for text in texts:
+        assert "inf" not in text and "no upper bound" in text, text
+
+
+def test_an_interval_across_zero_reads_no_difference_shown_with_its_width_in_every_statement():
+    # GIVEN pairs whose differences straddle zero (the overlay saves 300 ns on average, CI across zero), the
+    # forward 40 ns faster on average in on blocks, also across zero
+    d = [2000, -1500, 1800, -1200, 400]
+    steps = _steps_for_pairs([(10_000, 10_000 - x) for x in d])
+    n = len(steps)
+    e = [-300, 250, -200, 300, -250, 0]  # pair p's on-block forward, less its off block's (mean -40 ns)
+    fwd = [1000 + (e[i // (2 * K)] if switchback_phase(i, K) == "on" else 0) for i in range(n)]
+    s = switchback_saving(_run(steps, fwd=fwd), rank=0, block_steps=K)
+    assert s.saving.ci_ns[0] < 0 < s.saving.ci_ns[1] and s.decision == "no significant difference"
+    assert s.forward_change.ci_ns[0] < 0 < s.forward_change.ci_ns[1]
+    from expo_prof.pipeline.result import saving_line
+    from expo_prof.words import fmt_ns
+
+    width = fmt_ns(s.saving.ci_ns[1] - s.saving.ci_ns[0])
+    line = saving_line([s])
+    # THEN the saving reads "no difference shown", with the CI's width, never "saves X (CI -a to b)"
+    for text in (s.statement, line):
+        assert f"no difference shown (mean {fmt_ns(abs(s.saving.mean_ns))} saved; 95% CI " in text, text
+        assert f"width {width})" in text and "saves" not in text
+    # AND the forward beside the lane likewise: neither "slower" nor "faster" stated as found
+    assert "the forward beside the lane: no difference shown (mean" in s.statement
+
+
+def test_the_natural_experiment_says_faster_only_when_its_ci_is_below_zero():
+    # GIVEN an overlay-on run whose launched steps' forward is 275 ns faster on average, with a spread that
+    # puts zero inside the CI (the issue's "406.0 µs faster (95% CI -1.24 ms to 423.3 µs)")
+    without = [1000, 3000, 200, 1800]
+    with_ = [1000, 2500, 300, 1400, 900, 1900, 100, 1700]
+    n = len(without) + len(with_)
+    launched = [False] * len(without) + [True] * len(with_)
+    cols = _run([10_000] * n, phases=["on"] * n, launched=launched, fwd=without + with_,
+                fallback=[None if x else "all_greedy" for x in launched])
+    cols["block"][:] = -1
+    nat = natural_experiment(cols, rank=0)
+    lo, hi = nat.slowdown.ci_ns
+    assert nat.slowdown.mean_ns == pytest.approx(np.mean(with_) - np.mean(without)) and lo < 0 < hi
+    # THEN "no difference shown", with the signed CI and its width; not "faster"
+    assert "beside the draw no difference shown (mean 275 ns faster; 95% CI " in nat.statement
+    assert "faster (95% CI" not in nat.statement
+    # AND with the same spread 10× smaller the CI lies below zero: "faster", the CI in the same words
+    cols["fwd_ns"] = np.asarray([1000 + (x - 1000) // 10 for x in without]
+                                + [700 + (x - 1000) // 10 for x in with_], dtype=np.int64)
+    nat = natural_experiment(cols, rank=0)
+    assert nat.slowdown.ci_ns[1] < 0 and "ns faster (95% CI " in nat.statement and nat.statement.endswith("faster)")
+
+
+def test_a_switchback_run_states_the_forward_once_the_natural_experiment_set_aside():
+    # GIVEN the committed switchback sample (a real vLLM CPU run), read as every command reads it
+    from pathlib import Path
+
+    from expo_prof.analysis.savings import savings_of
+    from expo_prof.readers import load
+
+    run = Path(__file__).resolve().parents[2] / "traces" / "samples" / "tiny-cpu-switchback"
+    savings, natural = savings_of(load([run / "overlay"]).timelines)
+    # THEN the switchback's paired forward change is the one forward estimate of that rank
+    assert [s.rank for s in savings] == [0] and savings[0].forward_change is not None
+    assert natural == []

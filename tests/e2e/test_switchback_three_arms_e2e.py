@@ -14,24 +14,14 @@ their confidence intervals.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
+
+from support.server_cli import expo_prof as _cli
 
 from overlay.arms import switchback_phase
 from overlay.contract import ENV_SWITCHBACK_ARMS, THREE_ARMS
 
-REPO = Path(__file__).resolve().parents[2]
 K = 3
-
-
-def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EXPO_PROF_", "VLLM_ASCEND_"))}
-    env.update({"COLUMNS": "200", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1",
-                "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(REPO)})
-    return subprocess.run([sys.executable, "-m", "expo_prof", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO, env=env)
 
 
 def test_three_arm_switchback_on_the_cpu_engine(vllm_available, vllm_lock, tiny_model, tmp_path):

@@ -122,7 +122,9 @@ def test_the_switchback_run_is_what_the_overlay_promises(measured):
     assert doc["runs"][0]["saving_line"] == m.switchback["saving_line"]
     assert doc["runs"][0]["saving"] == m.switchback["saving"]
     text = _cli("analyze", str(run)).stdout
-    assert "What the overlay saves" in text and "forward beside the draw" in text
+    # (one forward estimate: switchback's paired change; no second "forward beside the draw" line)
+    assert text.count("What the overlay saves") == 1 and "forward beside the draw" not in text
+    assert "to settle" in text and "  forward" in text and "  rest" in text
     assert " ".join(m.switchback["saving_line"].split()) in " ".join(text.split())
     # AND the estimate comes with its CI and a decision among the three (not whether it is right: `make proof`)
     # (pairs >= 10 above, so a CI exists and "inconclusive", too little data, cannot be the answer)

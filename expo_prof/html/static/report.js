@@ -52,10 +52,20 @@
       // What the overlay saves: measured by switchback in this run, or said not to be measured (overlap is not saving).
       const sv = (P.saving || [])[0];
       if (sv && sv.saving) {
-        const ci = sv.saving.ci_ns ? "95% CI " + Expo.fmtNs(sv.saving.ci_ns[0]) + " to " + Expo.fmtNs(sv.saving.ci_ns[1]) : "no CI (too few block pairs)";
-        const tok = sv.tokps_change_pct === null ? "" : " · output tok/s " + (sv.tokps_change_pct > 0 ? "+" : "") + sv.tokps_change_pct.toFixed(2) + "%";
+        const c = sv.saving.ci_ns;
+        // Words that follow the CI: an interval holding zero shows no difference (with its width).
+        const ci = !c ? "no CI (too few block pairs)" : "95% CI " + Expo.fmtNs(c[0]) + " to " + Expo.fmtNs(c[1]) +
+          (c[0] <= 0 && c[1] >= 0 ? ": no difference shown (width " + Expo.fmtNs(c[1] - c[0]) + ")" : "");
+        const pct = (x) => x === null ? "–" : (x > 0 ? "+" : "") + x.toFixed(2) + "%";
+        const tci = sv.tokps_ci_pct ? " (95% CI " + pct(sv.tokps_ci_pct[0]) + " to " + pct(sv.tokps_ci_pct[1]) + ")" : "";
+        const tok = sv.tokps_change_pct === null ? "" : " · output tok/s " + pct(sv.tokps_change_pct) + tci +
+          (sv.tokps_ci_note ? "; " + sv.tokps_ci_note : "");
+        // Each arm's step: forward + sampler (its wait included) + the rest.
+        const parts = (p, arm) => !p ? "" : " · step " + arm + " " + Expo.fmtNs(p.step_ns) + " = forward " +
+          Expo.fmtNs(p.forward_ns) + " + sampler " + Expo.fmtNs(p.sampler_ns) + " + rest " + Expo.fmtNs(p.rest_ns);
+        const steps = parts(sv.off_parts, sv.compared[0]) + parts(sv.on_parts, sv.compared[1]);
         const arms = sv.arms && sv.arms.length > 2 ? ", " + sv.compared[1] + " vs " + sv.compared[0] : "";  // 3 arms: the first comparison
-        cards.append(card("c-saving", "saved per step (switchback" + arms + "): " + sv.decision, Expo.fmtNs(sv.saving.mean_ns), ci + tok));
+        cards.append(card("c-saving", "saved per step (switchback" + arms + "): " + sv.decision, Expo.fmtNs(sv.saving.mean_ns), ci + tok + steps));
       } else if (P.bound) {
         // A fused sampling kernel (MRV2, FlashInfer, vLLM CPU's fused op): its critical-path time bounds any saving.
         cards.append(card("c-saving", "saved per step — " + (P.bound.switchback ? "not measured" : "no switchback on this engine"),

@@ -1,0 +1,78 @@
+"""Switchback's figures in words: what each left-out step means, differences in words that follow their CI,
+what would settle a saving, the tok/s CI without an infinity.
+
+Shared by the estimator's statements (:mod:`expo_prof.analysis.switchback`), the tables
+(``terminal/saving.py``) and the saving line (``pipeline/result.py``), so every output says a figure alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from expo_prof.words import fmt_ns
+
+if TYPE_CHECKING:
+    from expo_prof.analysis.switchback import Interval, Saving
+
+__all__ = ["DROPPED_WORDS", "across_zero", "diff_words", "left_out_words", "settle_words", "tokps_ci_text"]
+
+
+#: Why a step line was left out, in one short clause each (the keys of ``Saving.dropped``; docs/ab.md).
+DROPPED_WORDS = {
+    "outside_load": "outside the measured load: the warm-up, the idle end",
+    "washout": "washout: each block's first step, which pays the switch",
+    "no_cadence": "no cadence: no next step to time them by",
+    "idle": "idle gaps: the engine waited for requests",
+    "unpaired": "unpaired: their pair's other block kept no step",
+    "unmatched_shape": "unmatched shape: the other block never ran it",
+}
+
+
+def left_out_words(dropped: Mapping[str, int]) -> list[str]:
+    """``["200 outside the measured load (…)", …]``: each non-zero reason of ``dropped``, with what it means."""
+    return [f"{n} {DROPPED_WORDS.get(k, k.replace('_', ' '))}" for k, n in dropped.items() if n]
+
+
+def across_zero(iv: Interval | None) -> bool:
+    """Whether the interval's 95 % CI holds zero: no difference shown (False without a CI)."""
+    return iv is not None and iv.ci_ns is not None and iv.ci_ns[0] <= 0.0 <= iv.ci_ns[1]
+
+
+def diff_words(iv: Interval, more: str, less: str) -> str:
+    """A difference in words that follow its CI: ``3.1 ms slower (95% CI 2.0 ms to 4.2 ms slower)`` when the
+    CI lies on one side of zero; ``no difference shown (mean 406.0 µs less, 95% CI -1.24 ms to +423.3 µs,
+    width 1.66 ms)`` when it holds zero (``more`` / ``less``: the words of a positive / negative difference)."""
+    word = more if iv.mean_ns >= 0 else less
+    if iv.ci_ns is None:
+        return f"{fmt_ns(abs(iv.mean_ns))} {word} (no CI: fewer than 2 pairs)"
+    lo, hi = iv.ci_ns
+    if lo <= 0.0 <= hi:
+        return (f"no difference shown (mean {fmt_ns(abs(iv.mean_ns))} {word}; 95% CI {fmt_ns(lo, signed=True)} to "
+                f"{fmt_ns(hi, signed=True)}, width {fmt_ns(hi - lo)})")
+    a, b = sorted((abs(lo), abs(hi)))
+    return f"{fmt_ns(abs(iv.mean_ns))} {word} (95% CI {fmt_ns(a)} to {fmt_ns(b)} {word})"
+
+
+def settle_words(sv: Saving) -> tuple[str, str]:
+    """The "to settle" row of every switchback block: (figure, words) — how many steps would settle the
+    saving, or why none are needed / none can be said."""
+    if sv.saving is None:
+        return "–", "no block pair ran a common batch shape: run longer"
+    if sv.saving.significant is None:
+        return "–", f"a test needs 2 block pairs ({sv.pairs} here)"
+    if sv.saving.significant:
+        return "settled", "both tests significant at alpha 0.05"
+    if sv.steps_needed is None:
+        return "> 1000 pairs", "of blocks, for a saving this small"
+    return f"~{sv.steps_needed}", "steps for 80% power at alpha 0.05"
+
+
+def tokps_ci_text(tok_ci: list[float | None] | None, note: str | None, digits: int = 2) -> str:
+    """``95% CI +29.95% to +51.75%``; a missing bound as ``no upper bound`` with ``note``'s reason (empty
+    without a CI)."""
+    if tok_ci is None:
+        return ""
+    lo, hi = (("–" if c is None else f"{c:+.{digits}f}%") for c in tok_ci)
+    text = f"95% CI {lo} to {hi}"
+    return text if note is None else f"{text}; {note}"
