@@ -45,6 +45,7 @@ import datetime
 import hashlib
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -109,6 +110,8 @@ class Measured:
     ab_dir: Path
     switchback_dir: Path
     logs: list[str] = field(default_factory=list)
+    ab_machine: dict = field(default_factory=dict)  # what else the machine did during ab (see _cli)
+    switchback_machine: dict = field(default_factory=dict)
 
     @property
     def ab_tput(self) -> dict:
@@ -134,11 +137,37 @@ def _server(model: Path, port: int, args: list[str]) -> list[str]:
             "--max-model-len", "256", "--port", str(port), "--enforce-eager", "--shutdown-timeout", "10", *args]
 
 
-def _cli(args: list[str], env: dict, cwd: Path, timeout: float) -> tuple[subprocess.CompletedProcess, float]:
-    t0 = time.monotonic()
+def _cpu_jiffies() -> tuple[int, int] | None:
+    """(busy, steal) jiffies of the whole machine from /proc/stat's ``cpu`` line; None off Linux."""
+    try:
+        f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    # user nice system idle iowait irq softirq steal …: busy excludes idle and iowait; steal is time the
+    # hypervisor gave this VM's cores to someone else (a neighbour the proof cannot see in its own process list)
+    return f[0] + f[1] + f[2] + f[5] + f[6], f[7] if len(f) > 7 else 0
+
+
+def _children_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _cli(args: list[str], env: dict, cwd: Path, timeout: float) -> tuple[subprocess.CompletedProcess, float, dict]:
+    """Run the CLI; also what else the machine did meanwhile (``foreign_cpu_s``: busy CPU time not spent by
+    this command and its children — the servers are its children — and ``steal_s``)."""
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    j0, c0, t0 = _cpu_jiffies(), _children_cpu_s(), time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "expo_prof", *args], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=timeout)
-    return proc, time.monotonic() - t0
+    wall, j1 = time.monotonic() - t0, _cpu_jiffies()
+    machine: dict = {}
+    if j0 is not None and j1 is not None:
+        own = _children_cpu_s() - c0
+        machine = {"busy_cpu_s": round((j1[0] - j0[0]) / hz, 1), "own_cpu_s": round(own, 1),
+                   "foreign_cpu_s": round(max(0.0, (j1[0] - j0[0]) / hz - own), 1),
+                   "steal_s": round((j1[1] - j0[1]) / hz, 1)}
+    return proc, wall, machine
 
 
 def measure(config: str, work: Path, *, repeat: int = 3, block_steps: int = 8, timeout: float = 1800.0,
@@ -154,16 +183,16 @@ def measure(config: str, work: Path, *, repeat: int = 3, block_steps: int = 8, t
         env.pop(name, None)
     work.mkdir(parents=True, exist_ok=True)
     ab_dir, sb_dir = work / f"{config}-ab", work / f"{config}-switchback"
-    ab, ab_s = _cli(["-q", "ab", "--repeat", str(repeat), *WORKLOAD, "--session-dir", str(ab_dir), "--json",
+    ab, ab_s, ab_m = _cli(["-q", "ab", "--repeat", str(repeat), *WORKLOAD, "--session-dir", str(ab_dir), "--json",
                      "--", *_server(model, free_port(), c["args"])], env, work, timeout)
     if ab.returncode != 0:
         raise RuntimeError(f"{config}: ab failed ({ab.returncode}): {ab.stderr[-2000:]}")
-    sb, sb_s = _cli(["-q", "ab", "--switchback", "--block-steps", str(block_steps), *WORKLOAD, "--session-dir",
+    sb, sb_s, sb_m = _cli(["-q", "ab", "--switchback", "--block-steps", str(block_steps), *WORKLOAD, "--session-dir",
                      str(sb_dir), "--json", "--", *_server(model, free_port(), c["args"])], env, work, timeout)
     if sb.returncode != 0:
         raise RuntimeError(f"{config}: ab --switchback failed ({sb.returncode}): {sb.stderr[-2000:]}")
     return Measured(config, json.loads(ab.stdout), json.loads(sb.stdout), ab_s, sb_s, ab_dir, sb_dir,
-                    [ab.stderr, sb.stderr])
+                    [ab.stderr, sb.stderr], ab_m, sb_m)
 
 
 def inside(x: float, ci: list[float]) -> bool:
@@ -192,10 +221,13 @@ def row(m: Measured) -> dict:
     t, s = m.ab_tput, m.saving
     c = CONFIGS[m.config]
     return {"config": m.config, "what": c["what"], "expect": c["expect"],
+            # each run's output tok/s in launch order (off, on, off, on …), so a disagreement can be traced to a run
             "ab": {"change_pct": t["change_pct"], "ci_pct": t["ci_pct"], "decision": m.ab["verdict"]["decision"],
-                   "wall_s": round(m.ab_wall_s, 1)},
+                   "wall_s": round(m.ab_wall_s, 1), "off_tokps": t["a"]["values"], "on_tokps": t["b"]["values"],
+                   "machine": m.ab_machine},
             "switchback": {"change_pct": s["tokps_change_pct"], "ci_pct": s["tokps_ci_pct"],
-                           "decision": s["decision"], "wall_s": round(m.switchback_wall_s, 1)},
+                           "decision": s["decision"], "wall_s": round(m.switchback_wall_s, 1),
+                           "machine": m.switchback_machine},
             "ab_sees_expected_sign": bool(t["change_pct"] * c["expect"] > 0),
             "agree": agree(t, s)}
 
@@ -228,13 +260,24 @@ def table(record: dict) -> str:
              f"`ab --repeat {record['repeat']}` vs one `ab --switchback` run (blocks of {record['block_steps']} "
              "steps); output tok/s change with its 95 % CI:", "",
              "| configuration | expected | ab change | ab 95% CI | switchback change | switchback 95% CI | agree "
-             "| ab wall s | switchback wall s |", "|---|---|---|---|---|---|---|---|---|"]
+             "| ab wall s | switchback wall s | other CPU s (ab / switchback) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in record["rows"]:
         a, s = r["ab"], r["switchback"]
         lines.append(f"| {r['config']} ({r['what']}) | {'wins' if r['expect'] > 0 else 'loses'} | "
                      f"{a['change_pct']:+.1f}% | {_ci(a['ci_pct'])} | {s['change_pct']:+.1f}% | {_ci(s['ci_pct'])} | "
-                     f"{'yes' if r['agree'] else 'NO'} | {a['wall_s']:.0f} | {s['wall_s']:.0f} |")
+                     f"{'yes' if r['agree'] else 'NO'} | {a['wall_s']:.0f} | {s['wall_s']:.0f} | "
+                     f"{_other(a)} / {_other(s)} |")
+    lines += ["", "*Other CPU s*: busy CPU time on the machine during that measurement not spent by the "
+              "measurement's own processes (plus hypervisor steal): near 0 on a quiet machine."]
     return "\n".join(lines) + "\n"
+
+
+def _other(method: dict) -> str:
+    m = method.get("machine") or {}
+    if "foreign_cpu_s" not in m:
+        return "–"  # a record made before the proof measured it
+    return f"{m['foreign_cpu_s'] + m.get('steal_s', 0.0):.0f}"
 
 
 def doc_table(repo: Path = REPO) -> str:
