@@ -70,32 +70,32 @@ def options(op: str | None, source: str, max_bytes: str | None, jobs: int | None
     return opts
 
 
+#: Files skipped for one cause that are still named one by one; more are one line with their count (-v: all).
+NAMED_SKIPS = 3
 #: A pipeline warning about one file passed by (expo_prof.pipeline.run: "skipped PATH: WHY").
 _SKIPPED = re.compile(r"skipped (?P<path>.+?): (?P<why>.+)", re.S)
 
 
 def show_notes(settings: Any, warnings: list[str], info: list[str]) -> None:
     """Warnings (always, unless --quiet) and the info lines on stderr; names from traces escaped. The files
-    skipped are counted by kind, one line each with its first file (a folder of many unrecognised files would
+    skipped for one cause, past :data:`NAMED_SKIPS`, are one line with their count and first file (a folder of many unrecognised files would
     otherwise print one line per file); ``-v`` lists every one."""
     if getattr(settings, "quiet", False):
         return
     from expo_prof.console import info as info_line
     from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
     from expo_prof.console import warn
-    from expo_prof.terminal.closing import by_kind
+    from expo_prof.terminal.closing import by_kind, skip_kind
 
     verbose = bool(getattr(settings, "verbose", False))
     skipped = [(m["path"], m["why"]) for m in map(_SKIPPED.fullmatch, warnings) if m is not None]
+    counted = {} if verbose else {k: (n, first) for k, n, first in by_kind(skipped) if n > NAMED_SKIPS}
     for w in warnings:
-        if verbose or _SKIPPED.fullmatch(w) is None or len(skipped) == 1:
+        m = _SKIPPED.fullmatch(w)
+        if m is None or skip_kind(m["why"]) not in counted:
             warn(escape(w))
-    if not verbose and len(skipped) > 1:
-        for kind, n, first in by_kind(skipped):
-            if n == 1:
-                warn(escape(f"skipped {first}: {next(why for p, why in skipped if p == first)}"))
-            else:
-                warn(escape(f"skipped {n} files: {kind} (the first: {first}; -v lists each)"))
+    for kind, (n, first) in counted.items():
+        warn(escape(f"skipped {n} files: {kind} (the first: {first}; -v lists each)"))
     for line in info:
         info_line(escape(line))
 
