@@ -68,7 +68,10 @@ def misses(con: Console, result: AnalysisResult, files: int | None = None) -> No
                 con.print(f"  {escape(label)}:")
                 con.print(Padding(escape(why), (0, 0, 0, 6)))  # its continuation lines indented alike
             shared += [r for r in rest if r.startswith(_SAID_ONCE) and r not in shared]
+        similar = any("similar names present: " in (e.error or "") for e in missed)
         for part in shared:  # "looked for: …", "no similar names …", the next step: said once for all
+            if similar and part.startswith("no similar names"):
+                part += " in the others"  # some lines above do name similar names
             con.print(escape(part))
     con.print()
     con.print(escape(closing(result, files)))

@@ -92,6 +92,7 @@ def test_a_folder_of_many_files_ends_in_one_closing_count(realtraces):
     THEN the results come first, "looked for" is said once, each recording without the draw is named under the
     folder (not the folder's path again), and the last line counts files read, recordings with and without a
     result — the same numbers as the --json document — and the files passed over.
+    "No similar names" said once for all is said of the others where some lines name similar names.
     Before the fix: the closing line counted recordings only ("34 recordings read: 2 with a result (above), 32
     without"); the files passed over were said on stderr alone."""
     text = cli("analyze", str(realtraces), columns=200)
@@ -104,6 +105,9 @@ def test_a_folder_of_many_files_ends_in_one_closing_count(realtraces):
     assert out.index("critical path") < out.index("No target instance in") < out.index("looked for:")
     assert f"No target instance in {len(runs) - found} recordings (under {realtraces}/)" in out
     assert "\n  hta/tests/data/" in out and f"\n  {realtraces}/hta" not in out
+    # some recordings name similar names (aten::rand …): the line said once for all is about the others
+    assert "similar names present: 'aten::rand'" in out
+    assert "no similar names (random/uniform/exponential/rand/gumbel/sampl) present in the others" in out
     closing = " ".join(out.rstrip().split("\n\n")[-1].split())  # the last paragraph, however wrapped
     m = re.fullmatch(r"(\d+) files read: (\d+) recordings, (\d+) with a result \(above\), (\d+) without; "
                      r"(\d+) files passed over \((.+)\)", closing)
