@@ -87,13 +87,12 @@ class TextConsole(Console):
         from rich.table import Table
 
         if kwargs.get("width") is None and len(objects) == 1 and isinstance(objects[0], Table):
-            if self._fit_columns(objects[0]):
-                # Even wrapped it does not fit: unwrapped then (rich's shares would still cut a column at a width
-                # between the two), as wide as it is; rich clamps print(width=) to the console's, so widen that.
-                from rich.measure import Measurement
-
+            wider = self._fit_columns(objects[0])
+            if wider is not None:
+                # Even wrapped to its words it does not fit: printed as wide as its figures and longest words
+                # need (rich's shares would cut a column); rich clamps print(width=) to the console's, so widen that.
                 old = self._width
-                self.width = Measurement.get(self, self.options.update_width(1 << 16), objects[0]).maximum
+                self.width = wider
                 try:
                     super().print(*objects, **kwargs)
                 finally:
@@ -101,8 +100,9 @@ class TextConsole(Console):
                 return
         super().print(*objects, **kwargs)
 
-    def _fit_columns(self, table) -> bool:
-        """Give each column of ``table`` its width for this console; True when it cannot fit even wrapped.
+    def _fit_columns(self, table) -> int | None:
+        """Give each column of ``table`` its width for this console; the wider width to print it at when it
+        cannot fit even wrapped (None: it fits the console).
 
         A column may wrap between words unless its author said no (a figure is one word: render_str glued it).
         rich shares a narrow width out in proportion, which leaves one label in thin slices beside a roomy
@@ -124,21 +124,22 @@ class TextConsole(Console):
             col.min_width = lo[-1]
         fit = Measurement.get(self, self.options.update_width(1 << 16), table)
         if fit.maximum <= self.width:
-            return False
-        if fit.minimum > self.width or not all(isinstance(c, str) for col in cols for c in (col.header, *col._cells)):
-            return fit.minimum > self.width
+            return None
+        target = max(self.width, fit.minimum)
+        if not all(isinstance(c, str) for col in cols for c in (col.header, *col._cells)):
+            return None if target == self.width else fit.maximum  # not measured here: unwrapped, as wide as it is
         # The table's own width beyond its cells (padding, borders): what is left for the cells.
-        room = self.width - (fit.maximum - sum(hi))
+        room = target - (fit.maximum - sum(hi))
         width = list(hi)
         free = [i for i, col in enumerate(cols) if not col.no_wrap and col.width is None]
         while sum(width) > room:
             narrower = [i for i in free if width[i] > lo[i]]
             if not narrower:
-                return True
+                return fit.maximum  # (a width held by its author): unwrapped, as wide as it is
             width[max(narrower, key=lambda i: width[i])] -= 1
         for i in free:
             cols[i].width = width[i]
-        return False
+        return None if target == self.width else target
 
     def _render_buffer(self, buffer) -> str:
         return _TRAILING.sub(r"\1", super()._render_buffer(buffer)).replace(GLUE, " ")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import IO
 
+from rich.cells import cell_len
 from rich.console import Console
 from expo_prof.console import TextConsole
 from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
@@ -91,7 +92,11 @@ class TableReporter:
                 if i:
                     con.print()
                 side = f" (overlay {entry.overlay})" if entry.overlay else ""
-                con.rule(f"[bold]{escape(entry.label)}[/]{side}", align="left")
+                title = f"[bold]{escape(entry.label)}[/]{side}"
+                if cell_len(con.render_str(title).plain) + 4 > con.width:
+                    con.print(title)  # a rule would cut the name to its width: the whole name above the rule
+                    title = ""
+                con.rule(title, align="left")
             if entry.summary is None:
                 con.print(f"{escape(entry.label)}: {escape(entry.error or 'no instance found')}")
                 continue

@@ -44,11 +44,13 @@ def test_every_table_at_80_and_60_columns_keeps_its_figures_whole(case, realtrac
     """GIVEN a command that prints tables, piped
     WHEN it runs at COLUMNS=80, 60 and 200
     THEN at 80 no line is wider than 80; at 80 and 60 no line ends in a space, no figure is parted from its unit
-    across a line break, no backticked command is split over two lines, and no cell is cut ("…" after a figure);
+    across a line break, no backticked command is split over two lines, no cell is cut ("…" after a figure) nor
+    a recording's name cut to fit the rule above its tables;
     at 60 every figure of the 200-column output is there whole, in the same order (a table too wide even with its
     labels wrapped is printed as wide as its figures need: docs/cli.md).
     Before the fix: analyze of the real traces at 80 printed "(44665⏎events)"; compare at 60 cut no figure but
-    wrapped "critical / path / step" (see the next test)."""
+    wrapped "critical / path / step" (see the next test); at 60 a recording's path was cut in its rule
+    ("…/trace_diff/control/co… ─")."""
     args = CASES[case](realtraces)
     wide = cli(*args, columns=200)
     assert wide.returncode == 0, wide.stderr
@@ -63,6 +65,7 @@ def test_every_table_at_80_and_60_columns_keeps_its_figures_whole(case, realtrac
         assert not FIGURE_BROKEN.search(out), FIGURE_BROKEN.search(out)
         assert all(ln.count("`") % 2 == 0 for ln in lines), [ln for ln in lines if ln.count("`") % 2]
         assert not re.search(r"\d …|\d…$", out, re.M)
+        assert "… ─" not in out  # a recording's name cut to fit its rule
         assert FIGURE.findall(out) == FIGURE.findall(wide.stdout)
 
 
