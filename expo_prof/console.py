@@ -58,8 +58,10 @@ def fit_streams() -> None:
 #: Holds a figure to its unit and a command's words together while rich lays a line out: not whitespace, so
 #: rich never breaks a line there, one cell wide like the space it stands for; written out as a space.
 GLUE = "\ue000"
-#: A figure and its unit (``10.95 ms``, ``12.3 µs``, ``+2.3 %``, ``48 steps``) …
-_FIGURE = re.compile(r"(?<![\w.])([-+−~]?\d[\d,.]*) (ns|µs|us|ms|s|%|kB|MB|GB|bytes?|steps?|ranks?|runs?|tok/s)(?![\w])")
+#: A figure and its unit (``10.95 ms``, ``12.3 µs``, ``+2.3 %``, ``48 steps``, ``137 events``) …
+_UNITS = ("ns|µs|us|ms|s|%|kB|MB|GB|bytes?|steps?|ranks?|runs?|tok/s"
+          "|events?|timelines?|recordings?|files?|instances?")  # counts are figures too: "137 events"
+_FIGURE = re.compile(rf"(?<![\w.])([-+−~]?\d[\d,.]*) ({_UNITS})(?![\w])")
 #: … and a command in backticks (``expo-prof record --overlay switchback -- CMD``).
 _COMMAND = re.compile(r"`[^`\n]+`")
 #: Spaces at the end of a line (before any closing style codes): a table pads its cells to the width.
@@ -82,31 +84,62 @@ class TextConsole(Console):
         return super().render_str(glue(text), **kwargs)
 
     def print(self, *objects, **kwargs) -> None:
-        from rich.measure import Measurement
         from rich.table import Table
 
         if kwargs.get("width") is None and len(objects) == 1 and isinstance(objects[0], Table):
-            # A column may wrap between words unless its author said no (a figure is one word: render_str glued
-            # it). rich shares a narrow width out in proportion and cuts what does not fit, so each column is held
-            # at what it cannot do without — its longest word, or its widest cell where it does not wrap — and a
-            # table that cannot fit even so is printed unwrapped, as wide as it is: labels wrap, figures stay whole.
-            for col in objects[0].columns:
-                cells = [self.render_str(c).plain for c in (col.header, *col._cells) if isinstance(c, str)]
-                parts = [ln for c in cells for ln in c.splitlines()] if col.no_wrap else \
-                    [w for c in cells for w in c.split()]
-                col.min_width = max([col.min_width or 0, *map(cell_len, parts)])
-            fit = Measurement.get(self, self.options.update_width(1 << 16), objects[0])
-            if fit.minimum > self.width:
-                # Even wrapped it does not fit: unwrapped then (rich's shares would still cut a column at a width
-                # between the two), as wide as it is; rich clamps print(width=) to the console's, so widen that.
+            wider = self._fit_columns(objects[0])
+            if wider is not None:
+                # Even wrapped to its words it does not fit: printed as wide as its figures and longest words
+                # need (rich's shares would cut a column); rich clamps print(width=) to the console's, so widen that.
                 old = self._width
-                self.width = fit.maximum
+                self.width = wider
                 try:
                     super().print(*objects, **kwargs)
                 finally:
                     self._width = old
                 return
         super().print(*objects, **kwargs)
+
+    def _fit_columns(self, table) -> int | None:
+        """Give each column of ``table`` its width for this console; the wider width to print it at when it
+        cannot fit even wrapped (None: it fits the console).
+
+        A column may wrap between words unless its author said no (a figure is one word: render_str glued it).
+        rich shares a narrow width out in proportion, which leaves one label in thin slices beside a roomy
+        column and cuts what does not fit; here each column is held between what it cannot do without (its
+        longest word, or its widest cell where it does not wrap) and its widest cell, and the widest wrapping
+        column gives up a cell at a time until the table fits — labels wrap evenly, figures stay whole."""
+        from rich.measure import Measurement
+
+        cols = table.columns
+        lo: list[int] = []
+        hi: list[int] = []
+        for col in cols:
+            cells = [self.render_str(c).plain for c in (col.header, *col._cells) if isinstance(c, str)]
+            lines = [ln for c in cells for ln in c.splitlines()] or [""]
+            words = lines if col.no_wrap else [w for c in cells for w in c.split()]
+            lo.append(max([col.min_width or 0, *map(cell_len, words)]))
+            widest = max([lo[-1], *map(cell_len, lines)])
+            hi.append(widest if col.max_width is None else max(lo[-1], min(widest, col.max_width)))
+            col.min_width = lo[-1]
+        fit = Measurement.get(self, self.options.update_width(1 << 16), table)
+        if fit.maximum <= self.width:
+            return None
+        target = max(self.width, fit.minimum)
+        if not all(isinstance(c, str) for col in cols for c in (col.header, *col._cells)):
+            return None if target == self.width else fit.maximum  # not measured here: unwrapped, as wide as it is
+        # The table's own width beyond its cells (padding, borders): what is left for the cells.
+        room = target - (fit.maximum - sum(hi))
+        width = list(hi)
+        free = [i for i, col in enumerate(cols) if not col.no_wrap and col.width is None]
+        while sum(width) > room:
+            narrower = [i for i in free if width[i] > lo[i]]
+            if not narrower:
+                return fit.maximum  # (a width held by its author): unwrapped, as wide as it is
+            width[max(narrower, key=lambda i: width[i])] -= 1
+        for i in free:
+            cols[i].width = width[i]
+        return None if target == self.width else target
 
     def _render_buffer(self, buffer) -> str:
         return _TRAILING.sub(r"\1", super()._render_buffer(buffer)).replace(GLUE, " ")

@@ -108,7 +108,8 @@ def command(settings, paths: tuple[Path, ...], op: str | None, source: str, max_
     from expo_prof.html import HtmlReporter
     from expo_prof.terminal import JsonReporter, TableReporter
 
-    reporter = {"text": TableReporter(top=top), "json": JsonReporter(), "html": HtmlReporter(label="analysis")}[fmt]
+    files = len({tl.source for rr in result.recordings for tl in rr.timelines})
+    reporter = {"text": TableReporter(top=top, files=files), "json": JsonReporter(), "html": HtmlReporter(label="analysis")}[fmt]
     write_report(reporter, result.document, output)
     if output is not None and not quiet:
         says(output).print(f"{fmt}: {output}")

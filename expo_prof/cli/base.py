@@ -33,6 +33,8 @@ def command(name: str, *, summary: str, examples: Iterable[str] = (), **kw: Any)
     epilog = ("\b\nExamples:\n" + "\n".join(lines) + "\n\n" if lines else "") + EXIT_CODES
 
     def deco(f: Callable) -> click.Command:
+        f = click.option("-v", "--verbose", "cmd_verbose", is_flag=True,
+                         help="Name every file skipped (by default counted by kind).")(f)
         f = click.option("-q", "--quiet", "cmd_quiet", is_flag=True, help="Print only results and errors.")(f)
         f = _absorb_quiet(f)
         return click.command(name, short_help=summary, epilog=epilog, **kw)(f)
@@ -64,15 +66,15 @@ def example_lines(example: str, width: int = HELP_WIDTH - 2) -> list[str]:  # cl
 
 
 def _absorb_quiet(f: Callable) -> Callable:
-    """Fold the command-level ``-q`` into the shared settings object, so commands read one flag."""
+    """Fold the command-level ``-q`` and ``-v`` into the shared settings object, so commands read one flag each."""
     import functools
 
     @functools.wraps(f)
-    def wrapper(*args: Any, cmd_quiet: bool = False, **kwargs: Any) -> Any:
-        if cmd_quiet:
-            ctx = click.get_current_context()
-            if ctx.obj is not None:
-                ctx.obj.quiet = True
+    def wrapper(*args: Any, cmd_quiet: bool = False, cmd_verbose: bool = False, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        if ctx.obj is not None:
+            ctx.obj.quiet = ctx.obj.quiet or cmd_quiet
+            ctx.obj.verbose = getattr(ctx.obj, "verbose", False) or cmd_verbose
         return f(*args, **kwargs)
 
     return wrapper

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -68,17 +70,32 @@ def options(op: str | None, source: str, max_bytes: str | None, jobs: int | None
     return opts
 
 
+#: Files skipped for one cause that are still named one by one; more are one line with their count (-v: all).
+NAMED_SKIPS = 3
+#: A pipeline warning about one file passed by (expo_prof.pipeline.run: "skipped PATH: WHY").
+_SKIPPED = re.compile(r"skipped (?P<path>.+?): (?P<why>.+)", re.S)
+
+
 def show_notes(settings: Any, warnings: list[str], info: list[str]) -> None:
-    """Warnings (always, unless --quiet) and the info lines on stderr; names from traces escaped."""
+    """Warnings (always, unless --quiet) and the info lines on stderr; names from traces escaped. The files
+    skipped for one cause, past :data:`NAMED_SKIPS`, are one line with their count and first file (a folder of many unrecognised files would
+    otherwise print one line per file); ``-v`` lists every one."""
     if getattr(settings, "quiet", False):
         return
-    from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
-
     from expo_prof.console import info as info_line
+    from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
     from expo_prof.console import warn
+    from expo_prof.terminal.closing import by_kind, skip_kind
 
+    verbose = bool(getattr(settings, "verbose", False))
+    skipped = [(m["path"], m["why"]) for m in map(_SKIPPED.fullmatch, warnings) if m is not None]
+    counted = {} if verbose else {k: (n, first) for k, n, first in by_kind(skipped) if n > NAMED_SKIPS}
     for w in warnings:
-        warn(escape(w))
+        m = _SKIPPED.fullmatch(w)
+        if m is None or skip_kind(m["why"]) not in counted:
+            warn(escape(w))
+    for kind, (n, first) in counted.items():
+        warn(escape(f"skipped {n} files: {kind} (the first: {first}; -v lists each)"))
     for line in info:
         info_line(escape(line))
 

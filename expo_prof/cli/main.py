@@ -24,14 +24,17 @@ class Settings:
 
     quiet: bool = False
     no_progress: bool = False
+    #: -v: every file skipped named on its own line (by default they are counted by kind).
+    verbose: bool = False
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 80})
 @click.version_option(__version__, prog_name="expo-prof")
 @click.option("-q", "--quiet", is_flag=True, help="Print only results and errors.")
+@click.option("-v", "--verbose", is_flag=True, help="Name every file skipped (by default counted by kind).")
 @click.option("--no-progress", is_flag=True, help="Never show progress bars.")
 @click.pass_context
-def cli(ctx: click.Context, quiet: bool, no_progress: bool) -> None:
+def cli(ctx: click.Context, quiet: bool, verbose: bool, no_progress: bool) -> None:
     """expo-prof: how much of vLLM's exponential sampling hides under the forward pass.
 
     \b
@@ -43,7 +46,7 @@ def cli(ctx: click.Context, quiet: bool, no_progress: bool) -> None:
     Exit codes (every command): 0 done, 1 nothing found, 2 bad input or options,
     3 a launched server failed, 130 interrupted. docs/cli.md has the details.
     """
-    ctx.obj = Settings(quiet=quiet, no_progress=no_progress)
+    ctx.obj = Settings(quiet=quiet, no_progress=no_progress, verbose=verbose)
 
 
 def _register() -> None:

@@ -6,9 +6,9 @@ row where a table would otherwise get wide.
 
 from __future__ import annotations
 
-import re
 from typing import IO
 
+from rich.cells import cell_len
 from rich.console import Console
 from expo_prof.console import TextConsole
 from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
@@ -18,6 +18,7 @@ from expo_prof.analysis.aggregate import worst_steps
 from expo_prof.analysis.cluster import per_step_means
 from expo_prof.analysis.model import AnalysisResult, Dist
 from expo_prof.terminal.base import fmt_frac
+from expo_prof.terminal.closing import misses
 from expo_prof.terminal.saving import render_saving
 from expo_prof.words import (
     COMPUTE_BUSY,
@@ -69,9 +70,11 @@ def _short(name: str, width: int = 48) -> str:
 class TableReporter:
     """Human-readable tables on a rich console."""
 
-    def __init__(self, console: Console | None = None, top: int = 10) -> None:
+    def __init__(self, console: Console | None = None, top: int = 10, files: int | None = None) -> None:
         self.console = console
         self.top = top
+        #: How many files were read (the closing line counts them; None: not known to the caller).
+        self.files = files
 
     def render(self, result: AnalysisResult, file: IO[str] | None = None) -> None:
         con = self.console
@@ -82,14 +85,18 @@ class TableReporter:
 
             con = console
         several = len(result.runs) > 1
-        # Results first; recordings without a target instance after them, in one short list (_misses).
+        # Results first; recordings without a target instance after them, in one short list (closing.misses).
         entries = [e for e in result.runs if e.summary is not None or not several]
         for i, entry in enumerate(entries):
             if several:
                 if i:
                     con.print()
                 side = f" (overlay {entry.overlay})" if entry.overlay else ""
-                con.rule(f"[bold]{escape(entry.label)}[/]{side}", align="left")
+                title = f"[bold]{escape(entry.label)}[/]{side}"
+                if cell_len(con.render_str(title).plain) + 4 > con.width:
+                    con.print(title)  # a rule would cut the name to its width: the whole name above the rule
+                    title = ""
+                con.rule(title, align="left")
             if entry.summary is None:
                 con.print(f"{escape(entry.label)}: {escape(entry.error or 'no instance found')}")
                 continue
@@ -105,8 +112,8 @@ class TableReporter:
             con.print(f"[bold]{escape(entry.headline)}[/]")
             if entry.saving_line:
                 con.print(escape(entry.saving_line))
-        if several:
-            _misses(con, result)
+        if several or result.skipped:
+            misses(con, result, self.files)
 
 
     def _block(self, con: Console, result: AnalysisResult, s, ranks, steps, fwd: _Forward) -> None:
@@ -261,36 +268,3 @@ class _Forward:
         if not self.noted and not said:
             con.print(escape(self.line))
         self.noted = True
-
-
-#: The parts of a "no target instance" error that are the same for every recording (said once, after the list).
-_SAID_ONCE = ("looked for:", "no similar names", "next:")
-#: Where the error's details begin (expo_prof.analysis.aggregate joins them with "; ", as the lists inside do).
-_DETAIL = re.compile(r"; (?=looked for: |no similar names|similar names present: |next: )")
-
-
-def _misses(con: Console, result: AnalysisResult) -> None:
-    """After the results: the recordings without a target instance, one line each, what was looked for and the
-    next step once (the same for all of them), the files skipped counted by kind, and a closing line."""
-    missed = [e for e in result.runs if e.summary is None]
-    if missed:
-        con.print()
-        con.print(f"[bold]No target instance in {plural(len(missed), 'recording')}[/]")
-        shared: list[str] = []
-        for e in missed:
-            own, *rest = _DETAIL.split(e.error or "no instance found")
-            mine = [r for r in rest if not r.startswith(_SAID_ONCE)]
-            con.print(f"  {escape(e.label)}: {escape('; '.join([own, *mine]))}")
-            shared += [r for r in rest if r.startswith(_SAID_ONCE) and r not in shared]
-        for part in shared:  # "looked for: …", "no similar names …", the next step: said once for all
-            con.print(escape(part))
-    kinds: dict[str, int] = {}
-    for _path, why in result.skipped:
-        kind = re.split(r" \(|: |; ", why, maxsplit=1)[0]
-        kinds[kind] = kinds.get(kind, 0) + 1
-    skipped = "; ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
-    con.print()
-    found = len(result.runs) - len(missed)
-    con.print(f"{plural(len(result.runs), 'recording')} read: {found} with a result"
-              + (f" (above), {len(missed)} without" if missed else "")
-              + (f"; {plural(len(result.skipped), 'file')} skipped ({escape(skipped)})" if result.skipped else ""))

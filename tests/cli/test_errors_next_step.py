@@ -78,7 +78,7 @@ def test_a_folder_of_traces_without_the_draw_lists_them_once_after_the_results(t
     WHEN analyze prints its tables
     THEN the result comes first; after it one list of the three recordings without a target instance (one line
     each), what was looked for and the next step said once (--op NAME, greedy sampling, CUDA graphs), and a
-    closing line "4 recordings read: 1 with a result (above), 3 without".
+    closing line "4 files read: 4 recordings, 1 with a result (above), 3 without".
     Before the fix: the 11-line "looked for" list once per recording, the results last, no closing line."""
     hta = realtraces / "hta" / "tests" / "data"
     for i, src in enumerate([hta / "trace_compare" / "base" / "base.json.gz",
@@ -94,7 +94,7 @@ def test_a_folder_of_traces_without_the_draw_lists_them_once_after_the_results(t
     assert out.count("looked for:") == 1
     assert out.index("critical path") < out.index("No target instance in 3 recordings") < out.index("looked for:")
     assert "--op NAME" in out and "greedy sampling" in out.lower() and "CUDA graphs" in out
-    assert out.rstrip().splitlines()[-1] == "4 recordings read: 1 with a result (above), 3 without"
+    assert out.rstrip().splitlines()[-1] == "4 files read: 4 recordings, 1 with a result (above), 3 without"
 
 
 def test_analyze_help_names_the_nsight_inputs():

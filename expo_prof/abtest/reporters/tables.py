@@ -105,14 +105,14 @@ def metric_table(result: ComparisonResult, *, all_metrics: bool = False) -> Tabl
     t = Table(title=f"{escape(b)} vs {escape(a)}: change of the means", title_justify="left",
               caption=f"p: {test} / permutation test · n.s.: no significant difference (~N: runs that would "
                       "settle it)", caption_justify="left", box=box.SIMPLE_HEAD)
-    t.add_column("metric", min_width=10, max_width=18)
+    t.add_column("metric")
     t.add_column(escape(a), justify="right", no_wrap=True)
     t.add_column(escape(b), justify="right", no_wrap=True)
     t.add_column("change", justify="right", no_wrap=True)
     t.add_column("95% CI", justify="right", no_wrap=True)
     # At 80 columns (a pipe, a CI log) the outcome wraps; no column is ever dropped.
-    t.add_column("outcome", max_width=14, overflow="fold")
-    t.add_column("p", justify="right", no_wrap=True, min_width=9)
+    t.add_column("outcome")
+    t.add_column("p", justify="right", no_wrap=True)
     for r in _shown(result, all_metrics):
         ci = "–" if r.ci_pct is None else f"{_ci(r.ci_pct[0])}…{_ci(r.ci_pct[1])}%"
         style = _OUTCOME_STYLE.get(r.outcome, "")
