@@ -10,14 +10,16 @@ characters with a count of the rest. Ordinary names (up to :data:`LONG`
 characters: kernels, ops, C++ templates) are always whole. The names table thus
 holds at most ``LONG_BUDGET`` + the longest name + about 90 bytes per distinct
 long name, whatever
-the names (docs/html.md, "What a name may do").
+the names (docs/html.md, "What a name may do"). A name the reader cut already
+(:mod:`expo_prof.readers.long_names`, ``… (+N characters #HASH)``) is cut to
+:data:`CUT` characters here too, its count and hash kept.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from expo_prof.words import cut, plural
+from expo_prof.words import cut, cut_name, is_cut_name, plural
 
 #: Names up to this many characters are always kept whole.
 LONG = 256
@@ -33,7 +35,13 @@ def budget_names(names: Sequence[str], what: str) -> tuple[list[str], str | None
     out: list[str] = []
     held = n_cut = dropped = 0
     for name in names:
-        if len(name) <= LONG:
+        if is_cut_name(name):  # cut on reading already (expo_prof.readers.long_names): shorter still, count and hash kept
+            short = cut_name(name, CUT)
+            if short != name:
+                n_cut += 1
+                dropped += len(name) - len(short)
+            out.append(short)
+        elif len(name) <= LONG:
             out.append(name)
         elif held < LONG_BUDGET:  # the name that crosses the budget is whole too: one huge name is kept once
             held += len(name)
@@ -46,4 +54,4 @@ def budget_names(names: Sequence[str], what: str) -> tuple[list[str], str | None
         return out, None
     return out, (f"{what}: {plural(n_cut, 'name')} longer than {LONG} characters cut to {CUT} "
                  f"({dropped:,} characters left out; the page keeps {LONG_BUDGET // (1 << 20)} Mi characters of long "
-                 "names whole, each once); the trace and `analyze --json` keep them whole")
+                 "names whole, each once); the trace keeps them whole")
