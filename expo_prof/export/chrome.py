@@ -216,7 +216,9 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
             sources[i]["passed_through"] = True
             stats["passed_through"] += 1
             shift = plan.shift(i)
-            names = LongNames() if t.meta.get("names_cut") else None
+            # A JSON trace has no table of names: a long name would be written once per event (1 GB for 100 k
+            # events of 10 KB, even one name on every event), so every long name is cut, each the same way.
+            names = LongNames(budget=0) if t.meta.get("long_names") else None
             if plan.merge_ranks or shift or not plan.counted[i] or names is not None:
                 # several ranks; a second file of the rank on another base; a source not counted; long names cut
                 stats["source_events"] += len(src.events)

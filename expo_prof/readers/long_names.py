@@ -37,8 +37,8 @@ class LongNames:
 
     __slots__ = ("held", "whole", "cuts", "dropped")
 
-    def __init__(self) -> None:
-        self.held = 0  # characters of long names kept whole
+    def __init__(self, *, budget: int = WHOLE_BUDGET) -> None:
+        self.held = WHOLE_BUDGET - budget  # characters of long names kept whole (budget 0: every long name is cut)
         self.whole: set[str] = set()  # the long names kept whole
         self.cuts: set[str] = set()  # the distinct cut names
         self.dropped = 0  # characters left out of the distinct cut names
@@ -69,10 +69,19 @@ class LongNames:
             return values
         return [self.fit(v) if type(v) is str and len(v) > LONG else v for v in values]
 
+    @property
+    def seen(self) -> int:
+        """Distinct long names seen (kept whole or cut)."""
+        return len(self.whole) + len(self.cuts)
+
     def warning(self, where: str) -> str | None:
         """The one warning of a file whose names were cut (None when none was)."""
         if not self.cuts:
             return None
+        if self.held >= WHOLE_BUDGET and not self.whole:  # an output that cuts every long name (export)
+            return (f"{where}: {len(self.cuts):,} distinct names longer than {LONG} characters cut to their first "
+                    f"{KEEP} ({self.dropped:,} characters left out), each ending in `… (+N characters #HASH)`; the "
+                    "source trace keeps them whole")
         return (f"{where}: {len(self.cuts):,} distinct names longer than {LONG} characters cut to their first {KEEP} "
                 f"({self.dropped:,} characters left out; the first {WHOLE_BUDGET >> 20} Mi characters of long names "
                 "are kept whole, each once); a cut name ends in `… (+N characters #HASH)`, which keeps different "

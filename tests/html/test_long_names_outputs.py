@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from expo_prof.html.names import CUT, LONG_BUDGET
+from expo_prof.words import is_cut_name
 from shared_paths import REPO
 
 N = 300
@@ -83,7 +84,8 @@ def test_all_different_long_names_stay_within_the_page_budget(tmp_path, traces, 
     assert all(text.count(_name("distinct", i)) <= 1 for i in (0, N // 2, N - 1))
     if cmd == "timeline":
         # the names past the budget are cut with their count, and the command says so
-        assert f"{_name('distinct', N - 1)[:CUT]}… (+{len(_name('distinct', N - 1)) - CUT:,} characters)" in text
+        # (cut on reading first: the count and the hash of the whole name stay; expo_prof.readers.long_names)
+        assert f"{_name('distinct', N - 1)[:CUT]}… (+{len(_name('distinct', N - 1)) - CUT:,} characters #" in text
         assert "names longer than 256 characters cut to 64" in err
         assert "names longer than 256 characters cut to 64" in text  # the page's own warnings
 
@@ -92,16 +94,25 @@ def test_all_different_long_names_stay_within_the_page_budget(tmp_path, traces, 
 def test_json_export_adds_no_long_name_per_draw(tmp_path, traces, mode):
     # GIVEN draws with 10 KB names
     src = traces[mode]
-    # WHEN exported to Chrome JSON (the source passes through byte for byte: its names are there once)
+    # WHEN exported to Chrome JSON (a JSON trace has no table of names: the passed-through events' long names are
+    # cut, each the same way, on every event)
     out, err = _cli(tmp_path, "export", src, "out.json")
-    # THEN the added tracks name each draw cut with a count, not whole again: the file is the source plus a
-    # few hundred bytes per draw (was twice the source)
-    assert out.stat().st_size < src.stat().st_size + N * 1_500
+    # THEN the added tracks name each draw cut with a count, not whole again, and the source events' names are cut:
+    # the file is a few hundred bytes per draw, whatever the names (was twice the source, then the source)
+    assert out.stat().st_size < N * 1_500
+    assert "names longer than 256 characters cut to their first 200" in err
     doc = json.loads(out.read_text())
     names = [e["args"]["name"] for e in doc["traceEvents"] if e.get("cat") == "expo_prof" and e.get("name") == "instance"]
     assert len(names) == N
-    assert all(n.endswith(f"… (+{LONG + 18 + (8 if mode == 'distinct' else 0) - 256:,} characters)") for n in names)
-    assert f"{N} instances' name arg cut to 256 characters" in err  # and the command says so
+    whole = f"… (+{LONG + 18 + (8 if mode == 'distinct' else 0) - 256:,} characters)"
+    if mode == "same":
+        assert all(n.endswith(whole) for n in names)
+        assert f"{N} instances' name arg cut to 256 characters" in err  # and the command says so
+    else:  # names past the reader's budget were cut on reading (with a hash), the others here
+        assert all(n.endswith(whole) or is_cut_name(n) for n in names)
+        assert any(is_cut_name(n) for n in names) and any(n.endswith(whole) for n in names)
+        assert "instances' name arg cut to 256 characters" in err
+        assert "distinct names longer than 256 characters cut to their first 200" in err
 
 
 def test_perfetto_export_holds_one_long_name_once(tmp_path, traces):

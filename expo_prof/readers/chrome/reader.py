@@ -180,8 +180,8 @@ def _timeline(
     meta["flows"] = flows(cols, remap, base_ns)
     meta["dropped_events"] = dict(cols.dropped)
     meta["events_in_file"] = cols.n_seen
-    if cols.name.long.cuts:
-        meta["names_cut"] = len(cols.name.long.cuts)  # export cuts the passed-through names too
+    if cols.name.long.seen:
+        meta["long_names"] = cols.name.long.seen  # an export cuts the passed-through long names
     if backend == "cpu" and any(ln.kind == LaneKind.STREAM for ln in new_lanes):
         backend = "cuda"
     if len(ts_ns) == 0:
