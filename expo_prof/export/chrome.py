@@ -51,7 +51,7 @@ from expo_prof.errors import BadInput
 from expo_prof.export import raw_trace
 from expo_prof.export.tracks import ADDED_CAT, analysis_tracks, names_cut_note
 from expo_prof.pipeline.result import RecordingResult
-from expo_prof.readers.long_names import LongNames
+from expo_prof.readers.long_names import WRITTEN_BUDGET, LongNames
 from expo_prof.timeline import Kind, LaneKind, Timeline
 from expo_prof.version import __version__
 
@@ -216,9 +216,10 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
             sources[i]["passed_through"] = True
             stats["passed_through"] += 1
             shift = plan.shift(i)
-            # A JSON trace has no table of names: a long name would be written once per event (1 GB for 100 k
-            # events of 10 KB, even one name on every event), so every long name is cut, each the same way.
-            names = LongNames(budget=0) if t.meta.get("long_names") else None
+            # A JSON trace has no table of names: a long name is written once per event (1 GB for 100 k events
+            # of 10 KB, even one name on every event). Long names the reader kept whole stay whole until
+            # WRITTEN_BUDGET characters of them are written; past that, and where the reader cut, they are cut.
+            names = LongNames(written=WRITTEN_BUDGET) if t.meta.get("long_names") else None
             if plan.merge_ranks or shift or not plan.counted[i] or names is not None:
                 # several ranks; a second file of the rank on another base; a source not counted; long names cut
                 stats["source_events"] += len(src.events)

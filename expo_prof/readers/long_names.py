@@ -24,10 +24,13 @@ from typing import Any
 
 from expo_prof.words import cut_name
 
-#: Names up to this many characters are always whole (kernels, ops, C++ templates are far shorter).
+#: Names up to this many characters are always whole (most ops and kernels; a long C++ template kernel name uses the
+#: budget, which holds thousands of them).
 LONG = 256
 #: Characters of long names kept whole per file (each distinct long name once).
 WHOLE_BUDGET = 1 << 20
+#: Characters of whole long names an output without a table of names (the JSON export) writes, all events together.
+WRITTEN_BUDGET = 64 << 20
 #: Characters a long name keeps once the budget is spent (the cut name, marker included, stays within LONG).
 KEEP = 200
 
@@ -35,10 +38,14 @@ KEEP = 200
 class LongNames:
     """The long-name budget of one file: :meth:`fit` gives the name to keep for a name longer than :data:`LONG`."""
 
-    __slots__ = ("held", "whole", "cuts", "dropped")
+    __slots__ = ("held", "whole", "cuts", "dropped", "left")
 
-    def __init__(self, *, budget: int = WHOLE_BUDGET) -> None:
-        self.held = WHOLE_BUDGET - budget  # characters of long names kept whole (budget 0: every long name is cut)
+    def __init__(self, *, written: int | None = None) -> None:
+        # An output without a table of names (a JSON export) writes a name once per event: ``written`` caps the
+        # characters of whole long names it writes in all, after which every long name is cut (None: a table
+        # holds each name once, the budget alone bounds it).
+        self.left = written
+        self.held = 0  # characters of long names kept whole
         self.whole: set[str] = set()  # the long names kept whole
         self.cuts: set[str] = set()  # the distinct cut names
         self.dropped = 0  # characters left out of the distinct cut names
@@ -46,11 +53,14 @@ class LongNames:
     def fit(self, name: str) -> str:
         """``name`` (longer than :data:`LONG`) as it is kept: whole while the budget lasts (and for a name kept
         whole before), else cut to :data:`KEEP` characters with its count and hash."""
-        if name in self.whole:
-            return name
-        if self.held < WHOLE_BUDGET:  # the name that crosses the budget is whole too: one huge name is kept once
+        keep = name in self.whole
+        if not keep and self.held < WHOLE_BUDGET:  # the name that crosses the budget is whole too (kept once)
             self.held += len(name)
             self.whole.add(name)
+            keep = True
+        if keep and (self.left is None or self.left >= len(name)):
+            if self.left is not None:
+                self.left -= len(name)
             return name
         short = cut_name(name, KEEP)
         if short not in self.cuts:
@@ -78,10 +88,11 @@ class LongNames:
         """The one warning of a file whose names were cut (None when none was)."""
         if not self.cuts:
             return None
-        if self.held >= WHOLE_BUDGET and not self.whole:  # an output that cuts every long name (export)
+        if self.left is not None:  # an output that writes a name per event (export)
             return (f"{where}: {len(self.cuts):,} distinct names longer than {LONG} characters cut to their first "
-                    f"{KEEP} ({self.dropped:,} characters left out), each ending in `… (+N characters #HASH)`; the "
-                    "source trace keeps them whole")
+                    f"{KEEP} ({self.dropped:,} characters left out), each ending in `… (+N characters #HASH)`, once "
+                    f"{WRITTEN_BUDGET >> 20} Mi characters of long names were written whole; the source trace "
+                    "keeps them whole")
         return (f"{where}: {len(self.cuts):,} distinct names longer than {LONG} characters cut to their first {KEEP} "
                 f"({self.dropped:,} characters left out; the first {WHOLE_BUDGET >> 20} Mi characters of long names "
                 "are kept whole, each once); a cut name ends in `… (+N characters #HASH)`, which keeps different "
