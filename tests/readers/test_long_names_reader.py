@@ -10,6 +10,7 @@ Before the fix the reader kept every name whole (20 MB of names), ``analyze
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -93,3 +94,27 @@ def test_analyze_json_and_the_export_do_not_write_10kb_per_event(distinct, tmp_p
     # reading the export back finds every draw again
     back = _cli("analyze", str(out), "--op", "exponential", "--json")
     assert json.loads(back.stdout)["summary"]["instances"] == N
+
+
+KCSV = "msinsight/test/data/pytorch/text/level0/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"
+
+
+def test_every_reader_cuts_long_names_the_same_way(rt, tmp_path):
+    # GIVEN a real torch_npu kernel_details.csv whose kernels are renamed to distinct 10 KB names (GENERATED from it)
+    src = rt / KCSV
+    rows = list(csv.reader(src.read_text().splitlines()))
+    col = rows[0].index("Name")
+    for i, row in enumerate(rows[1:]):
+        row[col] = f"{row[col]}_{i:05d}" + "z" * PAD
+    hostile = tmp_path / "kernel_details.csv"
+    with open(hostile, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    # WHEN both are read
+    tl, plain = read_file(hostile), read_file(src)
+    # THEN every kernel is there, the names table is bounded as the Chrome reader's is, and one warning says so
+    assert len(tl) == len(plain) == len(rows) - 1
+    assert sum(len(n) for n in tl.names) <= WHOLE_BUDGET + PAD + 100 + len(rows) * LONG
+    cut = [n for n in tl.names if is_cut_name(n)]
+    assert cut and all(len(n) <= LONG for n in cut)
+    assert len(set(tl.names)) == len(tl.names)  # different names stay apart
+    assert sum("names longer than 256 characters cut" in w for w in tl.warnings) == 1
