@@ -12,13 +12,18 @@ or the page's long-name budget plus a cut name per event (all different), never
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from expo_prof.analysis.hidden import analyze_timeline
+from expo_prof.html import names as names_mod
 from expo_prof.html.names import CUT, LONG_BUDGET
+from expo_prof.html.timeline_data import build_payload
+from expo_prof.readers import read_file
 from expo_prof.readers.long_names import WHOLE_BUDGET, WRITTEN_BUDGET
 from expo_prof.words import is_cut_name
 from shared_paths import REPO
@@ -124,3 +129,22 @@ def test_perfetto_export_holds_one_long_name_once(tmp_path, traces):
     assert data.count(_name("same", 0).encode()) == 1
     assert len(data) < 3 * LONG + N * 1_000
     assert f"{N} instances' name arg cut to 256 characters" in err
+
+
+def test_past_the_fold_cut_names_share_one_entry_of_the_page(traces, monkeypatch):
+    # GIVEN 300 draws with distinct 10 KB names, about 200 of them cut on reading, and a page whose cut names may
+    # hold 2,000 characters (FOLD_AFTER lowered from 4 Mi so that 300 draws pass it, as a million would)
+    monkeypatch.setattr(names_mod, "FOLD_AFTER", 2_000)
+    tl = read_file(traces["distinct"])
+    # WHEN the timeline's payload is built
+    payload = build_payload([analyze_timeline(tl, re.compile("exponential"))])
+    # THEN the cut names past the fold share one entry that counts them, every draw still has a name, and the
+    # page's warnings say so
+    table = payload["names"]
+    other = [n for n in table if n.startswith("other long names (")]
+    assert len(other) == 1
+    folded = int(other[0].removeprefix("other long names (").removesuffix(")").replace(",", ""))
+    inst_names = [table[i] for i in payload["inst"]["name"].tolist()]
+    assert len(inst_names) == N and inst_names.count(other[0]) == folded > N // 3
+    assert sum(len(n) for n in table if is_cut_name(n)) < 2_000 + 200
+    assert any(f"{folded:,} more share one entry" in w for w in payload["warnings"])
