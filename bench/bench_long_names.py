@@ -1,6 +1,7 @@
 """Long names in the outputs (issue 34 item 3): page / export size, time and peak RSS of each command on a
 GENERATED Kineto trace whose draws carry 10 KB names — one name on every draw (``same``) or all different
-(``distinct``). Each command runs once in a fresh process; peak RSS is the child's ``ru_maxrss``.
+(``distinct``) — beside the same events with a short name (``clean``). Each command runs once in a fresh process;
+peak RSS is the child's ``ru_maxrss``.
 
     python bench/bench_long_names.py --events 100000            # the issue's case (a 1 GB trace)
     python bench/bench_long_names.py --events 20000 --code DIR  # the same with another checkout's code (before)
@@ -30,7 +31,7 @@ def write_trace(path: Path, n: int, mode: str) -> None:
                             "ts": 0, "dur": n * 10 + 100}))
         pad = "x" * LONG
         for i in range(n):
-            name = "aten::exponential_" + (pad if mode == "same" else f"{i:08d}" + pad[8:])
+            name = "aten::exponential_" + ("" if mode == "clean" else pad if mode == "same" else f"{i:08d}" + pad[8:])
             f.write(f',{{"ph":"X","cat":"cpu_op","name":"{name}","pid":1,"tid":2,"ts":{10 + i * 10},"dur":5}}'
                     f',{{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":{10 + i * 10},"dur":3}}')
         f.write('], "baseTimeNanoseconds": 0}')
@@ -51,7 +52,7 @@ def run_one(code: Path, args: list[str]) -> tuple[float, float, int]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=100_000)
-    ap.add_argument("--modes", default="same,distinct")
+    ap.add_argument("--modes", default="clean,same,distinct")
     ap.add_argument("--code", type=Path, default=REPO, help="checkout whose expo_prof runs (default: this one)")
     a = ap.parse_args()
     print(f"{a.events:,} draws with 10 KB names, code {a.code}, load avg {os.getloadavg()[0]:.1f}")
@@ -61,11 +62,12 @@ def main() -> int:
             src = Path(d) / f"{mode}.pt.trace.json"
             write_trace(src, a.events, mode)
             for cmd, out, more in (("timeline", "t.html", []), ("report", "r.html", []), ("export", "e.json", []),
-                                   ("perfetto", "e.pftrace", ["--format", "perfetto"])):
+                                   ("perfetto", "e.pftrace", ["--format", "perfetto"]), ("analyze", "a.json", [])):
                 dest = Path(d) / out
+                where = ["--json", "-o", str(dest)] if cmd == "analyze" else ["-o", str(dest)]
                 # a fresh measuring parent per command: ru_maxrss of children is the largest of all of them
                 wrap = subprocess.run([sys.executable, __file__, "--one", str(a.code), "export" if cmd == "perfetto" else cmd,
-                                       str(src), "--op", "exponential", "-o", str(dest), *more],
+                                       str(src), "--op", "exponential", *where, *more],
                                       capture_output=True, text=True)
                 s, peak, rc = wrap.stdout.split()
                 size = dest.stat().st_size / 1e6 if dest.exists() else float("nan")

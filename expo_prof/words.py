@@ -3,6 +3,7 @@ words. Shared by every layer (like errors.py)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -54,6 +55,31 @@ def cut(text: str, limit: int) -> str:
     """``text`` cut at ``limit`` characters with a count of the rest (``… (+N characters)``), else whole: a name
     as an output keeps it where the full name is held elsewhere (no escaping: see :func:`visible`)."""
     return text if len(text) <= limit else f"{text[:limit]}… (+{len(text) - limit:,} characters)"
+
+
+#: The end of a name cut by :func:`cut_name`: the count of the characters left out and a hash of the whole name.
+_CUT_MARK = re.compile(r"… \(\+([0-9,]+) characters #([0-9a-f]{12})\)\Z")
+
+
+def cut_name(text: str, keep: int) -> str:
+    """A name cut to its first ``keep`` characters, then ``… (+N characters #HASH)``: N counts what was left out
+    and HASH (48 bits of BLAKE2b of the whole name) keeps two long names that share their first characters apart,
+    so a cut name still interns as its name did. A name cut before is cut further with its own count and hash;
+    one that is short enough stays as it is."""
+    m = _CUT_MARK.search(text)
+    head, rest = (text[: m.start()], int(m.group(1).replace(",", ""))) if m else (text, 0)
+    if len(head) <= keep and (m or len(text) <= keep):
+        return text
+    if m:
+        digest = m.group(2)
+    else:
+        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
+    return f"{head[:keep]}… (+{len(head) - keep + rest:,} characters #{digest})"
+
+
+def is_cut_name(text: str) -> bool:
+    """Whether ``text`` is a name :func:`cut_name` cut."""
+    return _CUT_MARK.search(text) is not None
 
 
 #: The verdict's words, the same wherever a saving or an A/B change is judged (compare, ab, switchback).

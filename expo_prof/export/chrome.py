@@ -51,6 +51,7 @@ from expo_prof.errors import BadInput
 from expo_prof.export import raw_trace
 from expo_prof.export.tracks import ADDED_CAT, analysis_tracks, names_cut_note
 from expo_prof.pipeline.result import RecordingResult
+from expo_prof.readers.long_names import WRITTEN_BUDGET, LongNames
 from expo_prof.timeline import Kind, LaneKind, Timeline
 from expo_prof.version import __version__
 
@@ -215,13 +216,19 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
             sources[i]["passed_through"] = True
             stats["passed_through"] += 1
             shift = plan.shift(i)
-            if plan.merge_ranks or shift or not plan.counted[i]:
-                # several ranks; a second file of the rank on another base; a source not counted
+            # A JSON trace has no table of names: a long name is written once per event (1 GB for 100 k events
+            # of 10 KB, even one name on every event). Long names the reader kept whole stay whole until
+            # WRITTEN_BUDGET characters of them are written; past that, and where the reader cut, they are cut.
+            names = LongNames(written=WRITTEN_BUDGET) if t.meta.get("long_names") else None
+            if plan.merge_ranks or shift or not plan.counted[i] or names is not None:
+                # several ranks; a second file of the rank on another base; a source not counted; long names cut
                 stats["source_events"] += len(src.events)
                 rw = raw_trace.Rewriter(rank_pids[t.rank] if plan.merge_ranks else None, shift,
-                                 (i + 1) * 10**12 if plan.merge_ranks else 0, inert=not plan.counted[i])
+                                 (i + 1) * 10**12 if plan.merge_ranks else 0, inert=not plan.counted[i], names=names)
                 for c in rw.chunks(src):
                     yield sep(c)
+                if names is not None and names.cuts:
+                    plan.warnings.append(names.warning(f"export of {src.path}") or "")
             else:  # byte for byte, undecoded; the count is the reader's
                 n = t.meta.get("events_in_file")
                 stats["source_events"] += n if isinstance(n, int) and len(src.arrays) == 1 else len(src.events)

@@ -27,6 +27,7 @@ import orjson
 
 from expo_prof.errors import BadInput
 from expo_prof.readers.file_bytes import read_bytes
+from expo_prof.readers.long_names import LONG, LongNames
 
 #: Reader formats whose file is a Chrome trace that can be passed through.
 JSON_FMTS = ("kineto", "ascend-trace-view", "msprof")
@@ -177,11 +178,19 @@ class Rewriter:
     #: A source read but not counted (``--source`` chose another of its rank): its complete events get the
     #: category ``expo_prof_source`` (the original in ``args.source_cat``), which the readers drop.
     inert: bool = False
+    #: The long-name budget of a source whose reader cut names (issue 34): its long names are cut the same way
+    #: (:mod:`expo_prof.readers.long_names`), so the export stays bounded as the Timeline is. None: names stay.
+    names: LongNames | None = None
 
     def chunks(self, src: RawTrace) -> Iterator[bytes]:
         out: list[bytes] = []
+        # Only names are cut: an event too short to hold a long name is copied as it is.
+        names_only = self.pids is None and not self.shift_ns and not self.id_prefix and not self.inert
         for r in src.events:
-            out.append(self.one(orjson.loads(bytes(r))))
+            if names_only and len(r) <= LONG:
+                out.append(bytes(r))
+            else:
+                out.append(self.one(orjson.loads(bytes(r))))
             if len(out) >= CHUNK:
                 yield b",".join(out)
                 out = []
@@ -192,6 +201,9 @@ class Rewriter:
         if not isinstance(ev, dict):
             return orjson.dumps(ev)
         ph = ev.get("ph")
+        name = ev.get("name")
+        if self.names is not None and isinstance(name, str) and len(name) > LONG:
+            ev["name"] = self.names.fit(name)
         if self.inert and ph == "X":
             args = ev.get("args")
             ev["args"] = {**(args if isinstance(args, dict) else {}), "source_cat": ev.get("cat")}

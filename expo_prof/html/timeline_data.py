@@ -40,7 +40,7 @@ from expo_prof.analysis.hidden import wait_rows as sampler_wait_rows
 from expo_prof.clocks import EPOCH_2001_NS as _EPOCH_2001_NS
 from expo_prof.clocks import clock_offsets
 from expo_prof.html import lod
-from expo_prof.html.names import budget_names
+from expo_prof.html.names import FOLD_AFTER, budget_names, fold_cut_names
 from expo_prof.analysis.pieces import instance_pieces
 from expo_prof.timeline import Interner, Kind, LaneKind, Timeline
 from expo_prof.version import __version__
@@ -225,6 +225,15 @@ def build_payload(
     ic["np"] = np.bincount(pc["inst"], minlength=len(ic["start"])).astype(np.int64)
     # Interned, each name is held once; names that all differ cannot be interned: long ones share a budget.
     page_names, cut_note = budget_names(names.names, "timeline")
+    # ... and past a cap the cut ones share one entry (a million distinct long names: one name, not a million).
+    page_names, remap, folded = fold_cut_names(page_names)
+    fwd_cols, wait_cols = fwd.sorted_by("lane", "start"), wait.sorted_by("lane", "start")
+    if remap is not None:
+        for tab in (ic, work, fwd_cols, wait_cols):
+            if len(tab["name"]):
+                tab["name"] = remap[tab["name"]]
+        cut_note = (f"{cut_note}; past {FOLD_AFTER >> 20} Mi characters of cut names, {folded:,} more share one "
+                    f"entry, \"other long names ({folded:,})\", which search cannot tell apart")
     return {
         "schema": SCHEMA,
         "kind": "timeline",
@@ -253,8 +262,8 @@ def build_payload(
         "busy": busy,
         "busy_cover": {"bin_ns": int(detail.cover_bin_ns), "lanes": sorted(detail.cover),
                        "ns": [detail.cover[k] for k in sorted(detail.cover)]},
-        "fwd": fwd.sorted_by("lane", "start"),
-        "wait": wait.sorted_by("lane", "start"),
+        "fwd": fwd_cols,
+        "wait": wait_cols,
         "step": step.sorted_by("group", "start"),
         "warnings": list(warnings or []) + ([cut_note] if cut_note else []),
         "run": run or {},

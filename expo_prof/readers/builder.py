@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from expo_prof.readers.long_names import LongNames
 from expo_prof.timeline import Interner, Kind, Lane, Timeline
 
 
@@ -77,13 +78,23 @@ def build_timeline(
     meta = dict(meta or {})
     if aligned:
         meta.update(aligned)
+    # Every reader's names under the long-name budget (the Chrome readers fit them while decoding already, so that
+    # the table never holds them whole: this changes nothing there).
+    table = names.names if isinstance(names, Interner) else list(names)
+    long_names = LongNames()
+    table = long_names.fit_all(table)
+    note = long_names.warning(source)
+    if note:
+        warnings.append(note)
+    if long_names.seen:
+        meta.setdefault("long_names", long_names.seen)
     return Timeline(
         rank=rank,
         source=source,
         fmt=fmt,
         backend=backend,
         lanes=lanes,
-        names=names.names if isinstance(names, Interner) else list(names),
+        names=table,
         start=start,
         dur=dur,
         lane=lane_a,

@@ -12,13 +12,20 @@ or the page's long-name budget plus a cut name per event (all different), never
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from expo_prof.analysis.hidden import analyze_timeline
+from expo_prof.html import names as names_mod
 from expo_prof.html.names import CUT, LONG_BUDGET
+from expo_prof.html.timeline_data import build_payload
+from expo_prof.readers import read_file
+from expo_prof.readers.long_names import WHOLE_BUDGET, WRITTEN_BUDGET
+from expo_prof.words import is_cut_name
 from shared_paths import REPO
 
 N = 300
@@ -83,7 +90,8 @@ def test_all_different_long_names_stay_within_the_page_budget(tmp_path, traces, 
     assert all(text.count(_name("distinct", i)) <= 1 for i in (0, N // 2, N - 1))
     if cmd == "timeline":
         # the names past the budget are cut with their count, and the command says so
-        assert f"{_name('distinct', N - 1)[:CUT]}… (+{len(_name('distinct', N - 1)) - CUT:,} characters)" in text
+        # (cut on reading first: the count and the hash of the whole name stay; expo_prof.readers.long_names)
+        assert f"{_name('distinct', N - 1)[:CUT]}… (+{len(_name('distinct', N - 1)) - CUT:,} characters #" in text
         assert "names longer than 256 characters cut to 64" in err
         assert "names longer than 256 characters cut to 64" in text  # the page's own warnings
 
@@ -92,16 +100,24 @@ def test_all_different_long_names_stay_within_the_page_budget(tmp_path, traces, 
 def test_json_export_adds_no_long_name_per_draw(tmp_path, traces, mode):
     # GIVEN draws with 10 KB names
     src = traces[mode]
-    # WHEN exported to Chrome JSON (the source passes through byte for byte: its names are there once)
+    # WHEN exported to Chrome JSON (a JSON trace has no table of names: the passed-through events' long names are
+    # whole up to the reader's budget and WRITTEN_BUDGET characters, cut past them)
     out, err = _cli(tmp_path, "export", src, "out.json")
-    # THEN the added tracks name each draw cut with a count, not whole again: the file is the source plus a
-    # few hundred bytes per draw (was twice the source)
-    assert out.stat().st_size < src.stat().st_size + N * 1_500
+    # THEN the added tracks name each draw cut with a count, not whole again: the file is at most the source plus a
+    # few hundred bytes per draw (was twice the source), and within the written budget plus as much
+    assert out.stat().st_size < min(src.stat().st_size, WRITTEN_BUDGET + WHOLE_BUDGET) + N * 1_500
     doc = json.loads(out.read_text())
     names = [e["args"]["name"] for e in doc["traceEvents"] if e.get("cat") == "expo_prof" and e.get("name") == "instance"]
     assert len(names) == N
-    assert all(n.endswith(f"… (+{LONG + 18 + (8 if mode == 'distinct' else 0) - 256:,} characters)") for n in names)
-    assert f"{N} instances' name arg cut to 256 characters" in err  # and the command says so
+    whole = f"… (+{LONG + 18 + (8 if mode == 'distinct' else 0) - 256:,} characters)"
+    if mode == "same":
+        assert all(n.endswith(whole) for n in names)
+        assert f"{N} instances' name arg cut to 256 characters" in err  # and the command says so
+    else:  # names past the reader's budget were cut on reading (with a hash), the others here
+        assert all(n.endswith(whole) or is_cut_name(n) for n in names)
+        assert any(is_cut_name(n) for n in names) and any(n.endswith(whole) for n in names)
+        assert "instances' name arg cut to 256 characters" in err
+        assert "distinct names longer than 256 characters cut to their first 200" in err
 
 
 def test_perfetto_export_holds_one_long_name_once(tmp_path, traces):
@@ -113,3 +129,22 @@ def test_perfetto_export_holds_one_long_name_once(tmp_path, traces):
     assert data.count(_name("same", 0).encode()) == 1
     assert len(data) < 3 * LONG + N * 1_000
     assert f"{N} instances' name arg cut to 256 characters" in err
+
+
+def test_past_the_fold_cut_names_share_one_entry_of_the_page(traces, monkeypatch):
+    # GIVEN 300 draws with distinct 10 KB names, about 200 of them cut on reading, and a page whose cut names may
+    # hold 2,000 characters (FOLD_AFTER lowered from 4 Mi so that 300 draws pass it, as a million would)
+    monkeypatch.setattr(names_mod, "FOLD_AFTER", 2_000)
+    tl = read_file(traces["distinct"])
+    # WHEN the timeline's payload is built
+    payload = build_payload([analyze_timeline(tl, re.compile("exponential"))])
+    # THEN the cut names past the fold share one entry that counts them, every draw still has a name, and the
+    # page's warnings say so
+    table = payload["names"]
+    other = [n for n in table if n.startswith("other long names (")]
+    assert len(other) == 1
+    folded = int(other[0].removeprefix("other long names (").removesuffix(")").replace(",", ""))
+    inst_names = [table[i] for i in payload["inst"]["name"].tolist()]
+    assert len(inst_names) == N and inst_names.count(other[0]) == folded > N // 3
+    assert sum(len(n) for n in table if is_cut_name(n)) < 2_000 + 200
+    assert any(f"{folded:,} more share one entry" in w for w in payload["warnings"])

@@ -327,13 +327,19 @@ _PLACES = {
     "after-a-comma": (b'{"traceEvents": [' + EVENTS[0] + b",", b",".join(EVENTS[1:]) + b"]}"),
     "after-the-array": (b'{"traceEvents": [' + b",".join(EVENTS) + b"]", b', "baseTimeNanoseconds": 0}'),
     "after-the-document": (trace(), b""),
+    # (issue 34: inside a value of the top level after the array, a string's included, they were held whole)
+    "in-a-list-after-the-array": (b'{"traceEvents": [' + b",".join(EVENTS) + b'], "deviceProperties": [',
+                                  b'{"id": 0}], "baseTimeNanoseconds": 0}'),
+    "in-a-string-after-the-array": (b'{"traceEvents": [' + b",".join(EVENTS) + b'], "traceName": "',
+                                    b'", "baseTimeNanoseconds": 0}'),
 }
 
 
 @pytest.mark.parametrize("place", list(_PLACES))
 def test_whitespace_anywhere_between_tokens_is_not_held(tmp_path, baseline_mb, place):
     """GIVEN a GENERATED gzip trace of the five events with 600 MB of spaces between two of its tokens
-    (before or after the document, after ``[``, around a comma, after the last event or the array)
+    (before or after the document, after ``[``, around a comma, after the last event or the array, inside a list
+    or a string after the array)
     WHEN ``expo-prof analyze`` reads it
     THEN it finds the one hidden draw, with peak RSS within baseline + 256 MB (the whitespace is dropped
     as it is read, never held until the next token)."""

@@ -87,6 +87,30 @@ def test_damage_between_events_skips_only_the_damage(doc, tmp_path):
                    for w in res.warnings), (at, res.warnings)
 
 
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_file_cut_and_damaged_before_the_cut_keeps_the_events_after_the_damage(doc, tmp_path, gz):
+    """GIVEN event i's "ts" replaced by NaN, and the file cut inside a later event j (plain and gzip)
+    WHEN loaded THEN the result equals the well-formed file of the events before j without event i: reading
+    resumes after the damage and stops at the cut (it used to stop at the damage, losing every event after it),
+    with one warning for the malformed event and one for the cut."""
+    data, ends, parts, head = doc
+    for i, j in ((5, 300), (150, 151), (200, N_EVENTS - 1)):
+        start = int(ends[i]) - len(parts[i])
+        a = data.index(b'"ts": ', start) + len(b'"ts": ')
+        b = data.index(b",", a)
+        damaged = data[:a] + b"NaN" + data[b:]
+        cut = int(ends[j]) - len(parts[j]) + 40 + (len(b"NaN") - (b - a))  # 40 bytes into event j
+        body = damaged[:cut]
+        p = tmp_path / ("cut-damaged.pt.trace.json" + (".gz" if gz else ""))
+        p.write_bytes(gzip.compress(body) if gz else body)
+        res, got = _columns(p)
+        q = tmp_path / f"without-{i}-before-{j}.pt.trace.json"
+        q.write_text(head + ",\n".join(parts[:i] + parts[i + 1 : j]) + "\n]}")
+        assert got == _columns(q)[1], (i, j)
+        assert any("1 malformed event(s) skipped (first: " in w for w in res.warnings), res.warnings
+        assert any("JSON is truncated" in w and "kept the events before byte" in w for w in res.warnings)
+
+
 def test_damage_inside_an_event_skips_that_event_only(doc, tmp_path):
     """GIVEN event i's "ts" value replaced by NaN / Infinity / +1 / a single-quoted string (invalid JSON)
     WHEN loaded THEN the result equals the well-formed file without event i (events after it are read), with a

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from expo_prof.readers.long_names import LongNames
 from expo_prof.readers.kinds import KINETO_CATS, ascend_task_kind, is_comm_kernel
 from expo_prof.readers.timeparse import FLOAT_EXACT_LIMIT_US, us_floats_to_ns, us_text_to_ns, us_texts_to_ns
 from expo_prof.timeline import Kind, Lane, LaneKind
@@ -57,6 +58,20 @@ class CodeTable:
         return len(self.ids)
 
 
+class NameTable(CodeTable):
+    """The names' :class:`CodeTable`, with long names fitted to the file's budget first
+    (:mod:`expo_prof.readers.long_names`): the table stays bounded whatever the names."""
+
+    __slots__ = ("long",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.long = LongNames()
+
+    def codes(self, values: list[Any]) -> np.ndarray:
+        return super().codes(self.long.fit_all(values))
+
+
 class Cols:
     """Column chunks (one numpy array per batch) plus the code tables shared by all batches."""
 
@@ -67,7 +82,7 @@ class Cols:
         self.evkey = CodeTable()  # (ph, cat, pid, tid) of every event
         self.key_tables: Any = None  # batch.KeyTables of the evkey codes
         self.cat = CodeTable()
-        self.name = CodeTable()
+        self.name = NameTable()  # long names cut past a budget (issue 34)
         self.lane = CodeTable()  # (pid, tid) of complete events
         self.task = CodeTable()  # Ascend "Task Type"
         self.flow_id = CodeTable()

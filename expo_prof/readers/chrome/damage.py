@@ -34,17 +34,19 @@ import msgspec
 
 from expo_prof.readers.chrome.columns import Cols
 from expo_prof.readers.chrome.decode import (
+    CHUNK_BYTES,
     DEC_ARRAY_RAW_EVENTS,
     Damaged,
     collect_raws,
     decode_chunk,
     in_brackets,
     next_boundary,
+    skip_filler,
     split_events,
 )
 from expo_prof.readers.chrome.filler import rskip_space
 
-__all__ = ["Damage", "before_damage", "error_at", "skip_damage"]
+__all__ = ["Damage", "before_damage", "collect_until_cut", "error_at", "skip_damage"]
 
 #: How many ends are tried for the events before the damage, and for the event a resync candidate starts.
 _TRIES = 8
@@ -189,3 +191,56 @@ def skip_damage(buf: bytearray, s: int, d: Damaged, a1: int, c: Cols, base: int 
     got = Damage(base + ds, base + d.at, d.msg).resync(buf, a1, c, final=True, base=base)
     assert got is not None  # final: never undecided
     return got - base
+
+
+def collect_until_cut(buf: bytearray, s: int, hi: int, c: Cols) -> int:
+    """Decode the events of an event array that the end of the file cuts short at ``hi`` (no ``]``), from the
+    event start ``s``, damage skipped as anywhere else; the offset where the last whole event ends.
+
+    A file both cut and damaged before the cut kept only the events before the damage (the careful path cuts a
+    document back at its first error, issue 34): here reading resumes after the damage and goes on to the cut.
+    """
+    step = CHUNK_BYTES
+    while True:
+        s = skip_filler(buf, s, hi, c)
+        if s >= hi:
+            return hi
+        e, nxt = next_boundary(buf, s + step, hi)
+        while e < hi:
+            try:
+                if decode_chunk(buf, s, e, c):
+                    break
+            except Damaged as d:
+                ds = before_damage(buf, s, d.at, c)
+                dmg = Damage(ds, d.at, d.msg)
+                k = dmg.resync(buf, hi, c, final=False)  # (not final: the cut is no "]" to parse up to)
+                if k is None:  # no whole event between the damage and the cut
+                    dmg._skip(buf, hi, c, 0)
+                    return ds
+                e, nxt = -1, k
+                break
+            e, nxt = next_boundary(buf, e + 1, hi)
+        if e < hi:
+            s = nxt
+        elif step > 1:
+            step = 1  # no boundary before the cut: the last chunk event by event, up to the one the cut is in
+        else:
+            return _last_element(buf, s, hi, c)
+
+
+def _last_element(buf: bytearray, s: int, hi: int, c: Cols) -> int:
+    """The element from ``s`` to the cut at ``hi``: collected when the file was cut right after it (``}``,
+    ``},`` or ``},{`` at the end); where the kept events end."""
+    end = rskip_space(buf, s, hi)
+    if end > s and buf[end - 1] == 0x7B:
+        end = rskip_space(buf, s, end - 1)
+    if end > s and buf[end - 1] == _COMMA:
+        end = rskip_space(buf, s, end - 1)
+    if end > s and buf[end - 1] == 0x7D:
+        piece = bytearray(b"[") + buf[s:end] + b"]"  # (at the end of the buffer: no room for the brackets there)
+        try:
+            if decode_chunk(piece, 1, len(piece) - 1, c):
+                return end
+        except Damaged:
+            pass
+    return s

@@ -18,7 +18,8 @@ import msgspec
 from expo_prof.errors import BadInput
 from expo_prof.readers.chrome import decode
 from expo_prof.readers.chrome.columns import Cols
-from expo_prof.readers.chrome.damage import skip_damage
+from expo_prof.readers.chrome.damage import collect_until_cut, skip_damage
+from expo_prof.readers.chrome.filler import rskip_space
 from expo_prof.readers.chrome.decode import (
     EVENTS_KEY,
     NON_SPACE,
@@ -41,6 +42,7 @@ __all__ = ["collect_array", "read_events"]
 _DEC_TRACE = msgspec.json.Decoder(Trace)
 _DEC_RAW = msgspec.json.Decoder(msgspec.Raw)
 _NULL = msgspec.Raw(b"null")
+_RBRACKET, _RBRACE = 0x5D, 0x7D
 
 
 def read_events(data: Any, where: str) -> tuple[Trace | None, Cols, list[str]]:
@@ -79,6 +81,9 @@ def read_events(data: Any, where: str) -> tuple[Trace | None, Cols, list[str]]:
                 return ends.top, cols, []
             except NotAnArray:
                 pass
+            got = _cut_short(data, ends.a0, is_array, where)
+            if got is not None:
+                return got
         top, buf, a0, a1, warnings = _careful_layout(data, where, is_array)
         del data
         cols = Cols()
@@ -107,6 +112,30 @@ def _array_ends(buf: Any, is_array: bool, a_first: int) -> Ends | None:
     return Ends(a0, end_candidates(buf, len(buf), is_array, a0, bytes(buf[: a0 + 1])))
 
 
+
+
+def _cut_short(data: bytearray, a0: int, is_array: bool, where: str) -> tuple[Trace | None, Cols, list[str]] | None:
+    """A document cut short inside its event array (it does not end with its closing bracket, and no ``]`` ends
+    the array): the top level from the keys before the array, the events up to the cut with damage skipped
+    (:func:`~expo_prof.readers.chrome.damage.collect_until_cut`), the warning; None for anything else (the
+    careful path)."""
+    last = rskip_space(data, a0, len(data)) - 1
+    if last <= a0 or data[last] == (_RBRACKET if is_array else _RBRACE):
+        return None
+    head = bytes(data[: a0 + 1])
+    if next(iter(end_candidates(data, len(data), is_array, a0, head)), None) is not None:
+        return None
+    top = None
+    if not is_array:
+        try:
+            top = _DEC_TRACE.decode(head + b"]}")
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return None
+        top.traceEvents = _NULL
+    cols = Cols()
+    kept = collect_until_cut(data, a0 + 1, len(data), cols)
+    return top, cols, [f"{where}: JSON is truncated; kept the events before byte {kept:,}, skipped the last "
+                       f"{len(data) - kept:,} bytes"]
 
 
 def _careful_layout(

@@ -107,6 +107,9 @@ def _timeline(
     warnings.extend(cols.warnings)
     for what, count in cols.repairs.items():
         warnings.append(f"{where}: {repair_message(what, count)}")
+    long_names = cols.name.long.warning(where)
+    if long_names:
+        warnings.append(long_names)
     if cols.n_malformed:
         warnings.append(f"{where}: {cols.n_malformed} malformed event(s) skipped (first: {cols.first_malformed})")
     ascend = bool({"Ascend Hardware", "CANN", "HCCL", "Overlap Analysis"} & set(cols.meta_proc.values()))
@@ -177,6 +180,8 @@ def _timeline(
     meta["flows"] = flows(cols, remap, base_ns)
     meta["dropped_events"] = dict(cols.dropped)
     meta["events_in_file"] = cols.n_seen
+    if cols.name.long.seen:
+        meta["long_names"] = cols.name.long.seen  # an export cuts the passed-through long names
     if backend == "cpu" and any(ln.kind == LaneKind.STREAM for ln in new_lanes):
         backend = "cuda"
     if len(ts_ns) == 0:

@@ -71,6 +71,8 @@ _HOLD_DAMAGE = 1 << 23
 #: A run of whitespace at least this long at the end of what has been read is dropped when it is known to sit
 #: between tokens (:func:`_cut_blank_tail`).
 _BLANK_TAIL = 1 << 16
+#: ``]`` tried as the end of the event array before a blank run after it (the last events' args hold a few).
+_ARRAY_END_TRIES = 8
 
 
 def stream_events(
@@ -238,9 +240,28 @@ def _cut_blank_tail(w: Window, s: int, head: bytes, is_array: bool, known: int) 
         ok = any(whole_elements(w.buf, i0, a1)
                  for _top, a1 in end_candidates(w.buf, t, is_array, i0 - 1, head) if a1 >= i0)
     if not ok:
+        # After the event array's "]" (in a key or value of the top level after it, a string's included): such a
+        # run was held whole to the end of the file (issue 34: 256 MB of spaces in "traceName" or between the
+        # elements of "deviceProperties" took 1.09 GB). A run of blanks there changes nothing the reader takes.
+        ok = _after_the_array(w.buf, i0, x)
+    if not ok:
         return None
     w.hi = t + 1  # one blank kept: what follows is read after it
     return w.base + x
+
+
+def _after_the_array(buf: bytearray, i0: int, x: int) -> bool:
+    """Whether the event array ends in ``buf[i0:x + 1]`` (``i0`` an element start): one of its first ``]`` ends
+    whole elements and is followed by the top level's ``,`` or ``}``."""
+    j = buf.find(b"]", i0, x + 1)
+    for _ in range(_ARRAY_END_TRIES):
+        if j < 0:
+            return False
+        k = skip_space(buf, j + 1, x + 1)
+        if k <= x and buf[k] in b",}" and whole_elements(buf, i0, j):
+            return True
+        j = buf.find(b"]", j + 1, x + 1)
+    return False
 
 
 def _drain(w: Window) -> None:
