@@ -130,9 +130,9 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
         # the rest of the step grew by more than the critical path lost. Said with the figures, and where
         # that rest is only when a like forward measure shows it.
         rest = tpot_us + removed
-        reconcile = (f"how both hold: the critical path per step fell by {fmt_ns(removed * 1e3)} "
-                     f"({fmt_ns(crit.a.mean * 1e3) if crit and crit.a.mean is not None else '–'} → "
-                     f"{fmt_ns(crit.b.mean * 1e3) if crit and crit.b.mean is not None else '–'}), less than the "
+        span = (f" ({fmt_ns(crit.a.mean * 1e3)} → {fmt_ns(crit.b.mean * 1e3)})"
+                if crit and crit.a.mean is not None and crit.b.mean is not None else " (estimated)")
+        reconcile = (f"how both hold: the critical path per step fell by {fmt_ns(removed * 1e3)}{span}, less than the "
                      f"measured change of the time per output token (TPOT, one decode step per request), "
                      f"{fmt_ns(tpot_us * 1e3, signed=True)}; so the rest of the step got slower by "
                      f"{fmt_ns(rest * 1e3)}")
@@ -145,9 +145,6 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
             reconcile += ("; where is not measured: the two sides' forward times are different measures" if missing
                           else "; where is not measured: no forward timing on both sides")
         statement += ". " + reconcile[0].upper() + reconcile[1:]
-    elif tpot_us is not None and tpot_us > 0 and slow is None and removed is not None:
-        statement += (f" — the steps got slower although {fmt_ns(removed * 1e3)} of exponential left the "
-                      "critical path")
     steps = [int(n) for r in loaded.a.runs + loaded.b.runs if (n := r.info.get("steps"))]
     if steps:
         notes.append(f"per-step means over {min(steps)}–{max(steps)} steps per run")
