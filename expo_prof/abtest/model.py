@@ -149,6 +149,14 @@ class Mechanism(msgspec.Struct, kw_only=True):
     tpot_change_us: float | None
     statement: str
     notes: list[str]
+    #: What is missing to name a cause (e.g. the sides' forward time measured by different spans); null when
+    #: the cause is named from like measures (or nothing is known either way).
+    cause_missing: str | None = None
+    #: Where the critical path fell but TPOT rose: how much the rest of the step grew (µs per step,
+    #: ``tpot_change_us + exp_removed_us``); null otherwise.
+    rest_change_us: float | None = None
+    #: The sentence saying how a falling critical path and slower steps both hold; null when they do not meet.
+    reconcile: str | None = None
 
 
 class Design(msgspec.Struct, kw_only=True):

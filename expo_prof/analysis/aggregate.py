@@ -11,6 +11,7 @@ import numpy as np
 
 from expo_prof.analysis.hidden import TimelineAnalysis, analyze_timeline
 from expo_prof.analysis.logmap import attach_overlay_logs
+from expo_prof.analysis.stepviews import drawless_note, views_note
 from expo_prof.analysis.model import (
     AnalysisResult,
     Dist,
@@ -91,6 +92,18 @@ def _critical(a: TimelineAnalysis, sid: int, exposed: int, wait: int | None) -> 
     if a.critical_by_step is not None and (wait is None or wait == a.wait_by_step.get(sid, 0)):
         return int(a.critical_by_step.get(sid, exposed))
     return exposed + (wait or 0)
+
+
+def _steps_differ(keep: list[TimelineAnalysis], other: list[TimelineAnalysis]) -> bool:
+    """Whether two views of one rank's draws hold different numbers of steps (or of draws)."""
+    from expo_prof.analysis.stepviews import counted_steps
+
+    n_steps, n_inst = len(counted_steps(keep)), sum(len(a) for a in keep)
+    for fmt in {a.tl.fmt for a in other}:
+        same = [a for a in other if a.tl.fmt == fmt]
+        if len(counted_steps(same)) != n_steps or sum(len(a) for a in same) != n_inst:
+            return True
+    return False
 
 
 def _instance_dists(parts: list[TimelineAnalysis]) -> InstanceDists:
@@ -248,12 +261,20 @@ def analyze_parts(
             dropped.discard("overlay-log")  # used for the wait: not ignored
         if dropped:
             n = sum(len(a) for a in keep)
-            info.append(
-                f"{who}: {n} instance{'' if n == 1 else 's'} from {keep[0].tl.fmt}; the "
-                f"{' and '.join(sorted(dropped))} input(s) of the same rank not counted "
-                "(another view of the same draws would count each twice; choose with --source)"
-            )
+            other = [a for a in parts if len(a) and a.tl.fmt in dropped]
+            line = (f"{who}: {n} instance{'' if n == 1 else 's'} from {keep[0].tl.fmt}; the "
+                    f"{' and '.join(sorted(dropped))} input(s) of the same rank not counted "
+                    "(another view of the same draws would count each twice; choose with --source)")
+            if _steps_differ(keep, other):
+                # The views count different steps (a profiler window vs the whole run): a warning that says
+                # which steps each holds and what each measures over the shared ones (issue 33).
+                warn.append(line + "; " + views_note(keep, other))
+            else:
+                info.append(line)
         warn.extend(notes)
+        # Step windows without a draw are not counted; export's steps track shows them: said where counted.
+        if (note := drawless_note(who, keep)) is not None:
+            warn.append(note)
         chosen[key] = keep
 
     if not chosen:

@@ -45,6 +45,8 @@ from expo_prof.timeline import Kind, LaneKind, Timeline
 
 #: vLLM's per-step annotation (``execute_context_<n>(<tokens>)_generation_<n>(<tokens>)``, vLLM ≥ 0.11).
 VLLM_STEP_RE = re.compile(r"^execute_context_\d+\(")
+#: vLLM's step annotation of a step with no token scheduled: no sampler runs in it.
+VLLM_EMPTY_STEP = "execute_context_0(0)_generation_0(0)"
 PROFILER_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 #: Forward-pass spans, best first.
 FORWARD_SPANS = (SPAN_FORWARD, "gpu_model_runner: forward", "execute_context")
@@ -58,6 +60,9 @@ class Steps:
     start: np.ndarray
     end: np.ndarray
     source: str  # "step-column", "ProfilerStep", "vllm-annotation", "none"
+    #: Per window: vLLM's annotation says no token was scheduled (``execute_context_0(0)_generation_0(0)``);
+    #: None for other markers. Kept here because a compacted Timeline no longer has the marker names.
+    empty: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -190,12 +195,13 @@ def step_windows(tl: Timeline, prefer: LaneKind | None = None) -> Steps:
             rows = rows[o]
             ids = np.arange(len(rows), dtype=np.int64)
             s, e = tl.start[rows], end[rows]
+            empty = np.array([tl.names[int(n)] == VLLM_EMPTY_STEP for n in tl.name[rows]], dtype=bool)
         nxt = np.append(s[1:], np.iinfo(np.int64).max)
         e = np.maximum(e, np.minimum(nxt, np.iinfo(np.int64).max))
         # The last window ends where its marker ends or where the trace ends.
         if len(e):
             e[-1] = max(int(end.max()), int(s[-1]))
-        return Steps(ids, s, e, source)
+        return Steps(ids, s, e, source, empty if source == "vllm-annotation" else None)
     z = np.empty(0, np.int64)
     return Steps(z, z, z, "none")
 

@@ -62,12 +62,21 @@ def command(settings, paths, output, fmt, op, source, max_bytes, jobs, ray) -> i
     console.print(
         f"export: {escape(str(output))} ({n / 1e6:.1f} MB; {escape(what)} "
         f"+ {plural(s['instances'], 'instance')}, {s['hidden']} hidden / {s['exposed']} exposed slices, "
-        f"{plural(s['steps'], 'step')})"
+        f"{_steps(s)})"
     )
     console.print(escape(doc.headline))
     if doc.saving_line:
         console.print(escape(doc.saving_line))
     return 0
+
+
+def _steps(s: dict) -> str:
+    """The steps the export holds, counted as every command counts them (those holding a draw); the step
+    windows without one are on the steps track too, and said (the warning above names them)."""
+    drawn, windows = s.get("steps_drawn", s["steps"]), s["steps"]
+    if drawn == windows:
+        return plural(windows, "step")
+    return f"{plural(drawn, 'step')} with a draw, of {windows} step windows on the steps track"
 
 
 def _by_category(s: dict) -> str:

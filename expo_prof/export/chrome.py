@@ -161,7 +161,7 @@ def export_chrome(rr: RecordingResult, op: str | None, max_bytes: int) -> tuple[
     warnings: list[str] = []
     plan = _Plan(rr, max_bytes, warnings)
     stats: dict[str, Any] = {"events": 0, "source_events": 0, "flows": 0, "instances": 0, "hidden": 0,
-                             "exposed": 0, "steps": 0, "sources": len(plan.tls), "ranks": plan.ranks,
+                             "exposed": 0, "steps": 0, "steps_drawn": 0, "sources": len(plan.tls), "ranks": plan.ranks,
                              "passed_through": 0}
     return _chunks(rr, op, plan, stats), stats, warnings
 
@@ -257,7 +257,7 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
                _meta(apid, None, "process_sort_index", -1000 + pk),
                {"ph": "M", "pid": apid, "name": "process_labels", "args": {"labels": f"rank {a.tl.rank}"}}]
         tracks, st = analysis_tracks(a, op)
-        for key in ("instances", "hidden", "exposed", "steps"):
+        for key in ("instances", "hidden", "exposed", "steps", "steps_drawn"):
             stats[key] += st[key]
         if st["names_cut"]:
             plan.warnings.append(names_cut_note(st["names_cut"]))

@@ -394,7 +394,8 @@ def export_perfetto(rr: RecordingResult, op: str | None,
         offs = [o - low for o in offs]
     ranks = sorted({t.rank for t in tls})
     stats: dict[str, Any] = {"events": 0, "source_events": 0, "flows": 0, "instances": 0, "hidden": 0, "exposed": 0,
-                             "steps": 0, "sources": len(tls), "ranks": ranks, "tracks": 0, "written": Counter(),
+                             "steps": 0, "steps_drawn": 0, "sources": len(tls), "ranks": ranks, "tracks": 0,
+                             "written": Counter(),
                              "left": Counter(), "reread": sum(c is not None for c in carried)}
     w.track(f"{MARK} · expo-prof {__version__}")
     proc = {r: w.track(f"rank {r}", pid=1000 + r, rank=r) for r in ranks}
@@ -447,7 +448,7 @@ def export_perfetto(rr: RecordingResult, op: str | None,
         off = offs[ti] if ti is not None else 0
         pt = w.track(f"expo-prof analysis · rank {a.tl.rank} ({a.tl.fmt})", pid=100_000 + k, rank=-1000 + k)
         tracks, st = analysis_tracks(a, op)
-        for key in ("instances", "hidden", "exposed", "steps"):
+        for key in ("instances", "hidden", "exposed", "steps", "steps_drawn"):
             stats[key] += st[key]
         if st["names_cut"]:
             warnings.append(names_cut_note(st["names_cut"]))

@@ -45,7 +45,7 @@ def analysis_tracks(a: TimelineAnalysis, op: str | None) -> tuple[list[Track], d
     names = tl.names
     inst, pcs = a.inst, instance_pieces(a)
     out: list[Track] = []
-    stats = {"instances": len(inst), "hidden": 0, "exposed": 0, "steps": 0, "names_cut": 0}
+    stats = {"instances": len(inst), "hidden": 0, "exposed": 0, "steps": 0, "steps_drawn": 0, "names_cut": 0}
     target = "exponential" if op is None else f"op {op}"
     st = a.steps
     if len(st):
@@ -55,6 +55,8 @@ def analysis_tracks(a: TimelineAnalysis, op: str | None) -> tuple[list[Track], d
         out.append(Track("steps", 1, [f"step {int(s)}" for s in ids], st.start.copy(), np.maximum(end, st.start),
                          [{"step": int(s)} for s in ids]))
         stats["steps"] = len(st)
+        # The windows that hold a draw: the steps every other command counts (summary.steps).
+        stats["steps_drawn"] = int(np.isin(st.ids, a.step[a.step >= 0]).sum())
     for k, ln in enumerate(np.unique(inst.lane).tolist()):
         base = 10 * (k + 1)
         lname = tl.lanes[int(ln)].name

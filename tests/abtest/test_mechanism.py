@@ -136,11 +136,32 @@ def test_forward_metric_and_why_line_name_compute_busy_time(tmp_path, cli):
 def test_forward_from_different_sources_is_said(tmp_path, cli):
     """GIVEN off runs whose forward is compute-busy time and on runs timed by the expo_prof::forward span WHEN
     compared THEN the metric says its sources are mixed and a note names both; neither side's source is shown as
-    if it held for all runs."""
+    if it held for all runs; AND no cause is named from the two unlike measures: no slowdown, no net, no
+    "contention", and the statement says what is missing (issue 33)."""
     s = _session(tmp_path, [10000.0, 10010.0, 9995.0], [10800.0, 10812.0, 10790.0],
                  sources=("compute-busy", "expo_prof::forward"))
     out = json.loads(cli("compare", str(s), "--json").stdout)
     assert {x["name"]: x for x in out["metrics"]}["forward_us_per_step"]["label"] == "forward (mixed sources) / step"
-    assert "forward (mixed sources) takes" in out["mechanism"]["statement"]
+    m = out["mechanism"]
+    assert "forward (mixed sources) takes" not in m["statement"] and "contention" not in m["statement"]
+    assert m["forward_slowdown_us"] is None and m["net_us"] is None
+    assert "no cause named" in m["statement"] and m["cause_missing"] in m["statement"]
+    assert "compute busy (no forward span)" in m["cause_missing"] and "expo_prof::forward" in m["cause_missing"]
     assert any("compute busy (no forward span)" in n and "forward (expo_prof::forward span)" in n
                for n in out["mechanism"]["notes"])
+
+
+def test_a_falling_critical_path_with_slower_steps_is_split_where_the_forward_is_alike(tmp_path, cli):
+    """GIVEN sessions whose sides time the forward alike (the expo_prof::forward span both), the critical path
+    falls ~280 µs/step and TPOT rises 1 ms WHEN compared THEN the mechanism says how both hold: the rest of the
+    step grew by TPOT change + removed, of which the forward's slowdown is named and the remainder is outside it."""
+    s = _session(tmp_path, [10000.0, 10010.0, 9995.0], [10800.0, 10812.0, 10790.0],
+                 sources=("expo_prof::forward", "expo_prof::forward"))
+    m = json.loads(cli("compare", str(s), "--json").stdout)["mechanism"]
+    assert m["cause_missing"] is None and m["forward_slowdown_us"] is not None
+    assert m["rest_change_us"] == pytest.approx(m["tpot_change_us"] + m["exp_removed_us"])
+    from expo_prof.words import fmt_ns
+
+    rest_outside = m["rest_change_us"] - m["forward_slowdown_us"]
+    assert fmt_ns(m["forward_slowdown_us"] * 1e3, signed=True) + " of it" in m["reconcile"]
+    assert fmt_ns(rest_outside * 1e3, signed=True) + " outside the forward" in m["reconcile"]

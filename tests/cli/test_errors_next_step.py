@@ -3,6 +3,7 @@ the real vLLM CPU traces."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -37,7 +38,9 @@ def test_the_front_end_trace_in_a_folder_is_passed_over_whatever_its_name(tmp_pa
     shutil.copy(realtraces / "vllm-cpu" / "rank0-fp64-gumbel.pt.trace.json.gz", tmp_path / "w.pt.trace.json.gz")
     proc = cli("analyze", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    assert "warning" not in proc.stderr
+    # The worker trace's own warnings (its step windows without a draw, issue 33) are not about the front end.
+    warnings = [n for n in re.split(r"^(?=warning:|info:)", proc.stderr, flags=re.M) if n.startswith("warning:")]
+    assert not any("api.pt.trace" in w or "skipped" in w or "front-end" in w for w in warnings), warnings
     assert "passed over: 1 vLLM front-end" in proc.stderr
 
 

@@ -20,13 +20,38 @@ from __future__ import annotations
 
 from expo_prof.abtest.inputs.sides import Loaded
 from expo_prof.abtest.model import Mechanism, MetricResult
-from expo_prof.words import MIXED, common_forward_source, fmt_ns, forward_label
+from expo_prof.words import MIXED, common_forward_source, fmt_ns, forward_label, forward_source_words
 
 
 def forward_source(loaded: Loaded) -> str | None:
     """Where the runs' forward time comes from: one source, ``mixed`` when the runs (or the ranks of a run)
     differ, None when no run says (a table given by the user)."""
     return common_forward_source(r.info.get("forward_source") for r in loaded.a.runs + loaded.b.runs)
+
+
+def side_sources(loaded: Loaded) -> tuple[str | None, str | None]:
+    """Each side's forward source (``mixed`` when its runs or ranks differ; None when none says)."""
+    return (common_forward_source(r.info.get("forward_source") for r in loaded.a.runs),
+            common_forward_source(r.info.get("forward_source") for r in loaded.b.runs))
+
+
+def unlike_forward(loaded: Loaded) -> str | None:
+    """What is missing to name a cause from the forward time of both sides, or None when it is one measure.
+
+    A difference of two forward figures is a slowdown only when both time the same thing: vLLM's
+    ``execute_context`` step span on one side and the overlay's ``expo_prof::forward`` span on the other
+    differ by what each span encloses, not by contention. None also when no run names its source (a table
+    given by the user: its columns are taken as one measure)."""
+    off, on = side_sources(loaded)
+    if off is None or on is None or (off == on and off != MIXED):
+        return None
+    if MIXED in (off, on):
+        return ("the forward time is not one measure within a side (forward sources differ across its runs or "
+                "ranks); to name a cause, both sides need one forward source")
+    return (f"the forward time is measured differently on the two sides (off: {forward_label(off)}; "
+            f"on: {forward_label(on)}), so their difference is no slowdown; to name a cause, both sides need "
+            f"the same forward measure ({forward_source_words(on)} in the off runs too, or "
+            f"{forward_source_words(off)} counted in the on runs)")
 
 
 def forward_metric_label(loaded: Loaded) -> str | None:
@@ -55,16 +80,20 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
     f_off = fwd.a.mean if fwd else None
     f_on = fwd.b.mean if fwd else None
     slow = slow_pct = sig = None
-    if f_off is not None and f_on is not None:
+    # A cause is named only from like measures: two forward spans of different extent differ by what
+    # they enclose, and that difference would read as contention (issue 33).
+    missing = unlike_forward(loaded) if f_off is not None and f_on is not None else None
+    if f_off is not None and f_on is not None and missing is None:
         slow = f_on - f_off
         slow_pct = 100.0 * slow / f_off if f_off else None
         sig = fwd.significant if fwd else None
-    elif f_on is not None:
-        notes.append("forward-pass slowdown not measured: the off runs have no forward timing "
-                     "(record them with a profiler, e.g. `ab --profiler torch`)")
+    elif f_on is not None and f_off is None:
+        missing = ("the off runs have no forward timing (record them with a profiler, e.g. "
+                   "`ab --profiler torch`)")
+        notes.append(f"forward-pass slowdown not measured: {missing}")
     tpot_us = (tpot.b.mean - tpot.a.mean) * 1e3 if tpot and tpot.a.mean is not None and tpot.b.mean is not None else None
     net = removed - slow if removed is not None and slow is not None else None
-    if removed is None and slow is None:
+    if removed is None and slow is None and missing is None:
         statement = ("mechanism unknown: no per-step timing in these inputs (compare run directories with "
                      "analysis.json: the overlay log or a profiler trace)")
         return Mechanism(available=False, exp_removed_us=None, removed_basis=None, forward_off_us=f_off,
@@ -91,11 +120,31 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
                           "mechanism of a regression (as with MoE + expert parallel)")
         elif net > 0:
             statement += ": the hidden exponential outweighs the contention"
+    if missing is not None:
+        statement += ("; " if statement else "") + f"no cause named: {missing}"
     if tpot_us is not None:
         statement += f". Measured TPOT change: {fmt_ns(tpot_us * 1e3, signed=True)} per token"
-        if slow is None and removed is not None and tpot_us > 0:
-            statement += (f" — the steps got slower although {fmt_ns(removed * 1e3)} of exponential left the "
-                          "critical path: the overlap costs more than it hides (contention with the side lane)")
+    rest = reconcile = None
+    if removed is not None and removed > 0 and tpot_us is not None and tpot_us > 0:
+        # The per-run lines say the critical path fell, the A/B that the steps got slower: both hold when
+        # the rest of the step grew by more than the critical path lost. Said with the figures, and where
+        # that rest is only when a like forward measure shows it.
+        rest = tpot_us + removed
+        span = (f" ({fmt_ns(crit.a.mean * 1e3)} → {fmt_ns(crit.b.mean * 1e3)})"
+                if crit and crit.a.mean is not None and crit.b.mean is not None else " (estimated)")
+        reconcile = (f"how both hold: the critical path per step fell by {fmt_ns(removed * 1e3)}{span}, less than the "
+                     f"measured change of the time per output token (TPOT, one decode step per request), "
+                     f"{fmt_ns(tpot_us * 1e3, signed=True)}; so the rest of the step got slower by "
+                     f"{fmt_ns(rest * 1e3)}")
+        if slow is not None:
+            reconcile += (f": {forward_label(forward_source(loaded))} {fmt_ns(slow * 1e3, signed=True)} of it, "
+                          f"{fmt_ns((rest - slow) * 1e3, signed=True)} outside the forward and the sampler's "
+                          "critical path")
+        else:
+            # The full reason is said once, above; here only that it is the reason.
+            reconcile += ("; where is not measured: the two sides' forward times are different measures" if missing
+                          else "; where is not measured: no forward timing on both sides")
+        statement += ". " + reconcile[0].upper() + reconcile[1:]
     steps = [int(n) for r in loaded.a.runs + loaded.b.runs if (n := r.info.get("steps"))]
     if steps:
         notes.append(f"per-step means over {min(steps)}–{max(steps)} steps per run")
@@ -109,4 +158,5 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
     return Mechanism(available=True, exp_removed_us=removed, removed_basis=basis, forward_off_us=f_off,
                      forward_on_us=f_on, forward_slowdown_us=slow, forward_slowdown_pct=slow_pct,
                      forward_slowdown_significant=sig, net_us=net, tpot_change_us=tpot_us,
-                     statement=statement[0].upper() + statement[1:], notes=notes)
+                     statement=statement[0].upper() + statement[1:], notes=notes, cause_missing=missing,
+                     rest_change_us=rest, reconcile=reconcile)

@@ -78,6 +78,9 @@
     if (mech && mech.available && mech.forward_slowdown_us !== null) {
       cards.append(card("c-fwdcost", "forward-pass cost of overlap", (mech.forward_slowdown_us > 0 ? "+" : "") + mech.forward_slowdown_us.toFixed(1) + " µs/step",
         "measured on the off/on runs (A/B below)"));
+    } else if (mech && mech.cause_missing) {
+      // Unlike measures name no cost (issue 33): the card says what is missing instead of a number.
+      cards.append(card("c-fwdcost", "forward-pass cost of overlap", "not measured", mech.cause_missing));
     }
   }
   Expo.setText("headline-note", draw

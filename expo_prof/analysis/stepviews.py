@@ -1,0 +1,141 @@
+"""Which steps a count counts, and why two counts of one run differ (issue 33, item 2).
+
+Every command counts the steps that *hold a draw* (``summary.steps``: the
+rows of ``steps[]``). Two things make other counts of the same run differ,
+and both are said, as warnings, where the count is printed:
+
+* **Step windows without a draw.** The trace's step markers (vLLM's
+  ``execute_context_…`` annotations, ``ProfilerStep#N``) or the overlay log's
+  step lines also mark steps in which nothing was drawn: vLLM ran the model
+  with no token scheduled (``execute_context_0(0)_generation_0(0)``), a
+  step of switchback's off blocks (vLLM drew inline; the overlay did not), a
+  step whose requests draw no noise. :func:`drawless_note` names them; export
+  draws every window on its steps track and says how many hold a draw.
+* **Two views of one rank's draws** (a profiler trace and the overlay event
+  log): only one counts (``--source``). The trace holds the steps the
+  profiler recorded, the log every step of the run; and the trace's
+  ``expo_prof::wait`` span encloses the log's wait window and the span's own
+  entry and exit under the profiler, so its critical path per step is longer.
+  :func:`views_note` says which steps each view counts and what each
+  measures over the steps both hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from expo_prof.analysis.hidden import VLLM_EMPTY_STEP, TimelineAnalysis, assign_steps
+from expo_prof.clocks import log_onto_trace
+from expo_prof.words import fmt_ns, plural
+
+def id_ranges(ids: Sequence[int]) -> str:
+    """Step ids as runs: ``0–31, 40, 42–44`` (``none`` when empty)."""
+    xs = sorted(set(int(i) for i in ids))
+    if not xs:
+        return "none"
+    out, lo, prev = [], xs[0], xs[0]
+    for x in xs[1:] + [None]:
+        if x is not None and x == prev + 1:
+            prev = x
+            continue
+        out.append(f"{lo}" if lo == prev else f"{lo}–{prev}")
+        if x is not None:
+            lo = prev = x
+    return ", ".join(out)
+
+
+def counted_steps(parts: Sequence[TimelineAnalysis]) -> set[int]:
+    """The step ids that hold a draw in ``parts`` (what ``summary.steps`` counts)."""
+    return {int(s) for a in parts for s in np.unique(a.step).tolist() if s >= 0}
+
+
+def _why_drawless(a: TimelineAnalysis, ids: list[int]) -> list[str]:
+    """The reasons the windows ``ids`` of ``a`` hold no draw, each with its steps."""
+    tl = a.tl
+    cols = (tl.meta.get("overlay") or {}).get("steps")
+    groups: dict[str, list[int]] = {}
+    if a.steps.source == "step-column" and cols:
+        by_id = {int(s): i for i, s in enumerate(cols["step"])}
+        phase = cols.get("phase")
+        phase = [None] * len(cols["step"]) if phase is None else list(phase)
+        for sid in ids:
+            i = by_id.get(sid)
+            if i is not None and phase[i] == "off":
+                why = "switchback's off blocks (vLLM drew its noise inline; the overlay drew none)"
+            elif i is not None and not cols["launched"][i]:
+                why = "the overlay launched no draw"
+            else:
+                why = "no draw in the step"
+            groups.setdefault(why, []).append(sid)
+    elif a.steps.empty is not None:
+        empty = dict(zip(a.steps.ids.tolist(), a.steps.empty.tolist()))
+        for sid in ids:
+            if empty.get(sid):
+                why = f"vLLM ran the model with no token scheduled ({VLLM_EMPTY_STEP})"
+            else:
+                why = "tokens scheduled but no draw found (e.g. greedy requests draw no noise)"
+            groups.setdefault(why, []).append(sid)
+    else:
+        groups["no draw in the step"] = list(ids)
+    return [f"{why}: {plural(len(v), 'step')} {id_ranges(v)}" for why, v in groups.items()]
+
+
+def drawless(parts: Sequence[TimelineAnalysis]) -> tuple[int, list[int]]:
+    """How many step windows ``parts`` mark, and the ids of those without a draw."""
+    windows: set[int] = {int(i) for a in parts for i in a.steps.ids.tolist()}
+    return len(windows), sorted(windows - counted_steps(parts))
+
+
+def drawless_note(who: str, parts: Sequence[TimelineAnalysis]) -> str | None:
+    """The warning of a rank whose step markers mark more steps than hold a draw; None when all do."""
+    n_windows, ids = drawless(parts)
+    if not ids:
+        return None
+    reasons: list[str] = []
+    for a in parts:
+        mine = sorted(set(ids) & {int(i) for i in a.steps.ids.tolist()})
+        if mine:
+            reasons.extend(_why_drawless(a, mine))
+    n = n_windows - len(ids)
+    return (f"{who}: {plural(n, 'step')} counted, those holding a draw, of {n_windows} step windows the inputs mark "
+            f"(export's steps track shows all {n_windows}); without a draw: {'; '.join(reasons)}")
+
+
+def _per_step_mean(by_step: dict[int, int], ids: Sequence[int]) -> float | None:
+    return sum(by_step.get(i, 0) for i in ids) / len(ids) if ids else None
+
+
+def views_note(counted: Sequence[TimelineAnalysis], other: Sequence[TimelineAnalysis]) -> str:
+    """What the two views of a rank's draws (a trace and the overlay log), one counted, each hold: the steps each
+    counts and, where the log can be placed on the trace's clock, which log steps the trace's steps are and each
+    view's sampler wait per step over those steps. The rest of the line that names the counted view."""
+    logs = [a for a in (*counted, *other) if a.tl.fmt == "overlay-log"]
+    traces = [a for a in (*counted, *other) if a.tl.fmt != "overlay-log"]
+    views = [(counted[0].tl.fmt, len(counted_steps(counted)))]
+    views += [(f, len(counted_steps([a for a in other if a.tl.fmt == f]))) for f in sorted({a.tl.fmt for a in other})]
+    head = "the views count different steps: " + ", ".join(f"{f} {plural(n, 'step')}" for f, n in views)
+    if not logs or not traces:
+        return head
+    log, trace = logs[0], next((t for t in traces if len(t.steps)), traces[0])
+    off, why = log_onto_trace(log.tl, trace.tl)
+    log_ids = sorted(counted_steps([log]))
+    if off is None:
+        return f"{head}; the overlay log holds steps {id_ranges(log_ids)}; which of them the trace holds is unknown: {why}"
+    # Each log draw goes to the trace step that holds its midpoint (host clock; logmap places waits the same way).
+    mid = log.inst.start + (log.inst.end - log.inst.start) // 2 + off
+    in_trace = assign_steps(trace.steps, mid)
+    pairs = {int(ls): int(ts) for ls, ts in zip(log.step.tolist(), in_trace.tolist()) if ls >= 0 and ts >= 0}
+    trace_ids = counted_steps([trace])
+    shared = sorted(ls for ls, ts in pairs.items() if ts in trace_ids)
+    text = (f"{head}; the overlay log holds steps {id_ranges(log_ids)} (every step the overlay logged), the trace's steps are log "
+            f"steps {id_ranges(shared)} (the steps the profiler recorded)")
+    w_log = _per_step_mean(log.wait_by_step, shared)
+    w_trace = _per_step_mean(trace.wait_by_step, sorted({pairs[s] for s in shared}))
+    if trace.wait_measured and log.wait_measured and w_log is not None and w_trace is not None:
+        text += (f"; over those {plural(len(shared), 'step')} the sampler waits {fmt_ns(w_trace)}/step by the "
+                 f"trace's expo_prof::wait spans and {fmt_ns(w_log)}/step by the log's wait windows (over all "
+                 f"{len(log_ids)}: {fmt_ns(_per_step_mean(log.wait_by_step, log_ids))}/step): the span encloses the "
+                 "log's window and its own entry and exit under the profiler")
+    return text
