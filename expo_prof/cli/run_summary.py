@@ -57,6 +57,11 @@ def summarize(run_dir: Path, *, quiet: bool = False) -> object | None:
         err_console.print(f"[yellow]analysis:[/] {exc}")
         return None
     if not quiet:
+        # The warnings `analyze RUN` would print (one per run for a missing summary line), before the tables.
+        from expo_prof.console import safe, warn
+
+        for w in result.warnings:
+            warn(safe(w))
         TableReporter(top=5).render(result.document)
         console.print(f"  analysis      {run_dir / 'analysis.json'}")
     return result
