@@ -27,6 +27,7 @@ from typing import Any
 
 from overlay import guard
 from overlay.patches._util import Patcher
+from overlay.sampler import active
 
 TARGETS = ("vllm.v1.engine.utils",)
 #: Seconds the engine process gets to exit after SIGTERM before vLLM's SIGKILL (vLLM's own default window).
@@ -53,6 +54,8 @@ def apply(module: ModuleType) -> None:
     @functools.wraps(original)
     def get_engine_process_shutdown_timeout(request_timeout: Any, process_timeout: Any) -> Any:
         answer = original(request_timeout, process_timeout)
+        if active() is None:  # the overlay switched itself off: vLLM's own answer
+            return answer
         try:
             return grace(request_timeout, process_timeout, answer)
         except Exception as exc:  # noqa: BLE001 - never break vLLM's shutdown
