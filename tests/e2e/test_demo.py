@@ -37,6 +37,15 @@ def test_bad_option_is_one_line_and_exit_2(tmp_path):
     assert not (tmp_path / "traces").exists()
 
 
+def test_repeat_with_the_default_switchback_is_one_line_and_exit_2(tmp_path):
+    """GIVEN demo's default (switchback: both sides in one run) WHEN asked for --repeat 2 THEN exit 2 with one
+    line saying why, no traceback, and no server was started (no run dir)."""
+    res = _run(["demo", "--repeat", "2"], tmp_path, timeout=60)
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and "--repeat" in res.stderr and "switchback" in res.stderr
+    assert not (tmp_path / "traces").exists()
+
+
 def test_demo_in_a_terminal_records_a_switchback_run_and_ends_with_the_measured_saving(tmp_path, vllm_available,
                                                                                         vllm_lock):
     """GIVEN a fresh directory and a terminal WHEN `expo-prof demo` runs as a user runs it, with no option (tiny
