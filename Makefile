@@ -1,5 +1,5 @@
 # Two commands for a fresh machine (see README):
-#   make demo   - main job: serve the built-in tiny model on CPU with the overlay on and report
+#   make demo   - main job: a switchback run of the built-in tiny model on CPU, ending with what the overlay saves
 #   make test   - ruff, mypy and the test suite (what CI runs through .ci/run)
 PY ?= python3
 VENV ?= .venv

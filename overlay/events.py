@@ -3,7 +3,11 @@
 One file per process in ``$EXPO_PROF_OUT``, opened lazily on the first line
 to write, so processes that never run a model (the API server) create nothing.
 The owner (:class:`overlay.sampler.Overlay`) closes it at exit, after flushing
-its last steps, so the summary comes last.
+its last steps, so the final summary comes last. Before that, the writer thread
+writes checkpoint summaries (``"final": false``) when the steps stop coming, so
+a process killed at shutdown (vLLM's ``--shutdown-timeout 0``: SIGTERM, then
+SIGKILL at once) still ends with a summary of what it wrote
+(:mod:`overlay.logwriter` says why this and not a SIGTERM handler).
 Lines are encoded and written by a writer thread (:mod:`overlay.logwriter`):
 the step's path only queues a dict. They are written whole and flushed one by
 one, so a killed process leaves a valid prefix. The file has a size cap
@@ -13,6 +17,7 @@ Stdlib ``json`` only — this runs inside vLLM and must stay lean.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import sys
@@ -32,6 +37,10 @@ from overlay.logwriter import LineWriter
 DEFAULT_LOG_MAX_MB = 4096
 #: Longest wait for a notice line to reach the file (seconds).
 NOTICE_WAIT_S = 1.0
+#: Longest wait of a checkpoint for the log's lock (seconds): skipped past it, retried at the next idle time.
+CHECKPOINT_LOCK_S = 0.1
+
+logger = logging.getLogger("vllm.expo_prof")
 
 
 def log_max_bytes(raw: str | None = None) -> int:
@@ -200,7 +209,7 @@ class EventLog:
         self._file = open(path, "x", encoding="utf-8", buffering=1)  # noqa: SIM115
         self._pid = os.getpid()
         self.path = path
-        self._writer = LineWriter(self._file, max_bytes=self.max_bytes)
+        self._writer = LineWriter(self._file, max_bytes=self.max_bytes, checkpoint=self._checkpoint)
         self._writer.put(dict(self._header), step=False)
         return True
 
@@ -267,12 +276,33 @@ class EventLog:
         blocks = getattr(lane, "block_bytes", held)
         self.q_block_peak_bytes = max(self.q_block_peak_bytes, blocks())
 
-    def summary(self) -> dict[str, Any]:
-        """The ``summary`` object for the lines written so far."""
+    def _checkpoint(self) -> dict[str, Any] | None:
+        """A checkpoint summary for the writer thread (None: not now). Never blocks on the owner's lock for
+        long (``close`` holds it while it joins the writer); an error turns checkpoints off with one warning,
+        and the final summary is still written at exit."""
+        if not self._lock.acquire(timeout=CHECKPOINT_LOCK_S):
+            return None
+        try:
+            if self._closed or self._pid != os.getpid():
+                return None
+            return self.summary(final=False)
+        except Exception as exc:  # noqa: BLE001 - never break the writer (or vLLM) for a checkpoint
+            logger.warning("expo-prof overlay: checkpoint summaries off after an error (%r); the summary is "
+                           "still written at exit", exc)
+            if self._writer is not None:
+                self._writer.checkpoint = None
+            return None
+        finally:
+            self._lock.release()
+
+    def summary(self, final: bool = True) -> dict[str, Any]:
+        """The ``summary`` object for the lines written so far (``final``: written at exit, not a checkpoint)."""
         with self._lock:
             w = self._writer
             return {
                 "type": "summary",
+                # A checkpoint (false) is written while the process runs; the last summary line counts.
+                "final": final,
                 "steps": self.steps,
                 "launched": self.launched,
                 "used": self.used,

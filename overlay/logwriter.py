@@ -16,13 +16,28 @@ A full queue (the disk stalls) must not stall the step: ``put`` waits at most
 ``put_wait_s`` once, then drops and counts (``dropped`` step lines,
 ``dropped_notices`` other lines) without waiting again until a put succeeds.
 Nothing is lost silently: the counts go into the summary line.
+
+Checkpoint summaries (``checkpoint``): when the queue has been empty for
+``idle_s`` after step lines were written (the engine went idle: the load is
+over), or every ``every_s`` under steady load, the thread writes a summary line
+with ``"final": false``; the owner writes the final one at exit. Why not (only)
+a SIGTERM handler: vLLM's default ``--shutdown-timeout 0`` makes the API server
+send the engine process SIGTERM and, with a zero grace window, SIGKILL right
+after it (``vllm.v1.utils.shutdown``); a Python handler runs only on the main
+thread between bytecodes, so it loses that race, and it would sit beside vLLM's
+own SIGTERM handler in the engine core. A line already in the file survives any
+kill, so the summary is kept by writing it before the kill can come — at the
+moment the work stops — with no signal machinery, no new import and nothing on
+the step's path.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 #: Lines the queue holds before ``put`` drops: ~80 s of 10 ms steps, ~2 MB.
@@ -33,6 +48,11 @@ PUT_WAIT_S = 0.05
 #: rest is counted as dropped and the summary is not written (readers
 #: recompute the counts from the step lines).
 CLOSE_WAIT_S = 10.0
+#: Quiet time after the last step line before a checkpoint summary (seconds): short against the time between
+#: the end of a load and a stop, long against the gap between two steps.
+CHECKPOINT_IDLE_S = 0.25
+#: Longest time between checkpoint summaries while steps keep coming (seconds).
+CHECKPOINT_EVERY_S = 10.0
 
 
 def _encode(obj: dict[str, Any]) -> str:
@@ -43,8 +63,16 @@ class LineWriter:
     """Writes dicts as JSON lines to ``file`` from a thread of its own."""
 
     def __init__(self, file: Any, *, max_bytes: int = 0, queue_lines: int = QUEUE_LINES,
-                 put_wait_s: float = PUT_WAIT_S) -> None:
+                 put_wait_s: float = PUT_WAIT_S, checkpoint: Callable[[], dict[str, Any] | None] | None = None,
+                 idle_s: float = CHECKPOINT_IDLE_S, every_s: float = CHECKPOINT_EVERY_S) -> None:
         self.file = file
+        #: Called on the writer thread for a checkpoint summary line (None: skip this one); see the module doc.
+        self.checkpoint = checkpoint
+        self.idle_s = idle_s
+        self.every_s = every_s
+        self.checkpoints = 0  # checkpoint summary lines written
+        self._dirty = False  # step lines written since the last checkpoint
+        self._last_checkpoint = time.monotonic()
         self.max_bytes = max(0, int(max_bytes))
         self.queue_lines = max(1, int(queue_lines))
         self.put_wait_s = put_wait_s
@@ -54,6 +82,7 @@ class LineWriter:
         self.dropped = 0  # step lines dropped: queue full
         self.dropped_notices = 0  # other lines dropped: queue full
         self.error: BaseException | None = None  # first write error (then nothing more is written)
+        self.error_checkpoint: BaseException | None = None  # the checkpoint callback's error (then no more)
         self._offered = 0  # step lines that reached the writer (the stride counts these)
         self._items: deque[tuple[dict[str, Any], bool]] = deque()
         self._cv = threading.Condition()
@@ -121,14 +150,21 @@ class LineWriter:
     def _run(self) -> None:
         while True:
             with self._cv:
-                self._cv.wait_for(lambda: self._items or self._stopping)
+                wait = self.idle_s if self._dirty and self.checkpoint is not None else None
+                self._cv.wait_for(lambda: self._items or self._stopping, timeout=wait)
                 if not self._items:
-                    return  # stopping and drained
-                obj, step = self._items.popleft()
+                    if self._stopping:
+                        return  # stopping and drained
+                    idle = True  # quiet for idle_s after step lines: the work stopped
+                else:
+                    idle = False
+                    obj, step = self._items.popleft()
                 self._busy = True
                 self._cv.notify_all()  # space for a waiting producer
             try:
-                if self.error is None:
+                if idle or (self._dirty and time.monotonic() - self._last_checkpoint >= self.every_s):
+                    self._write_checkpoint()
+                if not idle and self.error is None:
                     self._emit(obj, step)
             except (OSError, ValueError) as exc:  # disk full, file closed: stop writing, keep counting
                 self.error = exc
@@ -136,6 +172,22 @@ class LineWriter:
                 with self._cv:
                     self._busy = False
                     self._cv.notify_all()
+
+    def _write_checkpoint(self) -> None:
+        """One checkpoint summary line (module docstring); the owner's callback may decline (None)."""
+        self._dirty = False
+        self._last_checkpoint = time.monotonic()
+        if self.error is not None or self.checkpoint is None:
+            return
+        try:
+            obj = self.checkpoint()
+        except Exception as exc:  # noqa: BLE001 - a broken callback must never stop the writer; no more checkpoints
+            self.checkpoint = None
+            self.error_checkpoint = exc
+            return
+        if obj is not None:
+            self._write(_encode(obj))
+            self.checkpoints += 1
 
     def stride(self) -> int:
         """Every how many step lines one is written now (0: none fits any more)."""
@@ -161,6 +213,7 @@ class LineWriter:
             return
         self._write(line)
         self.step_lines += 1
+        self._dirty = True
 
     def _write(self, line: str) -> None:
         self.file.write(line)

@@ -6,35 +6,64 @@ TINY …`` does: serves it on a real vLLM CPU server with the overlay on and the
 torch profiler configured, drives the built-in sampled workload, and ends with
 the analysis summary (hidden vs exposed exponential time) and where the run
 directory, the traces and the HTML timeline are.
+
+By default the run is a switchback run (``record --overlay switchback``): blocks
+of steps alternate between the overlay and vLLM's own sampling inside the one
+server run, so the demo ends with the product's answer — what the overlay saves
+per step, its 95 % CI and what that means for output tok/s — instead of a
+saving nobody measured. Overlap (hidden time) alone is not saving. The load is
+fewer prompts with longer outputs than an on-only run needs: switchback compares
+blocks of decode steps, so it is the number of steps (not requests) that makes
+the CI; the server start (~50 s on 2 cores) dominates the wall time either way.
+The switchback run has no torch profiler (its cost per op would be measured as
+part of the arms, as ``ab --switchback`` also avoids); ``--overlay on`` is the
+traced demo of before.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from expo_prof.errors import import_extra
 from expo_prof.cli.base import command as cli_command
+from expo_prof.words import fmt_ns, plural
 
+if TYPE_CHECKING:
+    from expo_prof.analysis.switchback import Saving
+
+#: The load of an on / off / both demo.
 DEMO_LOAD = {"num_prompts": 16, "input_len": 64, "output_len": 64}
+#: The load of the default switchback demo: ~192 decode steps = 24 blocks of 8 = 12 block pairs (the CI needs
+#: at least 2; more pairs narrow it), in about the wall time of the on-only demo (measured: docs/usage.md).
+SWITCHBACK_LOAD = {"num_prompts": 4, "input_len": 32, "output_len": 192}
 
 
 @cli_command(
     "demo",
-    summary="The main job on the built-in default: record a tiny Llama on a real vLLM CPU server, and report.",
-    examples=["expo-prof demo", "expo-prof demo --overlay both --repeat 2    # off/on runs, then: expo-prof compare traces/<session>"],
+    summary="The main job on the built-in default: a switchback run of a tiny Llama on a real vLLM CPU server, "
+            "ending with what the overlay saves.",
+    examples=["expo-prof demo", "expo-prof demo --overlay on    # overlay on throughout (no saving measured)",
+              "expo-prof demo --overlay both --repeat 2    # off/on runs, then: expo-prof compare traces/<session>"],
 )
-@click.option("--overlay", "overlay_mode", type=click.Choice(["on", "off", "both"]), default="on", show_default=True,
-              help="Overlay switch; 'both' alternates off/on runs.")
-@click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True, help="Runs per overlay mode.")
-@click.option("--num-prompts", type=click.IntRange(1, 1000), default=DEMO_LOAD["num_prompts"], show_default=True,
-              help="Measured requests.")
-@click.option("--input-len", type=click.IntRange(1, 200), default=DEMO_LOAD["input_len"], show_default=True,
-              help="Prompt tokens.")
-@click.option("--output-len", type=click.IntRange(1, 200), default=DEMO_LOAD["output_len"], show_default=True,
-              help="Generated tokens per request.")
+@click.option("--overlay", "overlay_mode", type=click.Choice(["switchback", "on", "off", "both"]), default="switchback",
+              show_default=True, help="Overlay switch; 'switchback' alternates blocks of steps off/on in the one run "
+                                      "and measures the saving; 'both' alternates off/on runs.")
+@click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Runs per overlay mode (not with switchback).")
+@click.option("--num-prompts", type=click.IntRange(1, 1000), default=None,
+              help=f"Measured requests [default: {SWITCHBACK_LOAD['num_prompts']} with switchback, "
+                   f"else {DEMO_LOAD['num_prompts']}].")
+@click.option("--input-len", type=click.IntRange(1, 200), default=None,
+              help=f"Prompt tokens [default: {SWITCHBACK_LOAD['input_len']} with switchback, "
+                   f"else {DEMO_LOAD['input_len']}].")
+@click.option("--output-len", type=click.IntRange(1, 200), default=None,
+              help=f"Generated tokens per request [default: {SWITCHBACK_LOAD['output_len']} with switchback, "
+                   f"else {DEMO_LOAD['output_len']}].")
 @click.option("--traces-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("traces"), show_default=True,
               metavar="DIR", help="Where the run directory goes.")
 @click.option("--model", "model_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
@@ -43,8 +72,10 @@ DEMO_LOAD = {"num_prompts": 16, "input_len": 64, "output_len": 64}
               help="Seconds to wait for the server to be ready.")
 @click.pass_obj
 def command(settings, overlay_mode, repeat, num_prompts, input_len, output_len, traces_dir, model_dir, ready_timeout) -> int:
-    """Record the built-in tiny model on CPU with the overlay on, and report."""
+    """Record the built-in tiny model on CPU in switchback (overlay off/on in blocks), report, and end with the
+    measured saving, its CI and what it means for output tok/s."""
     import_extra("serve", "expo-prof demo (its built-in load)")
+    from expo_prof.cli.record import switchback_block
     from expo_prof.cli.run_summary import after_run
     from expo_prof.console import err_console
     from expo_prof.record.runner import RecordOptions
@@ -53,6 +84,11 @@ def command(settings, overlay_mode, repeat, num_prompts, input_len, output_len, 
     from expo_prof.serving.tinymodel import build_tiny_llama
     from expo_prof.serving.load import WorkloadSpec
 
+    block = switchback_block(overlay_mode, None, repeat, "demo's default --overlay switchback")
+    load = SWITCHBACK_LOAD if overlay_mode == "switchback" else DEMO_LOAD
+    num_prompts = load["num_prompts"] if num_prompts is None else num_prompts
+    input_len = load["input_len"] if input_len is None else input_len
+    output_len = load["output_len"] if output_len is None else output_len
     if model_dir is None:
         with err_console.status("building the tiny Llama (offline, cached)"):
             model_dir = build_tiny_llama()
@@ -60,9 +96,56 @@ def command(settings, overlay_mode, repeat, num_prompts, input_len, output_len, 
     # the overlay writes its summary line): passing it here too wrote it twice into the manifest.
     argv = vllm_argv(model_dir, free_port(), python=sys.executable)
     spec = WorkloadSpec(num_prompts=num_prompts, input_len=input_len, output_len=output_len, temperature=1.0, warmup=1)
-    opts = RecordOptions(workload=spec, ready_timeout_s=ready_timeout, extra_env=dict(DEFAULT_ENV))
-    modes = {"on": [True], "off": [False], "both": [False, True]}[overlay_mode]
+    # Switchback records without the torch profiler, as `ab --switchback` does: the profiler's own cost per
+    # op (the side lane's ops included) would be part of what the two arms compare, and its trace of every
+    # step is most of the demo's time after the server start. The timeline page is drawn from the overlay log.
+    opts = RecordOptions(workload=spec, ready_timeout_s=ready_timeout, extra_env=dict(DEFAULT_ENV),
+                         switchback_block=block, profiler="none" if block is not None else "torch")
+    modes = {"on": [True], "off": [False], "both": [False, True], "switchback": [True]}[overlay_mode]
+    closing = _answer if overlay_mode == "switchback" and not settings.quiet else None
     return record_session(
         argv, opts, modes=modes, repeat=repeat, out=None, traces_dir=traces_dir,
-        quiet=settings.quiet, name="demo", after_run=after_run(settings.quiet),
+        quiet=settings.quiet, name="demo", after_run=after_run(settings.quiet, closing),
     )
+
+
+def _answer(result) -> None:
+    """Print the demo's last line (:func:`answer_line`) for the run's lowest rank."""
+    from expo_prof.console import console, safe
+
+    savings = [s for rr in result.recordings for s in rr.savings]
+    console.print(f"[bold]answer:[/] {safe(answer_line(savings[0] if savings else None))}", highlight=False)
+
+
+def _pct(p: float) -> str:
+    return f"{p:+.1f} %" if math.isfinite(p) else "unbounded (the interval reaches the whole step)"
+
+
+def answer_line(sv: Saving | None) -> str:
+    """What the switchback run measured, in one line: the saving per step, its 95 % CI, and the output tok/s
+    it means; words that follow the CI (an interval across zero is "no difference shown", with its width).
+    Where nothing could be measured, it says why and what to run instead."""
+    more = "run longer: expo-prof demo --output-len 200, or --num-prompts 8"
+    if sv is None:
+        return f"saving not measured: the run has no switchback blocks to compare ({more})"
+    if sv.saving is None:
+        return f"saving not measured: no pair of switchback blocks ran a batch shape in common ({more})"
+    mean = sv.saving.mean_ns
+    if sv.saving.ci_ns is None:
+        return (f"saving {fmt_ns(mean, signed=True)}/step from {plural(sv.pairs, 'block pair')}: no confidence "
+                f"interval (at least 2 pairs needed; {more})")
+    lo, hi = sorted(sv.saving.ci_ns)
+    tok = "" if sv.tokps_change_pct is None else f"{sv.tokps_change_pct:+.1f} %"
+    tok_ci = "" if sv.tokps_ci_pct is None else f" (95 % CI {_pct(min(sv.tokps_ci_pct))} to {_pct(max(sv.tokps_ci_pct))})"
+    where = f"on this machine and load ({plural(sv.pairs, 'block pair')} of {sv.block_steps} steps)"
+    if lo > 0:
+        return (f"the overlay saves {fmt_ns(mean)}/step (95 % CI {fmt_ns(lo)} to {fmt_ns(hi)}): output tok/s "
+                f"{tok}{tok_ci} with it on, {where}")
+    if hi < 0:
+        return (f"the overlay costs {fmt_ns(-mean)}/step (95 % CI {fmt_ns(-hi)} to {fmt_ns(-lo)}): output tok/s "
+                f"{tok}{tok_ci} with it on, {where} — keep it off here")
+    settle = (f"; about {sv.steps_needed} steps would settle a saving this size" if sv.steps_needed is not None
+              else "")
+    return (f"no difference shown: saving {fmt_ns(mean, signed=True)}/step, 95 % CI {fmt_ns(lo, signed=True)} to "
+            f"{fmt_ns(hi, signed=True)} (width {fmt_ns(hi - lo)}) spans zero, so output tok/s {tok}{tok_ci} is "
+            f"within this run's noise, {where}{settle}")

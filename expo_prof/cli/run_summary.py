@@ -6,14 +6,19 @@ never imports the page builders: record → pipeline, runs; cli → everything.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from expo_prof.console import console, err_console
 from expo_prof.errors import ExpoProfError
 
 
-def after_run(quiet: bool):
-    """A callback for :func:`expo_prof.record.session.record_session`: analysis.json, tables, timeline.html."""
+def after_run(quiet: bool, closing: Callable[[object], None] | None = None):
+    """A callback for :func:`expo_prof.record.session.record_session`: analysis.json, tables, timeline.html.
+
+    ``closing(result)`` (the pipeline Result) is called last, after the timeline line: ``demo`` ends with
+    its answer there.
+    """
 
     def done(run_dir: Path) -> None:
         result = summarize(run_dir, quiet=quiet)
@@ -22,6 +27,8 @@ def after_run(quiet: bool):
         page = write_timeline(run_dir)
         if not quiet and page is not None:
             console.print(f"  timeline      {page}")
+        if closing is not None:
+            closing(result)
 
     return done
 
@@ -50,6 +57,11 @@ def summarize(run_dir: Path, *, quiet: bool = False) -> object | None:
         err_console.print(f"[yellow]analysis:[/] {exc}")
         return None
     if not quiet:
+        # The warnings `analyze RUN` would print (one per run for a missing summary line), before the tables.
+        from expo_prof.console import safe, warn
+
+        for w in result.warnings:
+            warn(safe(w))
         TableReporter(top=5).render(result.document)
         console.print(f"  analysis      {run_dir / 'analysis.json'}")
     return result

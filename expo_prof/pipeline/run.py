@@ -18,6 +18,7 @@ from expo_prof.analysis.savings import savings_of
 from expo_prof.errors import BadInput, NothingFound
 from expo_prof.pipeline.options import Options
 from expo_prof.pipeline.result import RecordingResult, Result
+from expo_prof.readers.overlay_log import one_per_run
 from expo_prof.runs.manifest import is_session_dir, read_session
 from expo_prof.runs.recordings import Recording, group
 from expo_prof.version import __version__
@@ -132,6 +133,8 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
     if sides == {"on", "off"}:
         info.append("the inputs hold overlay-off and overlay-on runs: each has its own figures, none combines "
                     "them; for the difference with its confidence interval run `expo-prof compare OFF ON`")
+    # A run whose worker was killed before its summary: one warning for the run, not one per event log.
+    warnings = one_per_run(warnings)
     document = _document(plist, opts, results, warnings, info, skipped)
     return Result(opts, [str(p) for p in plist], results, document, warnings, info)
 

@@ -14,6 +14,7 @@ summary lines go to ``meta["overlay"]``, the summary's q memory figures to
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import msgspec
 import numpy as np
 
 from expo_prof.errors import BadInput
+from expo_prof.words import plural
 from expo_prof.readers.builder import build_timeline
 from expo_prof.timeline import OVERLAY_MODEL_BUSY, Interner, Kind, Lane, LaneKind, Timeline
 from overlay.contract import EVENT_LOG_SCHEMA, PHASE_NATIVE, PHASE_OFF, PHASE_ON, SPAN_EXPONENTIAL, SPAN_FORWARD, SPAN_SAMPLE, SPAN_WAIT
@@ -103,6 +105,86 @@ def _model_busy(win: dict[str, tuple[int, int]]) -> tuple[int, int] | None:
     return fwd[0], end
 
 
+#: The start of the warning for a log without a usable summary line (:func:`one_per_run` gathers them).
+NO_SUMMARY = "no summary line"
+KILLED_BEFORE_SUMMARY = ("the worker was killed before it could write its summary (SIGKILL? a vLLM without "
+                         "--shutdown-timeout kills it right after SIGTERM; expo-prof record passes one)")
+KILLED_WHILE_WRITING = "the worker was killed while writing (its last line is cut)"
+
+
+def killed_after_checkpoint(steps: int) -> str:
+    """The reason when step lines follow the last checkpoint summary (``"final": false``)."""
+    return (f"the worker was killed {plural(steps, 'step line')} after its last checkpoint summary, before it "
+            "could write its final one")
+
+
+def missing_summary(path: Path, tail_bytes: int = 1 << 16) -> str | None:
+    """Why the event log at ``path`` has no usable summary line (the reader's words), or None when it ends
+    with one or has no step line to count. Reads only the file's tail: ``record`` checks every log it kept."""
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - tail_bytes))
+        tail = f.read()
+    torn = bool(tail) and not tail.endswith(b"\n")
+    steps_after = 0
+    for raw in reversed(tail.split(b"\n")):
+        try:
+            obj = msgspec.json.decode(raw) if raw.strip() else None
+        except msgspec.DecodeError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        typ = obj.get("type")
+        if typ == "summary":
+            if steps_after and obj.get("final") is False:
+                return killed_after_checkpoint(steps_after)
+            return None
+        if typ == "step":
+            steps_after += 1
+        elif typ == "header":
+            break
+    if not steps_after:
+        return None
+    return KILLED_WHILE_WRITING if torn else KILLED_BEFORE_SUMMARY
+
+
+def one_per_run(warnings: list[str]) -> list[str]:
+    """The "no summary line" warnings of several event logs of one run directory as one line per run
+    (reason, files and step lines together); every other warning unchanged, in order.
+
+    Keyed by the directory holding the logs' ``overlay/`` folder (the run), else the logs' own folder.
+    """
+    pat = re.compile(rf"^(?P<path>.+?): {NO_SUMMARY}: (?P<why>.+); counts recomputed from (?P<n>\d+) step line")
+    groups: dict[str, list[re.Match[str]]] = {}
+    out: list[str | tuple[str]] = []
+    for w in warnings:
+        m = pat.match(w)
+        if m is None:
+            out.append(w)
+            continue
+        p = Path(m["path"])
+        run = str(p.parent.parent if p.parent.name == "overlay" else p.parent)
+        if run not in groups:
+            groups[run] = []
+            out.append((run,))
+        groups[run].append(m)
+    lines: list[str] = []
+    for item in out:
+        if isinstance(item, str):
+            lines.append(item)
+            continue
+        ms = groups[item[0]]
+        if len(ms) == 1:
+            lines.append(ms[0].string)
+            continue
+        whys = list(dict.fromkeys(m["why"] for m in ms))
+        steps = sum(int(m["n"]) for m in ms)
+        lines.append(f"{item[0]}: {NO_SUMMARY} in {len(ms)} event logs ({', '.join(Path(m['path']).name for m in ms)}):"
+                     f" {'; '.join(whys)}; counts recomputed from {plural(steps, 'step line')}")
+    return lines
+
+
 def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
     """Parse one overlay event log into a Timeline (see module docstring)."""
     where = str(path)
@@ -114,6 +196,8 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
     warnings: list[str] = []
     header: dict[str, Any] | None = None
     summary: dict[str, Any] | None = None
+    #: Step lines after the last summary line: a checkpoint summary ("final": false) does not count them.
+    after_summary = 0
     notices: list[dict[str, Any]] = []
     steps: list[dict[str, Any]] = []
     # Garbage lines (not JSON, not an object, no "type": binary junk, NUL bytes, invalid UTF-8, a cut line) are
@@ -163,8 +247,10 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
                 bad_field_lines += 1
                 first_bad_field = first_bad_field or f"line {i + 1}: {', '.join(bad)}"
             steps.append(obj)
+            after_summary += 1
         elif typ == "summary":
             summary = obj
+            after_summary = 0
         elif typ == "notice":
             notices.append(obj)
         # Unknown types are ignored (forward compatible within one schema).
@@ -276,8 +362,16 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
         "used": int(cols["used"].sum()),
         "fallbacks": fallbacks,
     }
-    if summary is None and n:
-        warnings.append(f"{where}: no summary line (process killed?); counts recomputed from {n} step line(s)")
+    if summary is not None and summary.get("final") is False and after_summary:
+        # A checkpoint, then steps: the process was killed while it still stepped. Its counts are stale.
+        missing_why = killed_after_checkpoint(after_summary)
+        summary = None
+    elif summary is None and n:
+        missing_why = KILLED_WHILE_WRITING if torn_tail else KILLED_BEFORE_SUMMARY
+    else:
+        missing_why = None
+    if missing_why is not None and n:
+        warnings.append(f"{where}: {NO_SUMMARY}: {missing_why}; counts recomputed from {n} step line(s)")
     # Additive summary keys (docs/event-log.md): step lines the overlay left out of the file.
     left_out = {k: _int(summary.get(k)) or 0 for k in ("sampled_out", "dropped")} if summary else {}
     if any(left_out.values()):
@@ -291,6 +385,9 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
             "header": header,
             "summary": summary if summary is not None else recomputed,
             "summary_from_file": summary is not None,
+            # False: the last summary is a checkpoint written while the process ran (it was not stopped cleanly,
+            # but no step line came after it, so its counts are whole); None: no usable summary.
+            "summary_final": None if summary is None else summary.get("final", True) is not False,
             "recomputed": recomputed,
             "steps": cols,
             "notices": notices,

@@ -441,6 +441,27 @@ class Recorder:
             return
         self.manifest["nsys_export"] = {"status": "ok", "sqlite": str(out.relative_to(self.run_dir))}
 
+    def _check_overlay_summaries(self) -> None:
+        """Say in the manifest (``overlay_summary``, a note) when an event log kept has no summary line:
+        "status": "ok" then still holds for the run, never silently for its counts. Not printed here: the
+        analysis right after (and every later command) warns once for the run, with the same reason."""
+        from expo_prof.readers.overlay_log import NO_SUMMARY, missing_summary
+
+        missing: dict[str, str] = {}
+        for log in sorted((self.run_dir / "overlay").rglob("*.jsonl")):
+            try:
+                why = missing_summary(log)
+            except OSError as exc:
+                why = f"unreadable: {exc}"
+            if why is not None:
+                missing[str(log.relative_to(self.run_dir))] = why
+        if not missing:
+            return
+        whys = "; ".join(dict.fromkeys(missing.values()))
+        self.manifest["overlay_summary"] = {"missing": sorted(missing), "why": whys}
+        note = f"overlay: {NO_SUMMARY} in {', '.join(sorted(missing))}: {whys}; readers recompute its counts"
+        self.manifest["notes"].append(note)
+
     def _finish(self, status: str, error: str | None) -> None:
         srv = self.srv
         if srv is not None and srv.proc is not None and srv.proc.poll() is None and self.profiling:
@@ -469,6 +490,7 @@ class Recorder:
             if got["status"] == "failed":
                 self.manifest["notes"].append(f"collecting the Ray nodes' files failed ({got['error']}); "
                                               f"run: {got['by_hand']}")
+        self._check_overlay_summaries()
         self.manifest.update(
             status=status,
             error=error,

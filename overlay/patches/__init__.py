@@ -9,6 +9,6 @@ reverse).
 
 from __future__ import annotations
 
-from overlay.patches import ascend, model_runner, not_applicable, profiler, topk_topp
+from overlay.patches import ascend, model_runner, not_applicable, profiler, shutdown, topk_topp
 
-ALL = (topk_topp, model_runner, ascend, not_applicable, profiler)
+ALL = (topk_topp, model_runner, ascend, not_applicable, profiler, shutdown)

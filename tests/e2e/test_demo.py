@@ -11,6 +11,13 @@ from pathlib import Path
 
 
 HEADLINE = re.compile(r"\d+ instances?, [\d.]+ % hidden; critical path (?:–|-?[\d.]+ (?:ns|µs|ms|s))/step")
+#: The saving line of a measured switchback run: verdict, per step with its 95 % CI, and output tok/s.
+SAVING = re.compile(r"saving \(switchback\): [a-z ]+ — (?:saves|costs) [\d.]+ (?:ns|µs|ms)/step \(95% CI [^)]+\), "
+                    r"output tok/s [+-][\d.]+%")
+#: The demo's last line: the saving (or "no difference shown") with its CI, and the output tok/s it means.
+ANSWER = re.compile(r"answer: (?:the overlay (?:saves|costs) [\d.]+ (?:ns|µs|ms)/step \(95 % CI [^)]+\)|no difference "
+                    r"shown: saving [+-][\d.]+ (?:ns|µs|ms)/step, 95 % CI [^(]+\(width [^)]+\) spans zero).*?output "
+                    r"tok/s [+-][\d.]+ % \(95 % CI [^)]+\).*$")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: The console script, as a user runs it (installed next to this Python).
 EXPO_PROF = [str(Path(sys.executable).parent / "expo-prof")]
@@ -30,22 +37,33 @@ def test_bad_option_is_one_line_and_exit_2(tmp_path):
     assert not (tmp_path / "traces").exists()
 
 
-def test_demo_in_a_terminal_records_a_complete_run_and_reports(tmp_path, vllm_available, vllm_lock):
-    """GIVEN a fresh directory and a terminal WHEN `expo-prof demo` runs as a user runs it (tiny model, real vLLM
-    CPU server, overlay on, torch profiler) THEN the person sees, in order: waiting for the server, the server
-    ready, the workload, where the run is and the analysis headline; it exits 0 and creates one traces/<UTC>-demo/
-    run directory that describes itself completely (manifest, server log, event log, profiler trace, workload)
-    and analyses.
+def test_repeat_with_the_default_switchback_is_one_line_and_exit_2(tmp_path):
+    """GIVEN demo's default (switchback: both sides in one run) WHEN asked for --repeat 2 THEN exit 2 with one
+    line saying why, no traceback, and no server was started (no run dir)."""
+    res = _run(["demo", "--repeat", "2"], tmp_path, timeout=60)
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and "--repeat" in res.stderr and "switchback" in res.stderr
+    assert not (tmp_path / "traces").exists()
 
-    (This is also `record`'s overlay-on run and its terminal status: demo is record on the built-in model, and
-    one server launch proves all three — tests/record/test_record.py keeps the overlay-off run.)"""
+
+def test_demo_in_a_terminal_records_a_switchback_run_and_ends_with_the_measured_saving(tmp_path, vllm_available,
+                                                                                        vllm_lock):
+    """GIVEN a fresh directory and a terminal WHEN `expo-prof demo` runs as a user runs it, with no option (tiny
+    model, real vLLM CPU server, switchback: blocks of steps with the overlay off and on) THEN the person sees, in
+    order: waiting for the server, the server ready, the workload, where the run is, the analysis, the switchback
+    table and the headline, and it ends with a MEASURED saving (per step, with its 95 % CI) and what it means for
+    output tok/s — never "saving: not measured"; it exits 0 and creates one traces/<UTC>-demo/ run directory
+    that describes itself completely (manifest, server log, event log with its final summary, workload) and
+    analyses to the same saving.
+
+    (demo is record on the built-in model: this is also `record --overlay switchback`'s live run and its
+    terminal status; tests/record/test_record.py keeps the overlay off and on runs with the torch profiler.)"""
     import pexpect
 
     env = {**os.environ, "COLUMNS": "120", "TERM": "xterm-256color"}
     with vllm_lock():
-        child = pexpect.spawn(EXPO_PROF[0], ["demo", "--num-prompts", "6", "--input-len", "64", "--output-len", "24"],
-                              cwd=str(tmp_path), timeout=900, dimensions=(30, 120), encoding="utf-8",
-                              codec_errors="replace", env=env)
+        child = pexpect.spawn(EXPO_PROF[0], ["demo"], cwd=str(tmp_path), timeout=900, dimensions=(30, 120),
+                              encoding="utf-8", codec_errors="replace", env=env)
         child.expect(pexpect.EOF)
         child.close()
     out = ANSI.sub("", child.before or "")
@@ -53,28 +71,39 @@ def test_demo_in_a_terminal_records_a_complete_run_and_reports(tmp_path, vllm_av
     runs = sorted((tmp_path / "traces").glob("*-demo"))
     assert len(runs) == 1
     run = runs[0]
-    # THEN the status came in order, and the run's tables end with the headline
+    # THEN the status came in order, the run's tables end with the headline, and the answer comes last
     flat = out.replace("\r", "")
-    order = [flat.find("waiting for the server"), flat.find("server ready at"), flat.find("workload: 6 prompts"),
-             flat.find("run:"), flat.find("Hidden vs exposed time")]
+    order = [flat.find("waiting for the server"), flat.find("server ready at"), flat.find("workload: 4 prompts"),
+             flat.find("run:"), flat.find("Hidden vs exposed time"), flat.find("What the overlay saves"),
+             flat.find("saving (switchback)"), flat.find("answer:")]
     assert all(i >= 0 for i in order) and order == sorted(order), (order, flat[-3000:])
     assert HEADLINE.search(flat) and run.name in flat.replace("\n", "") and "Traceback" not in flat
+    # AND the saving is a measured one: per step with its CI, and the output tok/s it means, with its CI
+    words = " ".join(flat.split())  # rich wraps long lines at spaces
+    assert "not measured" not in words, words[-2000:]
+    assert SAVING.search(words), words[-2000:]
+    answer = ANSWER.search(words)
+    assert answer and words.rstrip().endswith(answer.group(0).rstrip()), words[-2000:]
     # AND the run directory describes itself completely
     m = json.loads((run / "manifest.json").read_text())
-    assert m["status"] == "ok" and m["overlay"] == "on" and m["exit"]["leftover_pids"] == []
+    assert m["status"] == "ok" and m["overlay"] == "switchback" and m["exit"]["leftover_pids"] == []
+    assert m["switchback_block"] == 8 and m["profiler"] == "none" and "overlay_summary" not in m
     assert m["versions"]["vllm"] and m["versions"]["torch"] and m["device"] == "cpu"
-    assert m["env_changed"]["EXPO_PROF_ASYNC_EXPONENTIAL"] == "1"
-    assert "--profiler-config" in m["launched_argv"]
+    assert m["env_changed"]["EXPO_PROF_ASYNC_EXPONENTIAL"] == "switchback"
+    assert m["launched_argv"].count("--shutdown-timeout") == 1
     assert (run / "server.log").stat().st_size > 0
     metrics = json.loads((run / "workload.json").read_text())["metrics"]
-    assert metrics["completed"] == 6 and metrics["total_output_tokens"] == 6 * 24
-    assert list((run / "profiler").glob("rank*.pt.trace.json.gz"))
+    assert metrics["completed"] == 4 and metrics["total_output_tokens"] == 4 * 192
     (log,) = (run / "overlay").glob("expo-prof-events-*.jsonl")
-    assert sum(1 for line in log.read_text().splitlines() if '"type":"step"' in line) >= 24
-    # AND its analysis (the same as `analyze` gives) finds the draws with hidden + exposed = total
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sum(o["type"] == "step" for o in lines) >= 192 and {o.get("phase") for o in lines} >= {"off", "on"}
+    assert lines[-1]["type"] == "summary" and lines[-1]["final"] is True
+    # AND its analysis (the same as `analyze` gives) holds the saving with a CI from at least 2 block pairs
     analysis = json.loads((run / "analysis.json").read_text())
     again = subprocess.run([*EXPO_PROF, "analyze", str(run), "--json"], capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
-    summary = json.loads(again.stdout)["summary"]
-    assert summary == analysis["summary"] and summary["instances"] >= 24
-    assert summary["hidden_ns"] + summary["exposed_ns"] == summary["total_ns"] > 0
+    doc = json.loads(again.stdout)
+    assert doc["summary"] == analysis["summary"] and doc["summary"]["instances"] >= 24
+    (sv,) = doc["runs"][0]["saving"]
+    assert sv["pairs"] >= 2 and sv["saving"]["ci_ns"] is not None and sv["tokps_ci_pct"] is not None
+    assert doc["runs"][0]["saving_line"].split(" — ")[0] in words

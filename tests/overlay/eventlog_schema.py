@@ -29,7 +29,7 @@ STEP = {
     "tokens": int,
 }
 NOTICE = {"type": str, "level": str, "code": str, "message": str, "t_ns": int}
-SUMMARY = {"type": str, "steps": int, "launched": int, "used": int, "fallbacks": dict, "t_ns": int,
+SUMMARY = {"type": str, "final": bool, "steps": int, "launched": int, "used": int, "fallbacks": dict, "t_ns": int,
            "sampled_out": int, "dropped": int, "dropped_notices": int, "max_bytes": int}
 
 
@@ -94,7 +94,13 @@ def check_lines(lines: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
             _check_fields(obj, SUMMARY)
     if by_type["summary"]:
         assert lines[-1]["type"] == "summary", "the summary must be the last line"
-        summary, steps = by_type["summary"][0], by_type["step"]
+        # Checkpoints ("final": false, written while the process ran) come first, counting ever more steps;
+        # the last summary line is the one that counts (docs/event-log.md).
+        *checkpoints, summary = by_type["summary"]
+        assert all(not c["final"] for c in checkpoints), "only the last summary may be final"
+        counted = [c["steps"] for c in by_type["summary"]]
+        assert counted == sorted(counted), counted
+        steps = by_type["step"]
         # Every step is counted: in the file, left out by the size cap, or dropped (queue full).
         left_out = summary["sampled_out"] + summary["dropped"]
         assert summary["steps"] == len(steps) + left_out

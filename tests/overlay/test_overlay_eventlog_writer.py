@@ -43,7 +43,7 @@ def test_cap_thins_step_lines_and_the_summary_counts_every_step(tmp_path, monkey
     log = _log(tmp_path, 2000)
     log.close()
     path, lines = read_log(tmp_path)
-    summary = lines["summary"][0]
+    summary = lines["summary"][-1]
     ids = [s["step"] for s in lines["step"]]
     # THEN step lines never take the file past the cap (header, notices and summary aside)
     step_bytes = sum(len(json.dumps(s, separators=(",", ":"))) + 1 for s in lines["step"])
@@ -73,7 +73,7 @@ def test_no_cap_writes_every_line_and_close_drains(tmp_path):
     assert not writer._thread.is_alive()
     _, lines = read_log(tmp_path)
     assert [s["step"] for s in lines["step"]] == list(range(3000))
-    assert lines["summary"][0]["sampled_out"] == 0 and lines["summary"][0]["max_bytes"] == 0
+    assert lines["summary"][-1]["sampled_out"] == 0 and lines["summary"][-1]["max_bytes"] == 0
 
 
 def test_max_mb_setting_is_parsed_with_a_safe_default():
@@ -137,5 +137,5 @@ def test_forked_child_gets_its_own_writer_and_file(tmp_path):
     assert os.waitstatus_to_exitcode(status) == 0 and child["path"] != parent_path
     _, child_lines = read_log(tmp_path / "c")
     _, parent_lines = read_log(tmp_path / "p")
-    assert [s["step"] for s in child_lines["step"]] == [0] and child_lines["summary"][0]["steps"] == 1
-    assert [s["step"] for s in parent_lines["step"]] == [0, 1, 2] and parent_lines["summary"][0]["steps"] == 3
+    assert [s["step"] for s in child_lines["step"]] == [0] and child_lines["summary"][-1]["steps"] == 1
+    assert [s["step"] for s in parent_lines["step"]] == [0, 1, 2] and parent_lines["summary"][-1]["steps"] == 3

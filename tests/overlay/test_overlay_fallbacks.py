@@ -90,7 +90,7 @@ def test_each_reason_is_produced_counted_and_sampling_still_works(tmp_path, vllm
     _, lines = read_log(tmp_path)
     steps = lines["step"]
     assert any(s["fallback"] == reason for s in steps), steps
-    assert lines["summary"][0]["fallbacks"].get(reason, 0) >= 1
+    assert lines["summary"][-1]["fallbacks"].get(reason, 0) >= 1
     assert not any(s["used"] for s in steps if s["fallback"] == reason)
 
 
@@ -122,7 +122,7 @@ def test_lane_error_is_noticed_once_and_counted_every_time(tmp_path, vllm_random
     # THEN one notice and one warning, and all three steps counted as `error`
     _, lines = read_log(tmp_path)
     assert [n["code"] for n in lines["notice"]] == ["lane_error"]
-    assert lines["summary"][0]["fallbacks"] == {"error": 3}
+    assert lines["summary"][-1]["fallbacks"] == {"error": 3}
     assert sum(r.levelname == "WARNING" for r in warnings_of_overlay) == 1
 
 
@@ -139,7 +139,7 @@ def test_second_sampler_call_in_a_step_and_warmup_calls_are_unattributed(tmp_pat
     # THEN one step line (used), and two sampler calls counted as unattributed
     _, lines = read_log(tmp_path)
     assert len(lines["step"]) == 1 and lines["step"][0]["used"]
-    assert lines["summary"][0]["unattributed"] == 2
+    assert lines["summary"][-1]["unattributed"] == 2
 
 
 def test_batch_without_rows_opens_no_step(tmp_path):

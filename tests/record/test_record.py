@@ -89,7 +89,7 @@ def wait_for_status(run: Path, wanted: str, proc: subprocess.Popen, timeout: flo
     raise AssertionError(f"status {wanted!r} never reached")
 
 
-@pytest.mark.parametrize("mode", ["off"])  # "on": tests/e2e/test_demo.py (demo is record with the overlay on)
+@pytest.mark.parametrize("mode", ["off", "on"])  # switchback: tests/e2e/test_demo.py (the default demo)
 def test_record_produces_a_complete_run_that_analyses(mode, tiny_model, vllm_available, vllm_lock, tmp_path):
     # GIVEN the tiny model served by a real vLLM CPU server under `record`
     port = free_port()

@@ -60,3 +60,36 @@ def test_server_failure_names_the_servers_own_cause(tiny_model, vllm_available, 
     assert cause.split(":")[0].endswith("Error")
     assert cause in log  # the server's own line, as it wrote it
     assert proc.stderr.index("cause: ") < proc.stderr.index("last lines")  # said before the tail
+
+
+def test_a_kept_event_log_without_summary_is_noted_in_the_manifest_and_warned_once(tmp_path):
+    """GIVEN a launch script whose "worker" left an event log without a summary line in the run's overlay folder
+    (a STAND-IN server; the log is the committed switchback sample's, cut as a worker killed at shutdown leaves
+    it) WHEN `record` runs it THEN the manifest says "status": "ok" AND notes the missing summary with its reason
+    (`overlay_summary`, a note), and the run's analysis warns about it once."""
+    import json
+
+    from shared_paths import REPO  # type: ignore[import-not-found]  (tests/ is on sys.path)
+
+    (sample,) = (REPO / "traces/samples/tiny-cpu-switchback/overlay").glob("expo-prof-events-*.jsonl")
+    cut = tmp_path / "killed.jsonl"
+    cut.write_text("".join(line + "\n" for line in sample.read_text().splitlines() if '"type":"summary"' not in line))
+    standin = REPO / "tests" / "support" / "openai_standin.py"
+    port = free_port()
+    script = tmp_path / "serve.sh"
+    script.write_text(f'#!/bin/sh\ncp {cut} "$EXPO_PROF_OUT/expo-prof-events-vm-1.jsonl"\n'
+                      f'exec {sys.executable} {standin} --max-model-len 256 "$@"\n')
+    script.chmod(0o755)
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "expo_prof", "record", "--out", str(run), "--profiler", "none",
+                           "--no-load", "--duration", "2", "--", str(script), "--port", str(port)],
+                          cwd=tmp_path, env={**os.environ, **ENV, "COLUMNS": "200"}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    m = json.loads((run / "manifest.json").read_text())
+    assert m["status"] == "ok"
+    assert m["overlay_summary"]["missing"] == ["overlay/expo-prof-events-vm-1.jsonl"]
+    assert "killed before it could write its summary" in m["overlay_summary"]["why"]
+    assert any("no summary line" in n and "expo-prof-events-vm-1.jsonl" in n for n in m["notes"])
+    said = [line for line in (proc.stdout + proc.stderr).splitlines() if "no summary line" in line]
+    assert len(said) == 1, said
