@@ -10,7 +10,7 @@ directory, the traces and the HTML timeline are.
 By default the run is a switchback run (``record --overlay switchback``): blocks
 of steps alternate between the overlay and vLLM's own sampling inside the one
 server run, so the demo ends with the product's answer — what the overlay saves
-per step, its 95 % CI and what that means for output tok/s — instead of a
+per step, its 95% CI and what that means for output tok/s — instead of a
 saving nobody measured. Overlap (hidden time) alone is not saving. The load is
 fewer prompts with longer outputs than an on-only run needs: switchback compares
 blocks of decode steps, so it is the number of steps (not requests) that makes
@@ -22,7 +22,6 @@ traced demo of before.
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +30,7 @@ import click
 
 from expo_prof.errors import import_extra
 from expo_prof.cli.base import command as cli_command
+from expo_prof.analysis.switchback_words import tokps_ci_text
 from expo_prof.words import fmt_ns, plural
 
 if TYPE_CHECKING:
@@ -117,12 +117,8 @@ def _answer(result) -> None:
     console.print(f"[bold]answer:[/] {safe(answer_line(savings[0] if savings else None))}", highlight=False)
 
 
-def _pct(p: float) -> str:
-    return f"{p:+.1f} %" if math.isfinite(p) else "unbounded (the interval reaches the whole step)"
-
-
 def answer_line(sv: Saving | None) -> str:
-    """What the switchback run measured, in one line: the saving per step, its 95 % CI, and the output tok/s
+    """What the switchback run measured, in one line: the saving per step, its 95% CI, and the output tok/s
     it means; words that follow the CI (an interval across zero is "no difference shown", with its width).
     Where nothing could be measured, it says why and what to run instead."""
     more = "run longer: expo-prof demo --output-len 200, or --num-prompts 8"
@@ -135,17 +131,18 @@ def answer_line(sv: Saving | None) -> str:
         return (f"saving {fmt_ns(mean, signed=True)}/step from {plural(sv.pairs, 'block pair')}: no confidence "
                 f"interval (at least 2 pairs needed; {more})")
     lo, hi = sorted(sv.saving.ci_ns)
-    tok = "" if sv.tokps_change_pct is None else f"{sv.tokps_change_pct:+.1f} %"
-    tok_ci = "" if sv.tokps_ci_pct is None else f" (95 % CI {_pct(min(sv.tokps_ci_pct))} to {_pct(max(sv.tokps_ci_pct))})"
+    tok = "" if sv.tokps_change_pct is None else f"{sv.tokps_change_pct:+.1f}%"
+    ci_text = tokps_ci_text(sv.tokps_ci_pct, sv.tokps_ci_note, digits=1)
+    tok_ci = f" ({ci_text})" if ci_text else ""
     where = f"on this machine and load ({plural(sv.pairs, 'block pair')} of {sv.block_steps} steps)"
     if lo > 0:
-        return (f"the overlay saves {fmt_ns(mean)}/step (95 % CI {fmt_ns(lo)} to {fmt_ns(hi)}): output tok/s "
+        return (f"the overlay saves {fmt_ns(mean)}/step (95% CI {fmt_ns(lo)} to {fmt_ns(hi)}): output tok/s "
                 f"{tok}{tok_ci} with it on, {where}")
     if hi < 0:
-        return (f"the overlay costs {fmt_ns(-mean)}/step (95 % CI {fmt_ns(-hi)} to {fmt_ns(-lo)}): output tok/s "
+        return (f"the overlay costs {fmt_ns(-mean)}/step (95% CI {fmt_ns(-hi)} to {fmt_ns(-lo)}): output tok/s "
                 f"{tok}{tok_ci} with it on, {where} — keep it off here")
     settle = (f"; about {sv.steps_needed} steps would settle a saving this size" if sv.steps_needed is not None
               else "")
-    return (f"no difference shown: saving {fmt_ns(mean, signed=True)}/step, 95 % CI {fmt_ns(lo, signed=True)} to "
+    return (f"no difference shown: saving {fmt_ns(mean, signed=True)}/step, 95% CI {fmt_ns(lo, signed=True)} to "
             f"{fmt_ns(hi, signed=True)} (width {fmt_ns(hi - lo)}) spans zero, so output tok/s {tok}{tok_ci} is "
             f"within this run's noise, {where}{settle}")

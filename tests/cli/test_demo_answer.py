@@ -23,9 +23,9 @@ def test_a_ci_above_zero_says_saves_with_its_ci_and_the_tok_s():
     lo, hi = sorted(sv.saving.ci_ns)
     assert lo > 0
     line = answer_line(sv)
-    assert line.startswith(f"the overlay saves {fmt_ns(sv.saving.mean_ns)}/step (95 % CI {fmt_ns(lo)} to {fmt_ns(hi)})")
+    assert line.startswith(f"the overlay saves {fmt_ns(sv.saving.mean_ns)}/step (95% CI {fmt_ns(lo)} to {fmt_ns(hi)})")
     t_lo, t_hi = sorted(sv.tokps_ci_pct)
-    assert f"output tok/s {sv.tokps_change_pct:+.1f} % (95 % CI {t_lo:+.1f} % to {t_hi:+.1f} %)" in line
+    assert f"output tok/s {sv.tokps_change_pct:+.1f}% (95% CI {t_lo:+.1f}% to {t_hi:+.1f}%)" in line
     assert f"{sv.pairs} block pairs" in line
 
 

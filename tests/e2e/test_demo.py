@@ -15,9 +15,9 @@ HEADLINE = re.compile(r"\d+ instances?, [\d.]+ % hidden; critical path (?:–|-?
 SAVING = re.compile(r"saving \(switchback\): [a-z ]+ — (?:saves|costs) [\d.]+ (?:ns|µs|ms)/step \(95% CI [^)]+\), "
                     r"output tok/s [+-][\d.]+%")
 #: The demo's last line: the saving (or "no difference shown") with its CI, and the output tok/s it means.
-ANSWER = re.compile(r"answer: (?:the overlay (?:saves|costs) [\d.]+ (?:ns|µs|ms)/step \(95 % CI [^)]+\)|no difference "
-                    r"shown: saving [+-][\d.]+ (?:ns|µs|ms)/step, 95 % CI [^(]+\(width [^)]+\) spans zero).*?output "
-                    r"tok/s [+-][\d.]+ % \(95 % CI [^)]+\).*$")
+ANSWER = re.compile(r"answer: (?:the overlay (?:saves|costs) [\d.]+ (?:ns|µs|ms)/step \(95% CI [^)]+\)|no difference "
+                    r"shown: saving [+-][\d.]+ (?:ns|µs|ms)/step, 95% CI [^(]+\(width [^)]+\) spans zero).*?output "
+                    r"tok/s [+-][\d.]+% \(95% CI [^)]+\).*$")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: The console script, as a user runs it (installed next to this Python).
 EXPO_PROF = [str(Path(sys.executable).parent / "expo-prof")]
