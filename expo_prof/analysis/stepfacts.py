@@ -73,9 +73,9 @@ def step_facts(tl: Timeline, steps, part_step: np.ndarray, part_end: np.ndarray)
         np.maximum.at(end, idx[hit], part_end[ok][hit])
         f.step_ns = {int(i): int(e - s) for i, s, e in zip(steps.ids, steps.start, end)}
         f.time_source = {"ProfilerStep": "ProfilerStep#N spans",
-                         "vllm-annotation": "vLLM's execute_context step annotation",
+                         "vllm-annotation": "vLLM's execute_context annotation",
                          "step-column": "the step's first to last event"}.get(steps.source, steps.source)
-        f.time_source += " to the step's last draw or wait"
+        f.time_source += ", to its last draw or wait"
     names = steps.mark_name if len(steps) else None
     if names is not None:
         for sid, nid in zip(steps.ids, names):

@@ -50,7 +50,6 @@ def render_step(con: Console, b: StepBreakdown | None, draw: bool) -> None:
         con.print(f"q (overlay log, steps): {shapes}{more}")
     for what, why in b.missing.items():
         con.print(f"{what}: not measured — {escape(why)}")
-    con.print()
 
 
 def worst_columns(draw: bool, fwd_short: str) -> list[tuple[str, str]]:

@@ -153,3 +153,16 @@ def test_bound_share_uses_the_step_table_time(capsys):
     bound = doc["runs"][0]["bound"]
     assert bound["step_ns"] == pytest.approx(sum(s["step_ns"] for s in steps) / len(steps))
     assert bound["step_ns"] < sum(s["end_ns"] - s["start_ns"] for s in steps) / len(steps)
+
+
+def test_readme_walkthrough_shows_the_real_step_block(capsys, monkeypatch):
+    """GIVEN the README's walkthrough of the step breakdown WHEN analyze prints the committed run it names at 80
+    columns THEN every line of the README's block is a line of that output, in order (real output, not invented)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### The step each figure belongs to"):]
+    block = section[section.index("```\n") + 4:section.index("\n```", section.index("```\n") + 4)].splitlines()
+    assert block[0].startswith("The step") and any(line.startswith("prefill") for line in block)
+    monkeypatch.setenv("COLUMNS", "80")
+    out = analyze_out(capsys, str(ON), "--top", "3").splitlines()
+    start = out.index(block[0])
+    assert out[start:start + len(block)] == block
