@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from expo_prof.analysis.model import StepBreakdown, StepGroup, StepResult
+from expo_prof.analysis.stepfacts import Q
 from expo_prof.console import safe as escape
 from expo_prof.terminal.base import fmt_frac
 from expo_prof.words import fmt_ns, plural
@@ -44,11 +45,13 @@ def render_step(con: Console, b: StepBreakdown | None, draw: bool) -> None:
     if b.batch is not None:
         con.print(f"batch: {plural(b.batch.p50, 'request')} p50 (mean {b.batch.mean:.1f}, max {b.batch.max}) "
                   f"over {plural(b.batch.n, 'step')}")
-    if b.q:
+    if b.q and draw:  # q is the draw's noise: with --op the output speaks of the op only
         shapes = ", ".join(f"{x.rows} × {x.vocab} {escape(x.dtype or '?')} ×{x.steps}" for x in b.q[:2])
         more = f", +{len(b.q) - 2} more" if len(b.q) > 2 else ""
         con.print(f"q (overlay log, steps): {shapes}{more}")
     for what, why in b.missing.items():
+        if what == Q and not draw:
+            continue
         con.print(f"{what}: not measured — {escape(why)}")
 
 
