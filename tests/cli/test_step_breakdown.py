@@ -166,3 +166,29 @@ def test_readme_walkthrough_shows_the_real_step_block(capsys, monkeypatch):
     out = analyze_out(capsys, str(ON), "--top", "3").splitlines()
     start = out.index(block[0])
     assert out[start:start + len(block)] == block
+
+
+def test_export_steps_track_carries_the_step_figures(tmp_path, capsys):
+    """GIVEN the real overlay-on run WHEN it is exported to a Chrome trace THEN each slice of the added steps track
+    carries the step's own time, prefill or decode and batch as vLLM's annotation of that step says (and as
+    analyze --json gives them); steps that drew nothing too."""
+    from expo_prof.cli.main import main
+
+    out = tmp_path / "annotated.json"
+    with pytest.raises(SystemExit) as ei:
+        main(["export", str(ON), "-o", str(out)])
+    err = capsys.readouterr().err
+    assert ei.value.code == 0, err
+    events = json.loads(out.read_text())["traceEvents"]
+    slices = [e for e in events if e.get("cat") == "expo_prof" and e.get("name", "").startswith("step ")]
+    ann = _annotations(ON)
+    assert len(slices) == len(ann)
+    doc = json.loads(analyze_out(capsys, str(ON), "--json"))
+    by_step = {s["step"]: s for s in doc["steps"]}
+    for e in slices:
+        args = e["args"]
+        a, b, c, d, _dur = ann[args["step"]]
+        assert args["kind"] == ("prefill" if a > 0 else "decode") and args["reqs"] == a + c
+        assert args["tokens"] == b + d and args["step_ns"] > 0
+        if args["step"] in by_step:
+            assert args["step_ns"] == by_step[args["step"]]["step_ns"]
