@@ -22,9 +22,9 @@ def _group_row(name: str, g: StepGroup) -> tuple[str, ...]:
             fmt_ns(g.critical_ns.mean), fmt_frac(g.critical_share) if g.critical_share is not None else "–")
 
 
-def render_step(con: Console, b: StepBreakdown | None, draw: bool) -> None:
+def render_step(con: Console, b: StepBreakdown | None, draw: bool, ranks: int = 1) -> None:
     """The "The step" block: a row for all steps, prefill and decode apart; the batch; q; and, once each, the
-    figures the source cannot give and why."""
+    figures the source cannot give and why. ``ranks`` > 1: the rows pool each rank's steps (rank-steps)."""
     if b is None or b.overall.steps == 0:
         return
     crit = "critical" if draw else "exposed"
@@ -38,10 +38,13 @@ def render_step(con: Console, b: StepBreakdown | None, draw: bool) -> None:
         if g is not None:
             t.add_row(*_group_row(name, g))
     con.print(t)
-    if b.time_source:
-        con.print(f"step time: {escape(b.time_source)}")
+    if ranks > 1:  # ranks run a step in parallel: each rank's step is one row, never summed over ranks
+        con.print(f"steps: each rank's steps pooled ({plural(ranks, 'rank')}; rank-steps, never summed)")
+    if b.time_source:  # the source's words speak of the draw; with --op of the op's instances
+        con.print(f"step time: {escape(b.time_source if draw else b.time_source.replace('draw or wait', 'instance'))}")
     # The share: the steps' critical path summed over their step time summed, not a mean of ratios.
-    con.print(f"share: {crit} path ÷ step time (each summed); prefill: a prompt in the batch")
+    told = b.prefill is not None or b.decode is not None
+    con.print(f"share: {crit} path ÷ step time (each summed)" + ("; prefill: a prompt in the batch" if told else ""))
     if b.batch is not None:
         con.print(f"batch: {plural(b.batch.p50, 'request')} p50 (mean {b.batch.mean:.1f}, max {b.batch.max}) "
                   f"over {plural(b.batch.n, 'step')}")
@@ -49,10 +52,13 @@ def render_step(con: Console, b: StepBreakdown | None, draw: bool) -> None:
         shapes = ", ".join(f"{x.rows} × {x.vocab} {escape(x.dtype or '?')} ×{x.steps}" for x in b.q[:2])
         more = f", +{len(b.q) - 2} more" if len(b.q) > 2 else ""
         con.print(f"q (overlay log, steps): {shapes}{more}")
+    # Each figure the source cannot give, once; figures missing for the same reason share one line.
+    why_of: dict[str, list[str]] = {}
     for what, why in b.missing.items():
-        if what == Q and not draw:
-            continue
-        con.print(f"{what}: not measured — {escape(why)}")
+        if what != Q or draw:
+            why_of.setdefault(why, []).append(what)
+    for why, whats in why_of.items():
+        con.print(f"{', '.join(whats)}: not measured — {escape(why)}")
 
 
 def worst_columns(draw: bool, fwd_short: str) -> list[tuple[str, str]]:

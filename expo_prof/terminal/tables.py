@@ -188,7 +188,7 @@ class TableReporter:
         src.columns[-2].no_wrap = False
         con.print(src)
         con.print()
-        render_step(con, s.step, draw)
+        render_step(con, s.step, draw, s.ranks)
 
         worst = worst_steps(steps, self.top)
         if worst:
