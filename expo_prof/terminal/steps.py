@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from expo_prof.analysis.model import StepBreakdown, StepGroup, StepResult
-from expo_prof.analysis.stepfacts import Q
+from expo_prof.analysis.stepfacts import Q, STEP_TIME
 from expo_prof.console import safe as escape
 from expo_prof.terminal.base import fmt_frac
 from expo_prof.words import fmt_ns, plural
@@ -25,7 +25,12 @@ def _group_row(name: str, g: StepGroup) -> tuple[str, ...]:
 def render_step(con: Console, b: StepBreakdown | None, draw: bool, ranks: int = 1) -> None:
     """The "The step" block: a row for all steps, prefill and decode apart; the batch; q; and, once each, the
     figures the source cannot give and why. ``ranks`` > 1: the rows pool each rank's steps (rank-steps)."""
-    if b is None or b.overall.steps == 0:
+    if b is None:
+        return
+    if b.overall.steps == 0:  # no step at all: say why once, instead of an empty block
+        for what, why in b.missing.items():
+            if what == STEP_TIME:
+                con.print(f"{what}, prefill / decode, batch size: not measured — {escape(why)}")
         return
     crit = "critical" if draw else "exposed"
     t = Table(title=f"The step — {crit} path beside the step's own time", title_justify="left",

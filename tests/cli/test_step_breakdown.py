@@ -192,3 +192,16 @@ def test_export_steps_track_carries_the_step_figures(tmp_path, capsys):
         assert args["tokens"] == b + d and args["step_ns"] > 0
         if args["step"] in by_step:
             assert args["step_ns"] == by_step[args["step"]]["step_ns"]
+
+
+def test_no_step_markers_is_said_once_with_why(capsys, realtraces):
+    """GIVEN a real vLLM decode trace (CUDA graphs) without ProfilerStep#N or vLLM's step annotation WHEN analyze
+    --op aten::mm prints it THEN the step figures it cannot give are named once, with the reason (no step
+    markers), instead of an empty block; the JSON's steps have no step time and summary.step.missing says why."""
+    trace = realtraces / "tracelens/tests/traces/inference/vllm_decode_full/graph_execution.json.gz"
+    out = analyze_out(capsys, str(trace), "--op", "aten::mm")
+    assert out.count("not measured — no step markers in the") == 1
+    assert "step time, prefill / decode, batch size: not measured" in out and "The step" not in out
+    doc = json.loads(analyze_out(capsys, str(trace), "--op", "aten::mm", "--json"))
+    assert all(s["step_ns"] is None and s["kind"] is None for s in doc["steps"])
+    assert "no step markers" in doc["summary"]["step"]["missing"]["step time"]
