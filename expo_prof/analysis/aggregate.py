@@ -98,6 +98,7 @@ def _with_facts(row: StepResult, f: StepFacts, sid: int) -> None:
         return
     row.step_ns = f.step_ns.get(sid)
     row.critical_share = row.critical_ns / row.step_ns if row.step_ns else None
+    row.cadence_ns = f.cadence_ns.get(sid)
     row.kind = f.kind.get(sid)
     row.reqs = f.reqs.get(sid)
     row.tokens = f.tokens.get(sid)
@@ -112,6 +113,7 @@ def _group(steps: list[StepResult]) -> StepGroup:
         step_ns=_opt_dist([s.step_ns for s in timed]),
         critical_ns=dist([s.critical_ns for s in steps]),
         critical_share=fraction(sum(s.critical_ns for s in timed), sum(s.step_ns or 0 for s in timed)),
+        cadence_ns=_opt_dist([s.cadence_ns for s in steps]),
     )
 
 

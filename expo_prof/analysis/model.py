@@ -61,6 +61,9 @@ class StepResult(Totals, kw_only=True):
     step_ns: int | None = None
     #: critical_ns / step_ns; null without a step time.
     critical_share: float | None = None
+    #: The step's start to the next step's start (vLLM's time between steps included): what the step costs
+    #: throughput, switchback's "step"; null for the last step, before an idle gap, or without step markers.
+    cadence_ns: int | None = None
     #: "prefill" (a request in its prompt, mixed batches included) or "decode"; null when the source cannot tell.
     kind: str | None = None
     #: Requests in the batch, and the tokens the forward computed; null when the source does not say.
@@ -81,6 +84,8 @@ class StepGroup(msgspec.Struct, kw_only=True):
     critical_ns: Dist
     #: Sum of critical_ns / sum of step_ns over the steps with a step time; null without one.
     critical_share: float | None
+    #: Cadence (StepResult.cadence_ns) over the steps that have one; null when none has.
+    cadence_ns: Dist | None = None
 
 
 class QShape(msgspec.Struct, kw_only=True):

@@ -14,6 +14,9 @@ The figures come from what the Timeline already holds, never from a guess:
   log's ``reqs`` and ``tokens`` (schema 2+; ``tokens > reqs``: a request
   computed more than one token). Padded tokens (CUDA / NPU graphs) would read
   as prefill, so a log off the CPU is not split.
+* **cadence** — from the step's start to the next step's start (the very next step id), vLLM's time between
+  steps included and idle gaps left out by switchback's rule (:func:`expo_prof.analysis.switchback.cadence`):
+  what a step costs throughput, and the "step" switchback breaks into forward, sampler and the rest.
 * **q** — only the overlay event log records it (``rows`` × ``vocab``,
   ``dtype``) for the steps that launched it.
 
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from expo_prof.analysis.switchback import cadence
 from expo_prof.timeline import Timeline
 
 #: vLLM's step annotation with its batch: prompt (context) requests and tokens, decode (generation) ones.
@@ -44,6 +48,8 @@ class StepFacts:
     """Per step id of one Timeline: what :func:`step_facts` found (a step absent from a dict: not known)."""
 
     step_ns: dict[int, int] = field(default_factory=dict)
+    #: Start to the next step's start, idle gaps left out (a step without a next step or before a gap: absent).
+    cadence_ns: dict[int, int] = field(default_factory=dict)
     kind: dict[int, str] = field(default_factory=dict)
     reqs: dict[int, int] = field(default_factory=dict)
     tokens: dict[int, int] = field(default_factory=dict)
@@ -72,6 +78,7 @@ def step_facts(tl: Timeline, steps, part_step: np.ndarray, part_end: np.ndarray)
         hit = idx >= 0
         np.maximum.at(end, idx[hit], part_end[ok][hit])
         f.step_ns = {int(i): int(e - s) for i, s, e in zip(steps.ids, steps.start, end)}
+        f.cadence_ns = _cadences(steps.ids, steps.start, end - steps.start)
         f.time_source = {"ProfilerStep": "ProfilerStep#N spans",
                          "vllm-annotation": "vLLM's execute_context annotation",
                          "step-column": "the step's first to last event"}.get(steps.source, steps.source)
@@ -92,6 +99,15 @@ def step_facts(tl: Timeline, steps, part_step: np.ndarray, part_end: np.ndarray)
         f.missing[BATCH] = why
     f.missing[Q] = "a profiler trace does not record q's shape; the overlay event log does (rows × vocab, dtype)"
     return f
+
+
+def _cadences(ids: np.ndarray, start: np.ndarray, own: np.ndarray) -> dict[int, int]:
+    """Step id -> cadence (start to the very next step's start), idle gaps left out (switchback's rule)."""
+    o = np.argsort(start, kind="stable")
+    ids, start, own = np.asarray(ids)[o], np.asarray(start)[o], np.asarray(own)[o]
+    cad, idle = cadence(ids, start, own)
+    keep = (cad >= 0) & ~idle
+    return {int(i): int(c) for i, c in zip(ids[keep], cad[keep])}
 
 
 def _index(ids: np.ndarray, sids: np.ndarray) -> np.ndarray:
@@ -130,6 +146,10 @@ def _from_log(tl: Timeline) -> StepFacts:
             f.tokens[sid] = tokens
         if int(c["rows"][j]) > 0:
             f.q[sid] = (int(c["rows"][j]), int(c["vocab"][j]), c["dtype"][j])
+    starts = np.asarray(c["t0_ns"], dtype=np.int64)
+    own = np.array([f.step_ns.get(int(i), -1) for i in c["step"]], dtype=np.int64)
+    ok = (np.asarray(c["step"]) >= 0) & (starts > 0)
+    f.cadence_ns = _cadences(np.asarray(c["step"])[ok], starts[ok], own[ok])
     if schema1:
         f.missing[KIND] = "the overlay log is schema 1: it records no tokens per step (prefill and decode look alike)"
     elif tl.backend != "cpu":

@@ -19,7 +19,8 @@ KIND_SHORT = {"prefill": "P", "decode": "D"}
 def _group_row(name: str, g: StepGroup) -> tuple[str, ...]:
     st = g.step_ns
     return (name, str(g.steps), fmt_ns(st.p50) if st else "–", fmt_ns(st.mean) if st else "–",
-            fmt_ns(g.critical_ns.mean), fmt_frac(g.critical_share) if g.critical_share is not None else "–")
+            fmt_ns(g.cadence_ns.p50) if g.cadence_ns else "–", fmt_ns(g.critical_ns.mean),
+            fmt_frac(g.critical_share) if g.critical_share is not None else "–")
 
 
 def render_step(con: Console, b: StepBreakdown | None, draw: bool, ranks: int = 1) -> None:
@@ -36,7 +37,7 @@ def render_step(con: Console, b: StepBreakdown | None, draw: bool, ranks: int = 
     t = Table(title=f"The step — {crit} path beside the step's own time", title_justify="left",
               title_style="bold", pad_edge=False, box=None, header_style="bold")
     for name, just in (("", "left"), ("steps", "right"), ("step p50", "right"), ("step mean", "right"),
-                       (f"{crit}/step", "right"), ("share", "right")):
+                       ("cadence p50", "right"), (f"{crit}/step", "right"), ("share", "right")):
         t.add_column(name, justify=just, no_wrap=True)  # type: ignore[arg-type]
     t.add_row(*_group_row("all", b.overall))
     for name, g in (("prefill", b.prefill), ("decode", b.decode)):
@@ -47,6 +48,7 @@ def render_step(con: Console, b: StepBreakdown | None, draw: bool, ranks: int = 
         con.print(f"steps: each rank's steps pooled ({plural(ranks, 'rank')}; rank-steps, never summed)")
     if b.time_source:  # the source's words speak of the draw; with --op of the op's instances
         con.print(f"step time: {escape(b.time_source if draw else b.time_source.replace('draw or wait', 'instance'))}")
+    con.print("cadence: to the next step's start, idle gaps out (switchback's step)")
     # The share: the steps' critical path summed over their step time summed, not a mean of ratios.
     told = b.prefill is not None or b.decode is not None
     con.print(f"share: {crit} path ÷ step time (each summed)" + ("; prefill: a prompt in the batch" if told else ""))

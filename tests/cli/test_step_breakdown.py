@@ -87,8 +87,13 @@ def test_overlay_log_steps_carry_their_own_figures(capsys):
         assert s["kind"] == ("prefill" if x["tokens"] > x["reqs"] else "decode")
         assert s["reqs"] == x["reqs"]
         assert (s["q_rows"], s["q_vocab"], s["q_dtype"]) == (x["rows"], x["vocab"], x["dtype"])
+        nxt = log.get(s["step"] + 1)  # the cadence: to the very next step's t0 (None at the end or a gap)
+        assert s["cadence_ns"] in (None, nxt and nxt["t0_ns"] - x["t0_ns"])
         kinds[s["kind"]] += 1
+    timed = [s["cadence_ns"] for s in doc["steps"] if s["cadence_ns"] is not None]
+    assert len(timed) > 0.9 * len(doc["steps"])  # only the last step and idle gaps lack one
     st = doc["summary"]["step"]
+    assert st["overall"]["cadence_ns"]["mean"] == pytest.approx(sum(timed) / len(timed))
     assert kinds["prefill"] > 0 and (st["prefill"]["steps"], st["decode"]["steps"]) == (kinds["prefill"],
                                                                                          kinds["decode"])
 

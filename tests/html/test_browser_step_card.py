@@ -36,7 +36,8 @@ def test_step_card_shows_the_step_breakdown(tmp_path, open_page):
     assert text("v") == fmt_ns(st.overall.step_ns.p50)
     d = text("d")
     pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
-    assert d.startswith(f"critical path {pct(st.overall.critical_share)} of the step")
+    assert d.startswith(f"critical path {pct(st.overall.critical_share)} of the step · cadence p50 "
+                        f"{fmt_ns(st.overall.cadence_ns.p50)} (to the next step)")
     for name, g in (("prefill", st.prefill), ("decode", st.decode)):
         assert f"{name} {g.steps} (p50 {fmt_ns(g.step_ns.p50)}, {pct(g.critical_share)})" in d
     assert f"batch p50 {st.batch.p50}" in d and f"q {st.q[0].rows} × {st.q[0].vocab} {st.q[0].dtype}" in d

@@ -46,6 +46,7 @@
         Expo.fmtPct(g.critical_share) + ")" : null);
       const q = (st.q || []).slice(0, 2).map((x) => x.rows + " × " + x.vocab + " " + (x.dtype || "?")).join(", ");
       const parts = [(draw ? "critical path " : "exposed ") + Expo.fmtPct(st.overall.critical_share) + " of the step",
+        st.overall.cadence_ns ? "cadence p50 " + Expo.fmtNs(st.overall.cadence_ns.p50) + " (to the next step)" : null,
         grp("prefill", st.prefill), grp("decode", st.decode),
         st.batch ? "batch p50 " + st.batch.p50 : null, q ? "q " + q : null]
         .concat(Object.keys(st.missing || {}).map((k) => k + ": not measured — " + st.missing[k]));
