@@ -131,12 +131,12 @@ def step_breakdown(steps: list[StepResult], parts: Sequence[TimelineAnalysis],
     for a in parts:
         for k, why in a.facts.missing.items():
             missing.setdefault(k, why)
+    q_from = "steps" if q else None
     if not q:
         for lg in logs:
             q.update(log_q(lg.tl))
-        if q:
-            missing.pop(Q, None)
-    else:
+        q_from = "overlay-log" if q else None
+    if q:
         missing.pop(Q, None)
     sources = {a.facts.time_source for a in parts if a.facts.time_source}
     return StepBreakdown(
@@ -145,6 +145,7 @@ def step_breakdown(steps: list[StepResult], parts: Sequence[TimelineAnalysis],
         decode=_group(dec) if dec else None,
         batch=_opt_dist([s.reqs for s in steps]),
         q=[QShape(rows=r, vocab=v, dtype=d, steps=n) for (r, v, d), n in q.most_common()],
+        q_from=q_from,
         time_source="; ".join(sorted(sources)) or None,
         missing=missing,
     )

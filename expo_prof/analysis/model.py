@@ -109,6 +109,9 @@ class StepBreakdown(msgspec.Struct, kw_only=True):
     batch: Dist | None
     #: Each q shape and dtype launched, most steps first (from the overlay event log); empty when not recorded.
     q: list[QShape]
+    #: Where q's shapes were counted: "steps" (the counted steps' own), "overlay-log" (a trace counted: every step
+    #: of the same rank's overlay log, which may hold more steps than the trace); null when q is not known.
+    q_from: str | None = None
     #: How the step time was measured, in words; null when it was not.
     time_source: str | None
     #: Figure ("step time", "prefill / decode", "batch size", "q shape and dtype") -> why the source cannot give it.

@@ -58,7 +58,8 @@ def render_step(con: Console, b: StepBreakdown | None, draw: bool, ranks: int = 
     if b.q and draw:  # q is the draw's noise: with --op the output speaks of the op only
         shapes = ", ".join(f"{x.rows} × {x.vocab} {escape(x.dtype or '?')} ×{x.steps}" for x in b.q[:2])
         more = f", +{len(b.q) - 2} more" if len(b.q) > 2 else ""
-        con.print(f"q (overlay log, steps): {shapes}{more}")
+        where = "all overlay-log steps" if b.q_from == "overlay-log" else "overlay log"
+        con.print(f"q ({where}): {shapes}{more}")
     # Each figure the source cannot give, once; figures missing for the same reason share one line.
     why_of: dict[str, list[str]] = {}
     for what, why in b.missing.items():

@@ -70,6 +70,7 @@ def test_trace_steps_say_prefill_or_decode_batch_and_time(capsys):
         sum(s["critical_ns"] for s in pre) / sum(s["step_ns"] for s in pre))
     launched = Counter((x["rows"], x["vocab"], x["dtype"]) for x in _log_steps(ON).values() if x["rows"] > 0)
     assert {(q["rows"], q["vocab"], q["dtype"]): q["steps"] for q in st["q"]} == dict(launched)
+    assert st["q_from"] == "overlay-log"  # counted over the log's steps, not the trace's: said so
     assert st["missing"] == {}
 
 
@@ -114,7 +115,7 @@ def test_text_shows_the_step_and_worst_steps_fit_80_columns(capsys, monkeypatch)
     assert rows["prefill"][1] == str(st["prefill"]["steps"]) and rows["decode"][1] == str(st["decode"]["steps"])
     assert rows["all"][-1] == f"{100 * st['overall']['critical_share']:.1f}%"
     assert any(line.startswith(f"batch: {st['batch']['p50']} requests p50") for line in block)
-    assert any(line.startswith("q (overlay log") and "652 float32" in line for line in block)
+    assert any(line.startswith("q (all overlay-log steps)") and "652 float32" in line for line in block)
     by_step = {s["step"]: s for s in doc["steps"]}
     w = next(i for i, line in enumerate(lines) if line.startswith("Worst steps"))
     assert lines[w + 1].split()[:4] == ["rank", "step", "P/D", "reqs"]
