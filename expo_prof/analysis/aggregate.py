@@ -11,12 +11,16 @@ import numpy as np
 
 from expo_prof.analysis.hidden import TimelineAnalysis, analyze_timeline
 from expo_prof.analysis.logmap import attach_overlay_logs
+from expo_prof.analysis.stepfacts import DECODE, PREFILL, Q, StepFacts, log_q
 from expo_prof.analysis.stepviews import drawless_note, views_note
 from expo_prof.analysis.model import (
     AnalysisResult,
     Dist,
     InstanceDists,
+    QShape,
     RankResult,
+    StepBreakdown,
+    StepGroup,
     StepDists,
     StepResult,
     Summary,
@@ -84,7 +88,67 @@ def _steps_of(a: TimelineAnalysis, run: str | None = None, *, wait: bool = True,
                 critical_ns=_critical(a, int(sid), tot - hid, w),
             )
         )
+        _with_facts(rows[-1], a.facts, int(sid))
     return rows
+
+
+def _with_facts(row: StepResult, f: StepFacts, sid: int) -> None:
+    """Fill the step's own figures (time, share, prefill / decode, batch, q) from the source's facts."""
+    if sid < 0:
+        return
+    row.step_ns = f.step_ns.get(sid)
+    row.critical_share = row.critical_ns / row.step_ns if row.step_ns else None
+    row.cadence_ns = f.cadence_ns.get(sid)
+    row.kind = f.kind.get(sid)
+    row.reqs = f.reqs.get(sid)
+    row.tokens = f.tokens.get(sid)
+    if sid in f.q:
+        row.q_rows, row.q_vocab, row.q_dtype = f.q[sid]
+
+
+def _group(steps: list[StepResult]) -> StepGroup:
+    timed = [s for s in steps if s.step_ns]
+    return StepGroup(
+        steps=len(steps),
+        step_ns=_opt_dist([s.step_ns for s in timed]),
+        critical_ns=dist([s.critical_ns for s in steps]),
+        critical_share=fraction(sum(s.critical_ns for s in timed), sum(s.step_ns or 0 for s in timed)),
+        cadence_ns=_opt_dist([s.cadence_ns for s in steps]),
+    )
+
+
+def step_breakdown(steps: list[StepResult], parts: Sequence[TimelineAnalysis],
+                   logs: Sequence[TimelineAnalysis] = ()) -> StepBreakdown:
+    """The step itself over ``steps`` (those with a step id): time, critical share, prefill and decode apart,
+    batch and q. ``parts``: the analyses the steps come from (their facts say what is missing and why);
+    ``logs``: overlay logs of the same ranks not counted (they still say q's shape and dtype)."""
+    steps = [s for s in steps if s.step is not None]
+    pre = [s for s in steps if s.kind == PREFILL]
+    dec = [s for s in steps if s.kind == DECODE]
+    q: Counter[tuple[int, int, str | None]] = Counter(
+        (s.q_rows, s.q_vocab, s.q_dtype) for s in steps if s.q_rows is not None and s.q_vocab is not None)
+    missing: dict[str, str] = {}
+    for a in parts:
+        for k, why in a.facts.missing.items():
+            missing.setdefault(k, why)
+    q_from = "steps" if q else None
+    if not q:
+        for lg in logs:
+            q.update(log_q(lg.tl))
+        q_from = "overlay-log" if q else None
+    if q:
+        missing.pop(Q, None)
+    sources = {a.facts.time_source for a in parts if a.facts.time_source}
+    return StepBreakdown(
+        overall=_group(steps),
+        prefill=_group(pre) if pre else None,
+        decode=_group(dec) if dec else None,
+        batch=_opt_dist([s.reqs for s in steps]),
+        q=[QShape(rows=r, vocab=v, dtype=d, steps=n) for (r, v, d), n in q.most_common()],
+        q_from=q_from,
+        time_source="; ".join(sorted(sources)) or None,
+        missing=missing,
+    )
 
 
 def _critical(a: TimelineAnalysis, sid: int, exposed: int, wait: int | None) -> int:
@@ -237,6 +301,7 @@ def analyze_parts(
         by_rank[(run_order.index(r), a.tl.rank)].append(a)
     chosen: dict[tuple[int, int], list[TimelineAnalysis]] = {}
     rank_only_wait: dict[tuple[int, int], int] = {}
+    unused_logs: dict[tuple[int, int], list[TimelineAnalysis]] = {}
     for key, parts in sorted(by_rank.items()):
         found = [a for a in parts if len(a)]
         if source == "trace":
@@ -276,6 +341,7 @@ def analyze_parts(
         if (note := drawless_note(who, keep)) is not None:
             warn.append(note)
         chosen[key] = keep
+        unused_logs[key] = [a for a in parts if a.tl.fmt == "overlay-log" and a not in keep]
 
     if not chosen:
         raise _source_left_nothing(analyses, source) or _nothing_found(timelines, op, pattern)
@@ -319,6 +385,7 @@ def analyze_parts(
                 wall_hidden_fraction=fraction(wall_hid, wall),
                 per_instance=_instance_dists(parts),
                 per_step=_step_dists(steps),
+                step=step_breakdown(steps, parts, unused_logs[key]),
             )
         )
         all_steps.extend(steps)
@@ -343,6 +410,7 @@ def analyze_parts(
         per_instance=_instance_dists(used),
         per_step=_step_dists(all_steps),
         forward_source=common_forward_source(r.forward_source for r in ranks),
+        step=step_breakdown(all_steps, used, [lg for logs in unused_logs.values() for lg in logs]),
     )
     result = AnalysisResult(
         tool_version=__version__,

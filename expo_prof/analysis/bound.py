@@ -37,15 +37,20 @@ class SamplingBound(msgspec.Struct, kw_only=True):
     switchback: bool
     #: Mean over steps of the kernels' critical-path time (``summary.per_step.critical_ns.mean``: the headline's).
     critical_ns: float
-    #: Mean length of the numbered step windows; null when the trace has no step markers.
+    #: Mean step time of the numbered steps (``steps[].step_ns``: the step's own time, as the step table's), else of
+    #: their windows; null when the trace has no step markers.
     step_ns: float | None
     #: critical_ns / step_ns: the share of the step the kernel holds; null without step_ns.
     share: float | None
 
 
 def step_time(steps: Sequence) -> float | None:
-    """Mean length of the numbered step windows (``StepResult`` rows); None when there are none."""
+    """Mean step time of the numbered ``StepResult`` rows: their own time (``step_ns``, the figure the step table
+    shows, so the bound's share and the table's agree) when every one has it, else their windows' length; None
+    when there are none."""
     numbered = [s for s in steps if s.step is not None]
+    if numbered and all(s.step_ns for s in numbered):
+        return sum(s.step_ns for s in numbered) / len(numbered)
     return sum(s.end_ns - s.start_ns for s in numbered) / len(numbered) if numbered else None
 
 

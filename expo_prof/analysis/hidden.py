@@ -24,13 +24,14 @@ thread does one thing at a time, so that is the draw itself.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from expo_prof.analysis import intervals as iv
 from expo_prof.analysis.cover import Cover, busy_mask
 from expo_prof.analysis.pieces import instance_pieces
+from expo_prof.analysis.stepfacts import StepFacts, step_facts
 from expo_prof.analysis.targets import (
     SPAN_FORWARD,
     Instances,
@@ -63,6 +64,11 @@ class Steps:
     #: Per window: vLLM's annotation says no token was scheduled (``execute_context_0(0)_generation_0(0)``);
     #: None for other markers. Kept here because a compacted Timeline no longer has the marker names.
     empty: np.ndarray | None = None
+    #: Where each step's own marker (or, for a step column, its last event) ends, before the window is stretched
+    #: to the next step's start: the step's time is measured from it (analysis/stepfacts.py). None: ``end``.
+    mark_end: np.ndarray | None = None
+    #: The marker's name id per window (vLLM's annotation names the batch); None where no marker names it.
+    mark_name: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -92,6 +98,8 @@ class TimelineAnalysis:
     #: Step id -> ns the noise held the critical path (exposed pieces ∪ sampler waits); None when no wait
     #: is measured here (then it is exposed + wait, e.g. with waits mapped in from an overlay log).
     critical_by_step: dict[int, int] | None = None
+    #: What each step was: its time, prefill or decode, batch, q (analysis/stepfacts.py).
+    facts: StepFacts = field(default_factory=StepFacts)
 
     def __len__(self) -> int:
         return len(self.inst)
@@ -162,7 +170,7 @@ def step_windows(tl: Timeline, prefer: LaneKind | None = None) -> Steps:
         # The reader knows each event's step (Ascend "Step Id", overlay log).
         m = (tl.step >= 0) & (tl.kind != Kind.STEP)
         ids, s, e = _dedupe_markers(tl.step[m].astype(np.int64), tl.start[m], end[m])
-        return Steps(ids, s, e, "step-column")
+        return Steps(ids, s, e, "step-column", mark_end=e)
     names_prof = np.full(len(tl.names), -1, dtype=np.int64)
     names_vllm = np.zeros(len(tl.names), dtype=bool)
     for i, nm in enumerate(tl.names):
@@ -184,6 +192,7 @@ def step_windows(tl: Timeline, prefer: LaneKind | None = None) -> Steps:
             if mp.any():
                 m = mp
         rows = np.flatnonzero(m)
+        names = None
         if source == "ProfilerStep":
             ids = names_prof[tl.name[rows]]
             ids, s, e = _dedupe_markers(ids, tl.start[rows], end[rows])
@@ -196,12 +205,15 @@ def step_windows(tl: Timeline, prefer: LaneKind | None = None) -> Steps:
             ids = np.arange(len(rows), dtype=np.int64)
             s, e = tl.start[rows], end[rows]
             empty = np.array([tl.names[int(n)] == VLLM_EMPTY_STEP for n in tl.name[rows]], dtype=bool)
+            names = tl.name[rows]
+        mark_end = e.copy()
         nxt = np.append(s[1:], np.iinfo(np.int64).max)
         e = np.maximum(e, np.minimum(nxt, np.iinfo(np.int64).max))
         # The last window ends where its marker ends or where the trace ends.
         if len(e):
             e[-1] = max(int(end.max()), int(s[-1]))
-        return Steps(ids, s, e, source, empty if source == "vllm-annotation" else None)
+        return Steps(ids, s, e, source, empty if source == "vllm-annotation" else None, mark_end=mark_end,
+                     mark_name=names)
     z = np.empty(0, np.int64)
     return Steps(z, z, z, "none")
 
@@ -324,6 +336,9 @@ def analyze_timeline(tl: Timeline, op: re.Pattern | None = None) -> TimelineAnal
     wait_by_step = _spans_by_step(tl, steps, w_rows, when)
     wait_total = int(sum(wait_by_step.values()))
     critical_by_step = _critical_by_step(tl, inst, step, steps, w_rows, when) if len(w_rows) else None
+    w_sid = _step_col(tl)[w_rows].astype(np.int64) if steps.source == "step-column" else assign_steps(steps, when[w_rows])
+    facts = step_facts(tl, steps, np.concatenate((step, w_sid)),
+                       np.concatenate((inst.end if len(inst) else np.empty(0, np.int64), tl.end[w_rows])))
 
     # Forward time: the best forward span present, else the compute busy time of the step.
     forward_source = "compute-busy"
@@ -358,6 +373,7 @@ def analyze_timeline(tl: Timeline, op: re.Pattern | None = None) -> TimelineAnal
         wait_measured=len(w_rows) > 0,
         forward_measured=len(fwd_rows) > 0,
         critical_by_step=critical_by_step,
+        facts=facts,
     )
 
 

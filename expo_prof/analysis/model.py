@@ -56,6 +56,66 @@ class StepResult(Totals, kw_only=True):
     source: str
     start_ns: int
     end_ns: int
+    #: The step's own time: its start to the end of its last part (marker, draws, sampler wait; an overlay log's
+    #: host_end), without the time between steps; null when the source has no step markers (Summary.step.missing).
+    step_ns: int | None = None
+    #: critical_ns / step_ns; null without a step time.
+    critical_share: float | None = None
+    #: The step's start to the next step's start (vLLM's time between steps included): what the step costs
+    #: throughput, switchback's "step"; null for the last step, before an idle gap, or without step markers.
+    cadence_ns: int | None = None
+    #: "prefill" (a request in its prompt, mixed batches included) or "decode"; null when the source cannot tell.
+    kind: str | None = None
+    #: Requests in the batch, and the tokens the forward computed; null when the source does not say.
+    reqs: int | None = None
+    tokens: int | None = None
+    #: Shape (rows × vocab) and dtype of the q the step launched (the overlay event log); null otherwise.
+    q_rows: int | None = None
+    q_vocab: int | None = None
+    q_dtype: str | None = None
+
+
+class StepGroup(msgspec.Struct, kw_only=True):
+    """Step time and critical path over a set of steps (all, prefill, decode)."""
+
+    steps: int
+    #: Step time (StepResult.step_ns) over the steps that have one; null when none has.
+    step_ns: Dist | None
+    critical_ns: Dist
+    #: Sum of critical_ns / sum of step_ns over the steps with a step time; null without one.
+    critical_share: float | None
+    #: Cadence (StepResult.cadence_ns) over the steps that have one; null when none has.
+    cadence_ns: Dist | None = None
+
+
+class QShape(msgspec.Struct, kw_only=True):
+    """One shape and dtype of q, and how many steps launched it."""
+
+    rows: int
+    vocab: int
+    dtype: str | None
+    steps: int
+
+
+class StepBreakdown(msgspec.Struct, kw_only=True):
+    """The step itself (analysis/stepfacts.py): its time, the critical path's share of it, prefill and decode
+    steps apart, the batch, and q."""
+
+    overall: StepGroup
+    #: Steps with a prompt request (mixed batches included), and pure decode steps; null when no step was told.
+    prefill: StepGroup | None
+    decode: StepGroup | None
+    #: Requests per step (counts, not ns), over the steps whose source says; null when none does.
+    batch: Dist | None
+    #: Each q shape and dtype launched, most steps first (from the overlay event log); empty when not recorded.
+    q: list[QShape]
+    #: Where q's shapes were counted: "steps" (the counted steps' own), "overlay-log" (a trace counted: every step
+    #: of the same rank's overlay log, which may hold more steps than the trace); null when q is not known.
+    q_from: str | None = None
+    #: How the step time was measured, in words; null when it was not.
+    time_source: str | None
+    #: Figure ("step time", "prefill / decode", "batch size", "q shape and dtype") -> why the source cannot give it.
+    missing: dict[str, str]
 
 
 class InstanceDists(msgspec.Struct, kw_only=True):
@@ -105,6 +165,8 @@ class RankResult(WallTotals, kw_only=True):
     names: dict[str, int]
     per_instance: InstanceDists
     per_step: StepDists
+    #: The step itself: time, critical share, prefill / decode, batch, q (StepBreakdown).
+    step: StepBreakdown | None = None
 
 
 class Summary(WallTotals, kw_only=True):
@@ -115,6 +177,8 @@ class Summary(WallTotals, kw_only=True):
     #: Where forward_ns comes from: the ranks' forward_source when they agree, "mixed" when they differ (each
     #: rank's is in ranks[].forward_source). Null only in documents written before this key was added.
     forward_source: str | None = None
+    #: The step itself over every rank's steps (StepBreakdown).
+    step: StepBreakdown | None = None
 
 
 class RunEntry(msgspec.Struct, kw_only=True):

@@ -1,6 +1,7 @@
 """The analysis as tracks: what both export formats add next to the source's events.
 
-Per counted part (one rank's analysed Timeline): one ``steps`` track and, for
+Per counted part (one rank's analysed Timeline): one ``steps`` track (args: the step's own time, prefill or
+decode, batch and q where the source gives them: :func:`step_args`) and, for
 each lane that holds instances, three tracks — ``instances`` (one slice per
 draw; args: step, total/hidden/exposed ns), ``hidden`` and ``exposed`` (the
 pieces of :func:`expo_prof.html.segments.instance_pieces`). Times stay in the
@@ -53,7 +54,7 @@ def analysis_tracks(a: TimelineAnalysis, op: str | None) -> tuple[list[Track], d
         end[:-1] = np.minimum(end[:-1], st.start[1:])  # one track: windows must not overlap
         ids = st.ids.tolist()
         out.append(Track("steps", 1, [f"step {int(s)}" for s in ids], st.start.copy(), np.maximum(end, st.start),
-                         [{"step": int(s)} for s in ids]))
+                         [step_args(a, int(s)) for s in ids]))
         stats["steps"] = len(st)
         # The windows that hold a draw: the steps every other command counts (summary.steps).
         stats["steps_drawn"] = int(np.isin(st.ids, a.step[a.step >= 0]).sum())
@@ -79,6 +80,19 @@ def analysis_tracks(a: TimelineAnalysis, op: str | None) -> tuple[list[Track], d
                              pcs.end[m].copy(), pa))
             stats[what] += len(m)
     return out, stats
+
+
+def step_args(a: TimelineAnalysis, sid: int) -> dict:
+    """A step slice's args: its id and, where the source gives them (analysis/stepfacts.py), its own time, prefill
+    or decode, batch and q — the figures ``analyze --json`` gives in ``steps[]`` (keys left out when unknown)."""
+    f = a.facts
+    args: dict = {"step": sid}
+    for key, d in (("step_ns", f.step_ns), ("cadence_ns", f.cadence_ns), ("kind", f.kind), ("reqs", f.reqs), ("tokens", f.tokens)):
+        if sid in d:
+            args[key] = d[sid]
+    if sid in f.q:
+        args["q_rows"], args["q_vocab"], args["q_dtype"] = f.q[sid]
+    return args
 
 
 def names_cut_note(n: int) -> str:

@@ -19,7 +19,9 @@ and the manifest's workload metrics; docs/html.md explains each):
   engine" where no overlay can run there;
 * **forward per step** — mean forward-pass time of the steps, labelled by its source
   (``forward_source``: a forward span, or the compute lanes' busy time where the trace has none);
-* **step time** — mean length of the step windows;
+* **step time** — mean of the steps' own time (``steps[].step_ns``: start to the end of the step's last part),
+  else of their windows; the **step** card gives its p50, the critical path's share of it, prefill and decode
+  steps apart, the batch and q's shape and dtype (``summary.step``), and what the source cannot give;
 * **tok/s upper bound** — ``(exposed + wait) / step time``: the most decode
   throughput could gain if that time left the step entirely (first order,
   steps of equal size). It is an *upper bound*: it ignores what overlapping
@@ -79,7 +81,7 @@ def headline(result: AnalysisResult | None, metrics: dict, op: str | None = None
     (and the slowest rank's) averaged over the steps — the per-step chart's series, so cards and chart agree."""
     h: dict[str, Any] = {k: None for k, *_ in FIGURES}
     h.update(exposed_p50_ns=None, exposed_p99_ns=None, tok_s=None, tok_s_if_hidden=None, steps=0, ranks=0,
-             line=None, exposed_slowest_per_step_ns=None, forward_slowest_per_step_ns=None, across_ranks=False)
+             line=None, step=None, exposed_slowest_per_step_ns=None, forward_slowest_per_step_ns=None, across_ranks=False)
     tok = metrics.get("output_throughput")
     h["tok_s"] = float(tok) if isinstance(tok, (int, float)) and not isinstance(tok, bool) else None
     if result is None or result.summary is None:
@@ -100,6 +102,8 @@ def headline(result: AnalysisResult | None, metrics: dict, op: str | None = None
         exposed_p99_ns=ps.exposed_ns.p99 if ps.exposed_ns.n else None,
         forward_per_step_ns=ps.forward_ns.mean if ps.forward_ns is not None and ps.forward_ns.n else None,
         wait_per_step_ns=ps.wait_ns.mean if ps.wait_ns is not None and ps.wait_ns.n else None,
+        # The step itself (analysis/stepfacts.py): the "step" card — time, critical share, prefill / decode, batch, q.
+        step=to_builtins(s.step),
     )
     if view is not None:
         # Several ranks: mean of ranks per step (and the slowest rank), never the (rank, step) rows pooled.

@@ -20,6 +20,7 @@ from expo_prof.analysis.model import AnalysisResult, Dist
 from expo_prof.terminal.base import fmt_frac
 from expo_prof.terminal.closing import misses
 from expo_prof.terminal.saving import render_saving
+from expo_prof.terminal.steps import WORST_LEGEND, render_step, worst_columns, worst_row
 from expo_prof.words import (
     COMPUTE_BUSY,
     fmt_ns,
@@ -186,25 +187,23 @@ class TableReporter:
         src.columns[-1].no_wrap = False
         src.columns[-2].no_wrap = False
         con.print(src)
+        con.print()
+        render_step(con, s.step, draw, s.ranks)
 
         worst = worst_steps(steps, self.top)
         if worst:
             con.print()
-            crit_col = [("critical", "right")] if draw else []
             w = _table(
                 f"Worst steps by critical path (exposed ∪ wait; top {len(worst)})" if draw
                 else f"Worst steps by critical path (exposed; top {len(worst)})",
-                # No "hidden" column: total and hidden % say it, and the critical column must fit 80 columns.
-                ("rank", "right"), ("step", "right"), ("n", "right"), ("total", "right"),
-                ("exposed", "right"), ("hidden %", "right"), (fwd.short, "right"), *wait_col, *crit_col,
+                # The step's own figures beside what the noise cost of it; hidden % and total are in the
+                # distributions above (the table must fit 80 columns).
+                *worst_columns(draw, fwd.short),
             )
             for st in worst:
-                w.add_row(
-                    str(st.rank), "-" if st.step is None else str(st.step), str(st.instances), fmt_ns(st.total_ns),
-                    fmt_ns(st.exposed_ns), fmt_frac(st.hidden_fraction),
-                    fmt_ns(st.forward_ns), *([fmt_ns(st.wait_ns), fmt_ns(st.critical_ns)] if draw else []),
-                )
+                w.add_row(*worst_row(st, draw))
             con.print(w)
+            con.print(WORST_LEGEND if draw else WORST_LEGEND.replace("critical path", "exposed"))
             fwd.note(con)
             con.print()
 

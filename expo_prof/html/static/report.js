@@ -39,6 +39,20 @@
       card("c-forward", F.label + " per step" + ofRanks, Expo.fmtNs(H.forward_per_step_ns),
         slowest(H.forward_slowest_per_step_ns) + "step time " + Expo.fmtNs(H.step_ns) + (F.mixed ? " · " + F.mixed : "")),
     );
+    const st = H.step;
+    if (draw && st && st.overall && st.overall.steps) {  // --op: the page speaks of the op, not of q
+      // The step itself: its own time, the critical path's share of it, prefill and decode apart, batch, q.
+      const grp = (name, g) => (g ? name + " " + g.steps + " (p50 " + Expo.fmtNs(g.step_ns ? g.step_ns.p50 : null) + ", " +
+        Expo.fmtPct(g.critical_share) + ")" : null);
+      const q = (st.q || []).slice(0, 2).map((x) => x.rows + " × " + x.vocab + " " + (x.dtype || "?")).join(", ");
+      const parts = [(draw ? "critical path " : "exposed ") + Expo.fmtPct(st.overall.critical_share) + " of the step",
+        st.overall.cadence_ns ? "cadence p50 " + Expo.fmtNs(st.overall.cadence_ns.p50) + " (to the next step)" : null,
+        grp("prefill", st.prefill), grp("decode", st.decode),
+        st.batch ? "batch p50 " + st.batch.p50 : null, q ? "q " + q : null]
+        .concat(Object.keys(st.missing || {}).map((k) => k + ": not measured — " + st.missing[k]));
+      cards.append(card("c-step", "step time (p50, own work)",
+        Expo.fmtNs(st.overall.step_ns ? st.overall.step_ns.p50 : null), parts.filter((x) => x).join(" · ")));
+    }
     if (draw) {
       cards.append(
         card("c-wait", "sampler wait per step" + ofRanks, Expo.fmtNs(H.wait_per_step_ns),

@@ -1,0 +1,169 @@
+"""What each step was: its time, prefill or decode, its batch, and the shape and dtype of ``q`` (pure functions).
+
+The figures come from what the Timeline already holds, never from a guess:
+
+* **step time** — from the step's start to the end of its last part: its own
+  marker (``ProfilerStep#N``, vLLM's ``execute_context_…`` annotation, or the
+  last event of a step column), its draws and the sampler's wait for ``q``;
+  in an overlay event log from ``t0_ns`` to ``host_end`` (else the end of its
+  last window). Not the window to the next step's start: the time between
+  steps (scheduling, idle gaps) is not the step's.
+* **prefill / decode and batch** — vLLM's step annotation
+  ``execute_context_<reqs>(<tokens>)_generation_<reqs>(<tokens>)`` (a step with
+  a prompt request is a prefill step, mixed batches included), or an overlay
+  log's ``reqs`` and ``tokens`` (schema 2+; ``tokens > reqs``: a request
+  computed more than one token). Padded tokens (CUDA / NPU graphs) would read
+  as prefill, so a log off the CPU is not split.
+* **cadence** — from the step's start to the next step's start (the very next step id), vLLM's time between
+  steps included and idle gaps left out by switchback's rule (:func:`expo_prof.analysis.switchback.cadence`):
+  what a step costs throughput, and the "step" switchback breaks into forward, sampler and the rest.
+* **q** — only the overlay event log records it (``rows`` × ``vocab``,
+  ``dtype``) for the steps that launched it.
+
+What a source cannot give is said once, with why (:attr:`StepFacts.missing`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from expo_prof.analysis.switchback import cadence
+from expo_prof.timeline import Timeline
+
+#: vLLM's step annotation with its batch: prompt (context) requests and tokens, decode (generation) ones.
+VLLM_BATCH_RE = re.compile(r"^execute_context_(\d+)\((\d+)\)_generation_(\d+)\((\d+)\)")
+
+PREFILL, DECODE = "prefill", "decode"
+
+#: Keys of :attr:`StepFacts.missing`: the figures a source may lack.
+STEP_TIME, KIND, BATCH, Q = "step time", "prefill / decode", "batch size", "q shape and dtype"
+
+
+@dataclass
+class StepFacts:
+    """Per step id of one Timeline: what :func:`step_facts` found (a step absent from a dict: not known)."""
+
+    step_ns: dict[int, int] = field(default_factory=dict)
+    #: Start to the next step's start, idle gaps left out (a step without a next step or before a gap: absent).
+    cadence_ns: dict[int, int] = field(default_factory=dict)
+    kind: dict[int, str] = field(default_factory=dict)
+    reqs: dict[int, int] = field(default_factory=dict)
+    tokens: dict[int, int] = field(default_factory=dict)
+    #: (rows, vocab, dtype) of the q the step launched.
+    q: dict[int, tuple[int, int, str | None]] = field(default_factory=dict)
+    #: Where the step time was measured from, in words (null when not measured).
+    time_source: str | None = None
+    #: Figure (STEP_TIME, KIND, BATCH, Q) -> why this source cannot give it.
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+def step_facts(tl: Timeline, steps, part_step: np.ndarray, part_end: np.ndarray) -> StepFacts:
+    """The facts of each step of ``tl`` (``steps``: :class:`~expo_prof.analysis.hidden.Steps`);
+    ``part_step`` / ``part_end``: the step id and end of the step's other parts (draws, waits)."""
+    if tl.fmt == "overlay-log" and "overlay" in tl.meta:
+        return _from_log(tl)
+    f = StepFacts()
+    if len(steps) == 0:
+        f.missing[STEP_TIME] = ("no step markers in the trace (ProfilerStep#N, vLLM's execute_context "
+                                "annotation, a step column)")
+    else:
+        mark_end = steps.mark_end if steps.mark_end is not None else steps.end
+        end = mark_end.astype(np.int64).copy()
+        ok = part_step >= 0
+        idx = _index(steps.ids, part_step[ok])
+        hit = idx >= 0
+        np.maximum.at(end, idx[hit], part_end[ok][hit])
+        f.step_ns = {int(i): int(e - s) for i, s, e in zip(steps.ids, steps.start, end)}
+        f.cadence_ns = _cadences(steps.ids, steps.start, end - steps.start)
+        f.time_source = {"ProfilerStep": "ProfilerStep#N spans",
+                         "vllm-annotation": "vLLM's execute_context annotation",
+                         "step-column": "the step's first to last event"}.get(steps.source, steps.source)
+        f.time_source += ", to its last draw or wait"
+    names = steps.mark_name if len(steps) else None
+    if names is not None:
+        for sid, nid in zip(steps.ids, names):
+            m = VLLM_BATCH_RE.match(tl.names[int(nid)])
+            if m:
+                ctx_r, ctx_t, gen_r, gen_t = (int(g) for g in m.groups())
+                f.kind[int(sid)] = PREFILL if ctx_r > 0 else DECODE
+                f.reqs[int(sid)] = ctx_r + gen_r
+                f.tokens[int(sid)] = ctx_t + gen_t
+    if not f.kind:
+        why = ("the trace has no vLLM step annotation naming the batch "
+               "(execute_context_N(T)_generation_M(T), vLLM ≥ 0.11) and no overlay log was read for it")
+        f.missing[KIND] = why
+        f.missing[BATCH] = why
+    f.missing[Q] = "a profiler trace does not record q's shape; the overlay event log does (rows × vocab, dtype)"
+    return f
+
+
+def _cadences(ids: np.ndarray, start: np.ndarray, own: np.ndarray) -> dict[int, int]:
+    """Step id -> cadence (start to the very next step's start), idle gaps left out (switchback's rule)."""
+    o = np.argsort(start, kind="stable")
+    ids, start, own = np.asarray(ids)[o], np.asarray(start)[o], np.asarray(own)[o]
+    cad, idle = cadence(ids, start, own)
+    keep = (cad >= 0) & ~idle
+    return {int(i): int(c) for i, c in zip(ids[keep], cad[keep])}
+
+
+def _index(ids: np.ndarray, sids: np.ndarray) -> np.ndarray:
+    """Position of each of ``sids`` in the step ids ``ids`` (any order), -1 when absent."""
+    if len(ids) == 0:
+        return np.full(len(sids), -1, np.int64)
+    order = np.argsort(ids, kind="stable")
+    k = np.clip(np.searchsorted(ids[order], sids), 0, len(ids) - 1)
+    return np.where(ids[order][k] == sids, order[k], -1)
+
+
+def _from_log(tl: Timeline) -> StepFacts:
+    """The facts of an overlay event log's steps (reader columns, docs/event-log.md)."""
+    ov = tl.meta["overlay"]
+    c = ov["steps"]
+    header = ov.get("header") or {}
+    f = StepFacts(time_source="the overlay log: t0 to the step's host_end (else its last window)")
+    schema1 = header.get("schema") == 1
+    split = not schema1 and tl.backend == "cpu"
+    for j in range(len(c["step"])):
+        sid = int(c["step"][j])
+        if sid < 0:
+            continue
+        ends = [int(c[f"{k}_start_ns"][j] + c[f"{k}_ns"][j]) for k in ("fwd", "exp", "wait", "sample")
+                if c[f"{k}_ns"][j] >= 0]
+        t0 = int(c["t0_ns"][j])
+        if int(c["host_end_ns"][j]) >= 0:
+            ends.append(t0 + int(c["host_end_ns"][j]))
+        if ends and t0 > 0:
+            f.step_ns[sid] = max(ends) - t0
+        reqs, tokens = int(c["reqs"][j]), int(c["tokens"][j])
+        if reqs > 0:
+            f.reqs[sid] = reqs
+        if split and reqs > 0 and tokens > 0:
+            f.kind[sid] = PREFILL if tokens > reqs else DECODE
+            f.tokens[sid] = tokens
+        if int(c["rows"][j]) > 0:
+            f.q[sid] = (int(c["rows"][j]), int(c["vocab"][j]), c["dtype"][j])
+    starts = np.asarray(c["t0_ns"], dtype=np.int64)
+    own = np.array([f.step_ns.get(int(i), -1) for i in c["step"]], dtype=np.int64)
+    ok = (np.asarray(c["step"]) >= 0) & (starts > 0)
+    f.cadence_ns = _cadences(np.asarray(c["step"])[ok], starts[ok], own[ok])
+    if schema1:
+        f.missing[KIND] = "the overlay log is schema 1: it records no tokens per step (prefill and decode look alike)"
+    elif tl.backend != "cpu":
+        f.missing[KIND] = (f"the overlay log's tokens are padded on {tl.backend} (graph sizes): a padded decode "
+                           "step would read as prefill")
+    if not f.step_ns:
+        f.missing[STEP_TIME] = "the overlay log's steps have no timing windows (EXPO_PROF_INSTRUMENT=0?)"
+    if not f.q:
+        f.missing[Q] = "no step of the overlay log launched q"
+    return f
+
+
+def log_q(tl: Timeline) -> Counter[tuple[int, int, str | None]]:
+    """Steps per q (rows, vocab, dtype) an overlay event log launched (empty for another Timeline)."""
+    if tl.fmt != "overlay-log" or "overlay" not in tl.meta:
+        return Counter()
+    return Counter(_from_log(tl).q.values())
