@@ -185,6 +185,15 @@ def vllm_server(vllm_available, tiny_model, tmp_path_factory):
     return start
 
 
+@pytest.fixture(scope="session")
+def off_on_session(vllm_available, vllm_lock, tiny_model, tmp_path_factory):
+    """One overlay-off and one overlay-on real vLLM server for the whole session, shared by the tests that ask
+    the same pair (tests/support/off_on.py: the overlay's end-to-end tests and verify's equivalence case)."""
+    from support.off_on import serve_off_on
+
+    return serve_off_on(tiny_model, tmp_path_factory.mktemp("off-on"), vllm_lock)
+
+
 #: The suite's tiers: a test is marked by the fixtures it uses (directly or through other fixtures), never by
 #: hand, so a test that starts a server cannot forget to say so. ``-m "not server"`` etc. select; the markers
 #: are registered in pyproject.toml (``--strict-markers``) and docs/testing.md lists what each costs.

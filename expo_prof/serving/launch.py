@@ -383,8 +383,10 @@ class VllmServer:
         if self.proc is not None:
             self._seen |= live_processes(self.proc.pid, self.proc.pid, self._seen)
 
-    def stop(self, grace_s: float = 40.0) -> None:
+    def stop(self, grace_s: float = 40.0, term_s: float = 10.0) -> None:
         """Stop the whole process group: SIGINT, then SIGTERM, then SIGKILL; leave no orphan.
+
+        ``grace_s`` is how long SIGINT gets, ``term_s`` how long SIGTERM gets before SIGKILL.
 
         Idempotent. Raises :class:`ServerFailed` only if processes survive
         SIGKILL (which would mean they are stuck in the kernel).
@@ -393,7 +395,7 @@ class VllmServer:
             return
         pgid = self.proc.pid  # start_new_session: the child leads its own group
         self._remember_children()
-        for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+        for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, term_s), (signal.SIGKILL, 10.0)):
             alive = live_processes(self.proc.pid, pgid, self._seen)
             if not alive:
                 break

@@ -58,9 +58,9 @@ def _count_and_total(events) -> tuple[int, int]:
     return n, total
 
 
-def _oracle(path, op: str | None) -> tuple[int, int] | None:
-    """(instances, total ns) by the documented rule, or None where the rule reaches past what is restated here."""
-    doc = plain_json(path)
+def _oracle(doc, op: str | None) -> tuple[int, int] | None:
+    """(instances, total ns) by the documented rule, or None where the rule reaches past what is restated here.
+    ``doc`` is the file's plain json reading."""
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(events, list):
         return None
@@ -111,8 +111,9 @@ def test_instances_and_total_equal_an_independent_pass(capsys, realtraces):
     assert len(KINETO) >= 20
     checked, wrong = [], []
     for path in KINETO:
+        raw = plain_json(path)  # read once for both targets
         for op in (None, OP):
-            want = _oracle(path, op)
+            want = _oracle(raw, op)
             if want is None:
                 continue
             code, doc = _analyze(capsys, path, op)

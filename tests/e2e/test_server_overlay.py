@@ -1,39 +1,25 @@
 """End to end: the overlay inside a REAL vLLM CPU server serving a tiny model made offline.
 
-Two server starts for the whole module (each ≈30–40 s on 2 cores):
+The servers are the session's shared overlay-off / overlay-on pair (``off_on_session``,
+tests/support/off_on.py: two starts for this module and verify's equivalence case together):
 
-* overlay ON  — one fixture sends every request the tests look at, stops the
-  server (so the event log is complete), and hands the answers + log over;
+* overlay ON  — one wave of every request the tests look at, then the server stops (after verify's
+  requests), so the event log is complete;
 * overlay OFF — the greedy requests again, for the on/off comparison.
 
-GIVEN/WHEN live in the fixtures, each test is a THEN over what they recorded.
+GIVEN/WHEN live in the fixture, each test is a THEN over what it recorded.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from overlay.contract import (
-    ENV_INSTRUMENT,
-    ENV_OUT,
-    ENV_SWITCH,
-    ENV_SWITCH_ALIAS,
-    EVENT_LOG_GLOB,
-    EVENT_LOG_SCHEMA,
-)
+from overlay.contract import EVENT_LOG_GLOB, EVENT_LOG_SCHEMA
+from support.off_on import GREEDY_PROMPTS, N, Run
 
-
-#: Tokens per request. ``ignore_eos`` makes every request produce exactly this
-#: many (a random model emits EOS at random), so token counts are known.
-N = 12
-PROMPTS = ["The quick brown fox", "Sampling picks a token", "Once upon a time", "The forward pass runs"]
-GREEDY_PROMPTS = PROMPTS[:3]
-SEED = 4321
 FALLBACK_REASONS = {
     "all_greedy",
     "all_seeded",
@@ -47,128 +33,19 @@ FALLBACK_REASONS = {
 }
 
 
-def _params(**kw) -> dict:
-    return {"max_tokens": N, "ignore_eos": True, "return_token_ids": True, **kw}
-
-
-@dataclass
-class Run:
-    """What one server run answered, and where its event logs are."""
-
-    out_dir: Path
-    model: Path = Path()
-    answers: dict[str, list[int]] = field(default_factory=dict)
-    completion_tokens: dict[str, int] = field(default_factory=dict)
-    waves: int = 0  # request waves sent strictly one after another
-    pids: set[int] = field(default_factory=set)
-    pgid: int = 0
-    #: Per vLLM worker process: {thread id: allowed CPUs}, read while it served.
-    worker_threads: dict[int, dict[int, set[int]]] = field(default_factory=dict)
-
-
-def _ask(srv, run: Run, name: str, prompt: str, **kw) -> None:
-    ans = srv.completion(prompt, **_params(**kw))
-    choice = ans["choices"][0]
-    run.answers[name] = list(choice["token_ids"])
-    run.completion_tokens[name] = ans["usage"]["completion_tokens"]
-
-
-def _wave(srv, run: Run, reqs: dict[str, tuple[str, dict]]) -> None:
-    """Send ``reqs`` at the same time (so vLLM batches them together) and wait for all."""
-    errors: list[BaseException] = []
-
-    def one(name: str, prompt: str, kw: dict) -> None:
-        try:
-            _ask(srv, run, name, prompt, **kw)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=one, args=(n, p, kw)) for n, (p, kw) in reqs.items()]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    run.waves += 1
-
-
-def _cpu_list(text: str) -> set[int]:
-    cpus: set[int] = set()
-    for part in text.strip().split(","):
-        lo, _, hi = part.partition("-")
-        cpus.update(range(int(lo), int(hi or lo) + 1))
-    return cpus
-
-
-def _worker_threads(pids: set[int]) -> dict[int, dict[int, set[int]]]:
-    """Allowed CPUs of every thread of the vLLM worker processes (from /proc)."""
-    out: dict[int, dict[int, set[int]]] = {}
-    for pid in pids:
-        try:
-            if not Path(f"/proc/{pid}/comm").read_text().startswith("VLLM::Worker"):
-                continue
-            tasks = list(Path(f"/proc/{pid}/task").iterdir())
-        except FileNotFoundError:
-            continue
-        threads = {}
-        for task in tasks:
-            try:
-                status = (task / "status").read_text()
-            except FileNotFoundError:  # the thread ended meanwhile
-                continue
-            for line in status.splitlines():
-                if line.startswith("Cpus_allowed_list:"):
-                    threads[int(task.name)] = _cpu_list(line.split(":", 1)[1])
-        out[pid] = threads
-    return out
-
-
-def _env(on: bool, out: Path) -> dict[str, str | None]:
-    return {ENV_SWITCH: "1" if on else "0", ENV_SWITCH_ALIAS: None, ENV_OUT: str(out), ENV_INSTRUMENT: None}
-
-
 @pytest.fixture(scope="module")
-def overlay_on(vllm_server, tmp_path_factory) -> Run:
+def overlay_on(off_on_session) -> Run:
     """GIVEN a real vLLM CPU server with the overlay ON and EXPO_PROF_OUT set,
     WHEN it serves: a mixed batch (sampled, top-k/top-p, top-k=1, seeded, greedy),
     the seeded request again alone, a greedy-only batch, then stops."""
-    out = tmp_path_factory.mktemp("events-on")
-    run = Run(out)
-    with vllm_server(env=_env(True, out)) as srv:
-        _wave(
-            srv,
-            run,
-            {
-                "sampled0": (PROMPTS[0], {"temperature": 1.0}),
-                "sampled1": (PROMPTS[1], {"temperature": 1.0}),
-                "topkp": (PROMPTS[2], {"temperature": 1.0, "top_k": 20, "top_p": 0.8}),
-                "topk1": (PROMPTS[3], {"temperature": 1.0, "top_k": 1}),
-                "seeded_a": (PROMPTS[3], {"temperature": 1.0, "seed": SEED}),
-                "mixed_greedy": (PROMPTS[3], {"temperature": 0.0}),
-            },
-        )
-        _wave(srv, run, {"seeded_b": (PROMPTS[3], {"temperature": 1.0, "seed": SEED})})
-        _wave(srv, run, {f"greedy{i}": (p, {"temperature": 0.0}) for i, p in enumerate(GREEDY_PROMPTS)})
-        run.model = Path(srv.model)
-        run.pgid = srv.pid
-        srv._remember_children()
-        run.pids = set(srv._seen)
-        run.worker_threads = _worker_threads(run.pids)
-    return run
+    return off_on_session.on
 
 
 @pytest.fixture(scope="module")
-def overlay_off(vllm_server, tmp_path_factory, overlay_on) -> Run:
-    """GIVEN a second server with the overlay OFF (started after the first one stopped),
-    WHEN it serves the same greedy-only batch, plus greedy for the prompt that
-    ran greedy inside the overlay-on server's mixed batch."""
-    out = tmp_path_factory.mktemp("events-off")
-    run = Run(out)
-    with vllm_server(env=_env(False, out)) as srv:
-        _wave(srv, run, {f"greedy{i}": (p, {"temperature": 0.0}) for i, p in enumerate(GREEDY_PROMPTS)})
-        _wave(srv, run, {"mixed_greedy": (PROMPTS[3], {"temperature": 0.0})})
-    return run
+def overlay_off(off_on_session) -> Run:
+    """GIVEN a server with the overlay OFF, WHEN it serves the same greedy-only batch, plus greedy for the
+    prompt that ran greedy inside the overlay-on server's mixed batch."""
+    return off_on_session.off
 
 
 def _event_logs(out: Path) -> dict[Path, list[dict]]:
@@ -181,6 +58,12 @@ def _event_logs(out: Path) -> dict[Path, list[dict]]:
 
 def _steps(run: Run) -> list[dict]:
     return [o for objs in _event_logs(run.out_dir).values() for o in objs if o["type"] == "step"]
+
+
+def _wave_steps(run: Run) -> list[dict]:
+    """The steps of the fixture's waves (the server served verify's requests after them)."""
+    lo, hi = run.window_ns
+    return [s for s in _steps(run) if lo <= s["t0_ns"] <= hi]
 
 
 # --------------------------------------------------------------------------- serving
@@ -290,8 +173,10 @@ def test_every_sampling_step_is_accounted_for(overlay_on):
       there are at least N of them (one request's tokens are N distinct steps);
     * the greedy-only wave ran ≥ N all-greedy steps that launched nothing;
     * the waves ran one after another, each ≥ N steps, and no step produced
-      nothing: N·waves ≤ steps ≤ all tokens + one spare step per request."""
-    steps = _steps(overlay_on)
+      nothing: N·waves ≤ steps ≤ all tokens + one spare step per request
+    (the steps inside the waves' window: the shared server served verify's requests after them)."""
+    steps = _wave_steps(overlay_on)
+    assert len(steps) < len(_steps(overlay_on))  # the window really leaves verify's steps out
     used = [s for s in steps if s["used"]]
     sampled_tokens = sum(overlay_on.completion_tokens[k] for k in ("sampled0", "sampled1", "topkp", "topk1"))
     assert sum(s["rows"] for s in used) >= sampled_tokens

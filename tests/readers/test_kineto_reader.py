@@ -52,19 +52,26 @@ def _stream_id(tid) -> int:
     return int(str(tid).replace("stream", "").strip())
 
 
-@pytest.mark.parametrize("rel", KINETO_FILES)
-def test_kineto_kernels_per_stream_and_exact_times(rt, rel):
+@pytest.fixture(scope="module", params=KINETO_FILES)
+def kineto_read(rt, request):
+    """GIVEN a real Kineto trace: (its plain json reading, what ``load`` gives for it).
+
+    Module-scoped and parametrized, so pytest runs both per-file tests below on one reading of each file
+    (each is parsed twice, by the stdlib and by the reader, once per module instead of once per test)."""
+    path = rt / request.param
+    return plain_json(path), load([path])
+
+
+def test_kineto_kernels_per_stream_and_exact_times(kineto_read):
     """GIVEN a real Kineto trace
     WHEN it is loaded
     THEN each (device, stream) lane holds exactly the kernels a plain json count finds there,
     with start/duration equal to base + ts and dur converted exactly (Decimal) to ns,
     and host ops / runtime calls / flows / ProfilerSteps are all kept while python_function is dropped."""
-    path = rt / rel
-    doc = plain_json(path)
+    doc, res = kineto_read
     events = doc["traceEvents"]
     base = int(doc.get("baseTimeNanoseconds") or 0)
 
-    res = load([path])
     assert len(res.timelines) == 1
     tl = res.timelines[0]
 
@@ -165,16 +172,14 @@ def test_kineto_correlation_links_runtime_to_kernel(rt):
     assert len(k) and all(r[c] == 1 for c in k.tolist())
 
 
-@pytest.mark.parametrize("rel", KINETO_FILES)
-def test_kineto_correlation_column_is_the_files_args_correlation(rt, rel):
+def test_kineto_correlation_column_is_the_files_args_correlation(kineto_read):
     """GIVEN a real Kineto trace
     WHEN it is loaded (the reader skips args.correlation for categories that never carry it)
     THEN every kept event's correlation is its own args.correlation in the file (-1 where it has none):
     the (name, start, correlation) multiset equals a plain json reading of the file."""
-    path = rt / rel
-    doc = plain_json(path)
+    doc, res = kineto_read
     base = doc.get("baseTimeNanoseconds") or 0
-    tl = load([path]).timelines[0]
+    tl = res.timelines[0]
     corr = tl.meta["correlation"]
 
     def corr_of(e) -> int:

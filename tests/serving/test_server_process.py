@@ -60,11 +60,12 @@ def test_stop_escalates_and_leaves_no_orphan(tmp_path):
     srv._remember_children()  # what wait_ready() does while polling
     assert all(_alive(p) for p in pids)
     t0 = time.monotonic()
-    srv.stop(grace_s=1.0)
+    # (short SIGINT and SIGTERM waits: the tree ignores both, so each is waited out in full before SIGKILL)
+    srv.stop(grace_s=1.0, term_s=1.0)
     took = time.monotonic() - t0
     assert not [p for p in pids if _alive(p)], "processes survived stop()"
     assert live_processes(srv.pid, srv.pid, set(pids)) == set()
-    assert took < 1.0 + 10 + 10 + 5  # SIGINT grace + SIGTERM + SIGKILL waits, never a hang
+    assert took < 1.0 + 1.0 + 10 + 5  # SIGINT grace + SIGTERM + SIGKILL waits, never a hang
     srv.stop()  # idempotent
 
 

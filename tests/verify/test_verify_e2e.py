@@ -1,16 +1,13 @@
 """``expo-prof verify`` against REAL vLLM CPU servers on the tiny model, as a user runs it.
 
-Four server starts for the module (the lock is held once, for all of them):
-
-* URL mode: one overlay-OFF server shared by every case, and overlay-ON servers
-  — a correct one (equivalent, exit 0), and one whose greedy rows are sampled AND
-  which ignores top-k (exit 1; each fault must be named by its own check, which
-  looks only at the requests that fault touches). The faults come from the
-  TEST-ONLY plugin in ``tests/verify/broken_sampler`` (a ``vllm.general_plugins``
-  entry point found only through this test's PYTHONPATH; it acts only with the
+* URL mode, a correct overlay (equivalent, exit 0): the session's shared overlay-off / overlay-on pair
+  (``off_on_session``, tests/support/off_on.py), which also serves the overlay's end-to-end tests.
+* URL mode, a broken sampler: an overlay-OFF server and an overlay-ON one whose greedy rows are sampled AND
+  which ignores top-k (exit 1; each fault must be named by its own check, which looks only at the requests
+  that fault touches). The faults come from the TEST-ONLY plugin in ``tests/verify/broken_sampler`` (a
+  ``vllm.general_plugins`` entry point found only through this test's PYTHONPATH; it acts only with the
   overlay on).
-* command mode: ``verify -- CMD`` whose server dies mid-run (exit 3, what was
-  collected kept in verify.json).
+* command mode: ``verify -- CMD`` whose server dies mid-run (exit 3, what was collected kept in verify.json).
 
 Budgets are small (--samples 300): the breaks are large. The equivalence case uses
 --alpha 0.001 so a correct overlay fails it by chance once in a thousand runs,
@@ -21,31 +18,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from overlay.contract import ENV_SWITCH
+from support.off_on import VERIFY_BUDGET as BUDGET
+from support.off_on import pythonpath as _pythonpath
+from support.off_on import verify_cli as _verify
 
-
-EXPO_PROF = [str(Path(sys.executable).parent / "expo-prof")]
 PLUGIN_DIR = Path(__file__).resolve().parent / "broken_sampler"
-REPO = Path(__file__).resolve().parents[2]
-BUDGET = ["--samples", "300", "--per-request", "50", "--greedy-tokens", "8", "--positions", "2"]
-
-
-def _pythonpath(*extra: Path) -> str:
-    parts = [str(p) for p in extra] + [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return os.pathsep.join(parts)
-
-
-def _verify(args: list[str], cwd: Path, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    full = {**os.environ, "COLUMNS": "160", "PYTHONPATH": _pythonpath(), **(env or {})}
-    return subprocess.run([*EXPO_PROF, "verify", *args], cwd=cwd, env=full, capture_output=True, text=True,
-                          timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -77,25 +60,15 @@ def off_server(servers):
         yield srv
 
 
-@pytest.fixture(scope="module")
-def accuracy_file(tmp_path_factory) -> Path:
-    p = tmp_path_factory.mktemp("acc") / "set.jsonl"
-    rows = [{"prompt": f"Count: one two three {w}", "reference": w} for w in ("four", "five", "six", "seven")]
-    p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    return p
-
-
 def _urls(off, on) -> list[str]:
     return ["--off-url", off.base_url, "--on-url", on.base_url]
 
 
-def test_overlay_off_vs_on_is_equivalent(servers, off_server, accuracy_file, tmp_path):
+def test_overlay_off_vs_on_is_equivalent(off_on_session):
     """GIVEN a correct overlay-on server beside an overlay-off one WHEN verify runs against both, with an accuracy
     set THEN exit 0, every check ok, the verdict states the detectable total variation, and the JSON (stdout and
     verify.json in the session directory) is schema 1 with the accuracy difference and its CI."""
-    with servers(True) as on:
-        res = _verify([*_urls(off_server, on), *BUDGET, "--alpha", "0.001", "--accuracy", str(accuracy_file),
-                       "--json", "--out", str(tmp_path / "s")], tmp_path)
+    res = off_on_session.verify
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     doc = json.loads(res.stdout)
     assert doc["schema_name"] == "expo-prof.verify" and doc["schema"] == 1
@@ -109,7 +82,7 @@ def test_overlay_off_vs_on_is_equivalent(servers, off_server, accuracy_file, tmp
     acc = doc["accuracy"]
     assert acc["n"] == 4 and acc["ci_low"] <= acc["diff"] <= acc["ci_high"]
     assert doc["verdict"]["verdict"] == "equivalent" and "total variation" in doc["verdict"]["line"]
-    saved = json.loads((tmp_path / "s" / "verify.json").read_text())
+    saved = json.loads((off_on_session.verify_dir / "s" / "verify.json").read_text())
     assert saved["verdict"] == doc["verdict"]
 
 
