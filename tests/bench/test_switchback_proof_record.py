@@ -6,9 +6,8 @@ nothing else on the machine), not a unit test; its dated record
 two estimates depend on (``PROOF_FILES`` in ``bench/switchback_proof.py``).
 GIVEN that record, THEN the hash recomputed from the files here equals it, the
 record is a whole proof in which ab saw the expected signs, and docs/ab.md shows
-its table; otherwise the test fails naming `make proof`. (Whether the two
-methods agreed is not asserted while issue 35 is open: see the test.) The checker itself is
-tested on a temporary copy of those files.
+its table, and that both configurations agreed; otherwise the test fails naming
+`make proof`. The checker itself is tested on a temporary copy of those files.
 """
 
 from __future__ import annotations
@@ -37,11 +36,10 @@ def test_the_recorded_proof_is_current(need):
     assert record["files"] == list(proof.PROOF_FILES)
     rows = {r["config"]: r for r in record["rows"]}
     assert set(rows) == set(proof.CONFIGS) and record["repeat"] >= proof.PROOF_REPEAT, f"not a whole proof: {fix}"
-    # NOT asserted while issue 35 is open: that both configurations agreed (proof.staleness's last check). The
-    # proof of 2026-12-04, run twice on the idle machine, disagreed on lane-free-fp64 both times, in opposite
-    # directions: ab --repeat 3 gave +49.0 % [+34.2, +63.7] then +18.4 % [+8.5, +28.4] (two sessions whose CIs do
-    # not overlap), switchback +31.5 % then +38.3 %. The record says so (agree: NO) and docs/ab.md shows it.
     assert all(r["ab_sees_expected_sign"] for r in rows.values()), "ab missed the expected sign: find out why"
+    # and the two methods agreed on both configurations (switchback's estimate inside ab's 95 % CI, same sign)
+    disagreed = [name for name, r in rows.items() if not r["agree"]]
+    assert not disagreed, f"the record says switchback and ab disagreed on {disagreed}: find out why, then {fix}"
     assert proof.doc_table() == proof.table(record), "docs/ab.md's table is not the record's: run `make proof`"
 
 
