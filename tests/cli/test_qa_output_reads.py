@@ -1,0 +1,42 @@
+"""The output reads clearly to a newcomer, piped at 80 columns (a QA pass over issues 33 and 34): on the committed
+samples and the real CPU traces, each figure says what it is."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+OFF = REPO / "traces" / "samples" / "tiny-cpu-off-on" / "01-off"
+SWITCHBACK = REPO / "traces" / "samples" / "tiny-cpu-switchback"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "expo_prof", *args], capture_output=True, text=True, timeout=600,
+                          cwd=REPO, env={"COLUMNS": "80", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
+
+
+def drawless_warning(path: Path) -> str:
+    proc = cli("analyze", str(path))
+    assert proc.returncode == 0, proc.stderr
+    notes = [ln for ln in proc.stderr.splitlines() if "step windows the inputs mark" in ln]
+    assert len(notes) == 1, proc.stderr
+    return notes[0]
+
+
+def test_steps_without_a_draw_name_their_ids_apart_from_the_count(realtraces):
+    """GIVEN the off run (one step with no token scheduled), a real CPU trace (4 such steps) and the switchback
+    sample (200 off-block steps)
+    WHEN analyze runs on each
+    THEN the warning gives the count, then the ids in parentheses ("1 step (step 42)"), never a bare id
+    straight after the count ("1 step 42" reads as a duration or a typo)."""
+    off = drawless_warning(OFF)
+    assert re.search(r"no token scheduled \(execute_context_0\(0\)_generation_0\(0\)\): 1 step \(step \d+\)$", off), off
+    real = drawless_warning(realtraces / "vllm-cpu/rank0-default-with-stack.pt.trace.json.gz")
+    assert re.search(r"no token scheduled [^:]*: \d+ steps \(steps \d+(, \d+)+\);", real), real
+    sb = drawless_warning(SWITCHBACK)
+    assert re.search(r"overlay drew none\): \d+ steps \(steps \d+–\d+(, \d+–\d+)*\)$", sb), sb
+    for note in (off, real, sb):
+        assert not re.search(r"\d+ steps? \d", note), note
