@@ -40,3 +40,20 @@ def test_steps_without_a_draw_name_their_ids_apart_from_the_count(realtraces):
     assert re.search(r"overlay drew none\): \d+ steps \(steps \d+–\d+(, \d+–\d+)*\)$", sb), sb
     for note in (off, real, sb):
         assert not re.search(r"\d+ steps? \d", note), note
+
+
+def test_compare_says_each_fact_of_its_why_once():
+    """GIVEN the committed off/on pair (the critical path fell, TPOT rose, the two forward measures differ)
+    WHEN compared at 80 columns
+    THEN the "why" paragraph states the TPOT change once, as a change beside the fall (not "less than" it), and
+    that the forward measures differ once (the "no cause named" reason, no second "compare with care" note)."""
+    on = OFF.parent / "02-on"
+    proc = cli("compare", str(OFF), str(on))
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    why = text[text.index("why:"):text.index("verdict:")]
+    tpot = re.findall(r"[+−-]\d+\.\d+ ms per token|changed by [+−-]\d+\.\d+ ms", why)
+    assert len(tpot) == 1, why
+    assert "fell by" in why and "less than the" not in why
+    assert "no cause named: the forward time is measured differently" in why
+    assert "compare with care" not in text
