@@ -57,3 +57,15 @@ def test_compare_says_each_fact_of_its_why_once():
     assert "fell by" in why and "less than the" not in why
     assert "no cause named: the forward time is measured differently" in why
     assert "compare with care" not in text
+
+
+def test_switchback_block_and_its_headline_print_one_tokps_figure():
+    """GIVEN the switchback sample WHEN analyzed at 80 columns THEN the block's "output tok/s" row and the
+    headline under it print the change and both CI bounds as the same figures (one quantity, one value)."""
+    proc = cli("analyze", str(SWITCHBACK))
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    row = re.search(r"output tok/s (\S+%) 95% CI (\S+%) to (\S+%)", text)
+    head = re.search(r"output tok/s (\S+%) \((\S+%) to (\S+%)\), \d+ block pairs", text)
+    assert row and head, text
+    assert row.groups() == head.groups()
