@@ -69,3 +69,19 @@ def test_switchback_block_and_its_headline_print_one_tokps_figure():
     head = re.search(r"output tok/s (\S+%) \((\S+%) to (\S+%)\), \d+ block pairs", text)
     assert row and head, text
     assert row.groups() == head.groups()
+
+
+def test_help_never_breaks_a_word_at_its_hyphen():
+    """GIVEN every command's --help, piped at 80 columns (report's names `expo-prof compare`, compare's
+    `vllm bench serve --save-result`, analyze's "expo-prof run or session directories")
+    WHEN printed
+    THEN no line ends inside a hyphenated word or command ("`expo-" above "prof compare`'s result"): a
+    command is never broken; and every line stays within 80 columns."""
+    names = ["analyze", "report", "compare", "export", "timeline", "record", "ab", "demo", "verify", "collect"]
+    for name in ["", *names]:
+        proc = cli(*([name] if name else []), "--help")
+        assert proc.returncode == 0, proc.stderr
+        for line in proc.stdout.splitlines():
+            assert not re.search(r"\w-$", line), f"{name} --help: {line!r}"
+            assert len(line) <= 80, f"{name} --help: {line!r}"
+    assert "`expo-prof compare`'s result" in cli("report", "--help").stdout
