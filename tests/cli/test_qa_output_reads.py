@@ -3,6 +3,7 @@ samples and the real CPU traces, each figure says what it is."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -85,3 +86,16 @@ def test_help_never_breaks_a_word_at_its_hyphen():
             assert not re.search(r"\w-$", line), f"{name} --help: {line!r}"
             assert len(line) <= 80, f"{name} --help: {line!r}"
     assert "`expo-prof compare`'s result" in cli("report", "--help").stdout
+
+
+def test_q_shapes_say_how_many_steps_each_in_words():
+    """GIVEN 02-on (its overlay log records three q shapes) WHEN analyzed at 80 columns THEN the q line gives each
+    shape with "in N steps" (the JSON's counts), never "float32 ×33" (read as one more dimension of the shape),
+    and the shapes left out as "+1 more shape"."""
+    on = OFF.parent / "02-on"
+    q = json.loads(cli("analyze", str(on), "--json").stdout)["summary"]["step"]["q"]
+    text = " ".join(cli("analyze", str(on)).stdout.split())
+    line = text[text.index("q (all overlay-log steps):"):text.index("Worst steps")]
+    for x in q[:2]:
+        assert f"{x['rows']} × {x['vocab']} {x['dtype']} in {x['steps']} steps" in line, line
+    assert line.rstrip().endswith(f"+{len(q) - 2} more shape") and not re.search(r"\d ×\d", line)
