@@ -129,6 +129,11 @@ class Verdict(msgspec.Struct, kw_only=True):
         return self.statement[len(head):] if self.statement.startswith(head) else self.statement
 
 
+#: How the mechanism's note that the runs' forward sources differ begins: the terminal leaves it out where the
+#: statement's "no cause named: …" already says so (one fact, said once).
+MIXED_SOURCES_NOTE = "forward time comes from different sources in these runs"
+
+
 class Mechanism(msgspec.Struct, kw_only=True):
     """Why: exponential time the overlay hides per step vs how much the forward pass slowed under overlap."""
 

@@ -79,7 +79,9 @@ def _why_drawless(a: TimelineAnalysis, ids: list[int]) -> list[str]:
             groups.setdefault(why, []).append(sid)
     else:
         groups["no draw in the step"] = list(ids)
-    return [f"{why}: {plural(len(v), 'step')} {id_ranges(v)}" for why, v in groups.items()]
+    # "1 step (step 42)", "4 steps (steps 8, 17, 26, 35)": the count, then which steps, never a bare id after it
+    return [f"{why}: {plural(len(v), 'step')} ({'step' if len(v) == 1 else 'steps'} {id_ranges(v)})"
+            for why, v in groups.items()]
 
 
 def drawless(parts: Sequence[TimelineAnalysis]) -> tuple[int, list[int]]:

@@ -26,6 +26,42 @@ Exit codes (every command):
   130  interrupted (Ctrl-C); what was captured so far is kept"""
 
 
+#: A hyphen that textwrap does not break at: help text is wrapped with every "-" swapped for it, then swapped back.
+_NO_BREAK_HYPHEN = "\u2011"
+
+
+class HelpFormatter(click.HelpFormatter):
+    """click's help layout, except that a line never breaks at a hyphen: `expo-prof compare`, `--save-result`
+    and "sampler-wait" stay whole (issue 34 item 7: a command never breaks), the word moves to the next line."""
+
+    def write_text(self, text: str) -> None:
+        super().write_text(text.replace("-", _NO_BREAK_HYPHEN))
+
+    def write_dl(self, rows: Any, col_max: int = 30, col_spacing: int = 2) -> None:
+        super().write_dl([(t, d.replace("-", _NO_BREAK_HYPHEN)) for t, d in rows], col_max, col_spacing)
+
+    def getvalue(self) -> str:
+        return super().getvalue().replace(_NO_BREAK_HYPHEN, "-")
+
+
+class HelpContext(click.Context):
+    """A context whose help is laid out by :class:`HelpFormatter`."""
+
+    formatter_class = HelpFormatter
+
+
+class Command(click.Command):
+    """Every subcommand: its help laid out by :class:`HelpFormatter`."""
+
+    context_class = HelpContext
+
+
+class Group(click.Group):
+    """The root: its help laid out by :class:`HelpFormatter`."""
+
+    context_class = HelpContext
+
+
 def command(name: str, *, summary: str, examples: Iterable[str] = (), **kw: Any) -> Callable:
     """A click command with ``summary`` as its short help, ``examples`` and the exit codes as its epilog,
     and ``-q/--quiet`` (which sets the root's ``settings.quiet``)."""
@@ -37,7 +73,7 @@ def command(name: str, *, summary: str, examples: Iterable[str] = (), **kw: Any)
                          help="Name every file skipped (by default counted by kind).")(f)
         f = click.option("-q", "--quiet", "cmd_quiet", is_flag=True, help="Print only results and errors.")(f)
         f = _absorb_quiet(f)
-        return click.command(name, short_help=summary, epilog=epilog, **kw)(f)
+        return click.command(name, cls=Command, short_help=summary, epilog=epilog, **kw)(f)
 
     return deco
 

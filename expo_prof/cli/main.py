@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import click
 
+from expo_prof.cli.base import Group
 from expo_prof.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, ExpoProfError
 from expo_prof.version import __version__
 
@@ -28,7 +29,7 @@ class Settings:
     verbose: bool = False
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 80})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 80})
 @click.version_option(__version__, prog_name="expo-prof")
 @click.option("-q", "--quiet", is_flag=True, help="Print only results and errors.")
 @click.option("-v", "--verbose", is_flag=True, help="Name every file skipped (by default counted by kind).")

@@ -63,7 +63,9 @@ def saving_table(sv: Saving, several: bool = False) -> Table:
     if sv.saving is not None:
         t.add_row("saved / step", fmt_ns(sv.saving.mean_ns), _ci(sv.saving))
     if sv.tokps_change_pct is not None:
-        t.add_row("output tok/s", f"{sv.tokps_change_pct:+.2f}%", tokps_ci_text(sv.tokps_ci_pct, sv.tokps_ci_note))
+        # One decimal, as the headline under the block prints it: one figure, never "+29.95%" above "+29.9%".
+        t.add_row("output tok/s", f"{sv.tokps_change_pct:+.1f}%",
+                  tokps_ci_text(sv.tokps_ci_pct, sv.tokps_ci_note, digits=1))
     if sv.forward_change is not None:
         # Contention is named only where the CI shows the forward slower beside the lane.
         shown = not across_zero(sv.forward_change) and sv.forward_change.mean_ns > 0

@@ -56,8 +56,10 @@ def render_step(con: Console, b: StepBreakdown | None, draw: bool, ranks: int = 
         con.print(f"batch: {plural(b.batch.p50, 'request')} p50 (mean {b.batch.mean:.1f}, max {b.batch.max}) "
                   f"over {plural(b.batch.n, 'step')}")
     if b.q and draw:  # q is the draw's noise: with --op the output speaks of the op only
-        shapes = ", ".join(f"{x.rows} × {x.vocab} {escape(x.dtype or '?')} ×{x.steps}" for x in b.q[:2])
-        more = f", +{len(b.q) - 2} more" if len(b.q) > 2 else ""
+        # "in N steps", not "×N": a count after the shape read as one more dimension of it
+        shapes = ", ".join(f"{x.rows} × {x.vocab} {escape(x.dtype or '?')} in {plural(x.steps, 'step')}"
+                           for x in b.q[:2])
+        more = f", +{plural(len(b.q) - 2, 'more shape')}" if len(b.q) > 2 else ""
         where = "all overlay-log steps" if b.q_from == "overlay-log" else "overlay log"
         con.print(f"q ({where}): {shapes}{more}")
     # Each figure the source cannot give, once; figures missing for the same reason share one line.

@@ -19,7 +19,7 @@ The numbers are the per-run means over steps from each run's
 from __future__ import annotations
 
 from expo_prof.abtest.inputs.sides import Loaded
-from expo_prof.abtest.model import Mechanism, MetricResult
+from expo_prof.abtest.model import MIXED_SOURCES_NOTE, Mechanism, MetricResult
 from expo_prof.words import MIXED, common_forward_source, fmt_ns, forward_label, forward_source_words
 
 
@@ -122,18 +122,20 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
             statement += ": the hidden exponential outweighs the contention"
     if missing is not None:
         statement += ("; " if statement else "") + f"no cause named: {missing}"
-    if tpot_us is not None:
-        statement += f". Measured TPOT change: {fmt_ns(tpot_us * 1e3, signed=True)} per token"
     rest = reconcile = None
-    if removed is not None and removed > 0 and tpot_us is not None and tpot_us > 0:
+    reconciled = removed is not None and removed > 0 and tpot_us is not None and tpot_us > 0
+    if tpot_us is not None and not reconciled:  # else the reconciling sentence below says it, once
+        statement += f". Measured TPOT change: {fmt_ns(tpot_us * 1e3, signed=True)} per token"
+    if removed is not None and removed > 0 and tpot_us is not None and tpot_us > 0:  # i.e. reconciled
         # The per-run lines say the critical path fell, the A/B that the steps got slower: both hold when
         # the rest of the step grew by more than the critical path lost. Said with the figures, and where
         # that rest is only when a like forward measure shows it.
         rest = tpot_us + removed
         span = (f" ({fmt_ns(crit.a.mean * 1e3)} → {fmt_ns(crit.b.mean * 1e3)})"
                 if crit and crit.a.mean is not None and crit.b.mean is not None else " (estimated)")
-        reconcile = (f"how both hold: the critical path per step fell by {fmt_ns(removed * 1e3)}{span}, less than the "
-                     f"measured change of the time per output token (TPOT, one decode step per request), "
+        # A fall beside a rise: said as two changes ("less than" between them read as a comparison of sizes).
+        reconcile = (f"how both hold: the critical path per step fell by {fmt_ns(removed * 1e3)}{span} while the "
+                     f"measured time per output token (TPOT, one decode step per request) changed by "
                      f"{fmt_ns(tpot_us * 1e3, signed=True)}; so the rest of the step got slower by "
                      f"{fmt_ns(rest * 1e3)}")
         if slow is not None:
@@ -150,7 +152,7 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
         notes.append(f"per-step means over {min(steps)}–{max(steps)} steps per run")
     sources = {s for r in loaded.a.runs + loaded.b.runs if (s := r.info.get("forward_source"))}
     if len(sources - {MIXED}) > 1:
-        notes.append("forward time comes from different sources in these runs ("
+        notes.append(f"{MIXED_SOURCES_NOTE} ("
                      + ", ".join(forward_label(x) for x in sorted(sources - {MIXED})) + "): compare with care")
     for r in loaded.a.runs + loaded.b.runs:
         if r.info.get("forward_by_rank"):

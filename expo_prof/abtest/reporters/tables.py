@@ -7,11 +7,14 @@ from expo_prof.words import plural, visible
 from rich import box
 from rich.console import Console
 from rich.markup import escape as escape_markup
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from expo_prof.abtest.metrics import METRICS
 from expo_prof.abtest.model import (
+    MIXED_SOURCES_NOTE,
     BETTER,
     ENABLE,
     KEEP_OFF,
@@ -156,7 +159,9 @@ def render(result: ComparisonResult, console: Console, *, all_metrics: bool = Fa
     m = result.mechanism
     console.print(f"[bold]why[/]: {escape(m.statement)}")
     for n in m.notes:
-        console.print(f"  [dim]{escape(n)}[/]")
+        if m.cause_missing and n.startswith(MIXED_SOURCES_NOTE):
+            continue  # the statement's "no cause named: …" says it (--json keeps the note)
+        console.print(Padding(Text(visible(n), style="dim"), (0, 0, 0, 2)))  # its continuation lines indented alike
     v = result.verdict
     body = escape(v.reason)
     for c in v.caveats:
