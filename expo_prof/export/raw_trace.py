@@ -32,7 +32,7 @@ import msgspec
 import orjson
 
 from expo_prof.errors import BadInput
-from expo_prof.readers.chrome.decode import EVENTS_KEY, next_boundary
+from expo_prof.readers.chrome.decode import CHUNK_BYTES, EVENTS_KEY, next_boundary
 from expo_prof.readers.chrome.filler import skip_space
 from expo_prof.readers.chrome.window import DamagedGzip, Window
 from expo_prof.readers.long_names import LONG, LongNames
@@ -71,13 +71,13 @@ class RawTrace:
                 first = False
 
     def batches(self, size: int) -> Iterator[list[msgspec.Raw]]:
-        """The events as undecoded slices, at most ``size`` (or about ``WALK_CHUNK`` bytes of them) at a time."""
+        """The events as undecoded slices, at most ``size`` (or about a MB of them) at a time."""
         out: list[msgspec.Raw] = []
         held = 0
         for _new, text, raws in self.pieces():
             out += raws
             held += len(text)
-            if len(out) >= size or held >= WALK_CHUNK:
+            if len(out) >= size or held >= _BATCH_BYTES:
                 yield out
                 out, held = [], 0
         if out:
@@ -87,8 +87,11 @@ class RawTrace:
         self.top = {}
 
 
-#: Bytes of events decoded (or copied) at a time: peak memory is a few of these, whatever the file's size.
-WALK_CHUNK = 1 << 20
+#: Bytes of events decoded (or copied) at a time: peak memory is a few of these, whatever the file's size. The
+#: reader's chunk: a "}, {" inside a string is tried as a boundary and costs a decode of the chunk, as there.
+WALK_CHUNK = CHUNK_BYTES
+#: Bytes of events handed out together by :meth:`RawTrace.batches`.
+_BATCH_BYTES = 1 << 20
 #: The event array must start within this many bytes (the top-level keys Kineto writes before it).
 _HEAD_MAX = 1 << 23
 _AT_BYTE = re.compile(r"\(byte (\d+)\)")

@@ -26,7 +26,7 @@ N = 10_000
 ARGS = "s" * 2048
 
 
-def _trace(path: Path, n: int) -> Path:
+def _trace(path: Path, n: int, args: str = ARGS) -> Path:
     """A Kineto trace of ``n`` aten::mm events (about 2.2 KB each) and 20 draws, in one step."""
     with open(path, "w") as f:
         f.write('{"schemaVersion": 1, "traceEvents": [')
@@ -35,7 +35,7 @@ def _trace(path: Path, n: int) -> Path:
             f.write(f',{{"ph":"X","cat":"cpu_op","name":"aten::exponential_","pid":1,"tid":2,"ts":{10 + i * 10},"dur":5}}')
         for i in range(n):
             f.write(f',\n  {{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":{10 + i * 10},"dur":3,'
-                    f'"args":{{"External id":{i},"stack":"{ARGS}"}}}}')
+                    f'"args":{{"External id":{i},"stack":"{args}"}}}}')
         f.write('], "traceName": "generated", "baseTimeNanoseconds": 0}')
     return path
 
@@ -79,8 +79,9 @@ def test_export_peak_memory_does_not_grow_with_the_source(tmp_path: Path, fmt: s
 
 
 def test_streamed_export_passes_every_event_through_byte_for_byte(tmp_path: Path) -> None:
-    # GIVEN a generated trace with keys after its event array, and events split over many chunks
-    src = _trace(tmp_path / "one.pt.trace.json", N)
+    # GIVEN a generated trace with keys after its event array, events split over many chunks, and strings that
+    # look like an event boundary ("}, {}") where a chunk may end
+    src = _trace(tmp_path / "one.pt.trace.json", N, args="x}, {}y" * 3 + "s" * 2000)
     # WHEN it is exported (one rank: the events are copied)
     rr = one_recording(run([src], Options.make(op="exponential")), "export")
     from expo_prof.export.chrome import export_chrome
