@@ -63,12 +63,12 @@ print(json.dumps({"s": dt, "peak": max(0, status("VmHWM") - base), "size": size}
 """
 
 
-def measure(mode: str, path: Path, op: str | None, tmp: Path, timeout: int) -> dict:
+def measure(mode: str, path: Path, op: str | None, tmp: Path, timeout: int, code: Path = REPO) -> dict:
     out = tmp / ("out.pftrace" if mode == "perfetto" else "out.json")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OPENBLAS_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(code), "OPENBLAS_NUM_THREADS": "1"}
     try:
         p = subprocess.run([sys.executable, "-c", _CHILD, mode, str(path), op or "", str(out)], capture_output=True,
-                           text=True, timeout=timeout, env=env, cwd=REPO)
+                           text=True, timeout=timeout, env=env, cwd=code)
     except subprocess.TimeoutExpired:
         return {"error": f"timeout {timeout}s"}
     if p.returncode != 0:
@@ -89,8 +89,10 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--size-mb", type=int, default=0, help="also a synthetic Kineto trace of this size (MB)")
     ap.add_argument("--timeout", type=int, default=1800)
+    ap.add_argument("--code", type=Path, default=REPO, help="checkout whose expo_prof runs (default: this one)")
+    ap.add_argument("--synthetic-only", action="store_true", help="only the --size-mb trace")
     a = ap.parse_args()
-    inputs = [(n, REAL / p, op) for n, p, op in INPUTS]
+    inputs = [] if a.synthetic_only else [(n, REAL / p, op) for n, p, op in INPUTS]
     if a.size_mb:
         src = REAL / "vllm-cpu/rank0-default-with-stack.pt.trace.json.gz"
         inputs.append((f"synthetic {a.size_mb} MB (vLLM CPU with stack ×k)", build_synthetic("with-stack", src, a.size_mb),
@@ -103,7 +105,7 @@ def main() -> int:
             runs: dict[str, list[dict]] = {m: [] for m in modes}
             for _ in range(a.repeat):
                 for m in modes:
-                    runs[m].append(measure(m, path, op, tmp, a.timeout))
+                    runs[m].append(measure(m, path, op, tmp, a.timeout, a.code))
             best = {}
             for m, rs in runs.items():
                 ok = [r for r in rs if "error" not in r]

@@ -54,6 +54,7 @@ def main() -> int:
     ap.add_argument("--events", type=int, default=100_000)
     ap.add_argument("--modes", default="clean,same,distinct")
     ap.add_argument("--code", type=Path, default=REPO, help="checkout whose expo_prof runs (default: this one)")
+    ap.add_argument("--commands", default="timeline,report,export,perfetto,analyze")
     a = ap.parse_args()
     print(f"{a.events:,} draws with 10 KB names, code {a.code}, load avg {os.getloadavg()[0]:.1f}")
     print(f"{'case':9} {'command':10} {'input MB':>9} {'output MB':>10} {'s':>7} {'peak MB':>8} rc")
@@ -63,6 +64,8 @@ def main() -> int:
             write_trace(src, a.events, mode)
             for cmd, out, more in (("timeline", "t.html", []), ("report", "r.html", []), ("export", "e.json", []),
                                    ("perfetto", "e.pftrace", ["--format", "perfetto"]), ("analyze", "a.json", [])):
+                if cmd not in a.commands.split(","):
+                    continue
                 dest = Path(d) / out
                 where = ["--json", "-o", str(dest)] if cmd == "analyze" else ["-o", str(dest)]
                 # a fresh measuring parent per command: ru_maxrss of children is the largest of all of them

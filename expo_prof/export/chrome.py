@@ -103,8 +103,8 @@ class _Plan:
         self.offs = offs
         self.ranks = sorted({t.rank for t in self.tls})
         self.merge_ranks = len(self.ranks) > 1
-        # Sources that can be passed through: read one at a time while writing (load()), so that only one
-        # file's bytes are in memory; the first is read now (its top-level keys open the document).
+        # Sources that can be passed through: checked one at a time (load(): a first pass, a window at a time)
+        # and read again while writing; the first is checked now (its top-level keys open the document).
         self.files: list[list[Path] | None] = []
         for t in self.tls:
             # (One rank of a multi-rank export read back: its file holds the other ranks too; from the timeline.)
@@ -209,7 +209,7 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
         flows = t.meta.get("flows") or {}
         stats["flows"] += len(flows.get("id", ()))
         src = plan.first if i == 0 else plan.load(i)
-        plan.first = None  # each source's bytes are freed once written
+        plan.first = None
         if src is not None:
             if i:
                 sources[i]["top"] = {k: orjson.Fragment(bytes(v)) for k, v in src.top.items()}
@@ -222,7 +222,7 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
             names = LongNames(written=WRITTEN_BUDGET) if t.meta.get("long_names") else None
             if plan.merge_ranks or shift or not plan.counted[i] or names is not None:
                 # several ranks; a second file of the rank on another base; a source not counted; long names cut
-                stats["source_events"] += len(src.events)
+                stats["source_events"] += src.n_events
                 rw = raw_trace.Rewriter(rank_pids[t.rank] if plan.merge_ranks else None, shift,
                                  (i + 1) * 10**12 if plan.merge_ranks else 0, inert=not plan.counted[i], names=names)
                 for c in rw.chunks(src):
@@ -231,10 +231,10 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
                     plan.warnings.append(names.warning(f"export of {src.path}") or "")
             else:  # byte for byte, undecoded; the count is the reader's
                 n = t.meta.get("events_in_file")
-                stats["source_events"] += n if isinstance(n, int) and len(src.arrays) == 1 else len(src.events)
+                stats["source_events"] += n if isinstance(n, int) and len(src.paths) == 1 else src.n_events
                 for new_item, piece in raw_trace.verbatim_pieces(src):
                     yield sep(piece) if new_item else piece
-            src.free()  # the file's bytes go before the next source is read
+            src.free()
             continue
         sources[i]["passed_through"] = False
         evs = _timeline_events(t, plan, i, rank_pids)

@@ -26,8 +26,8 @@ numbers, the number's text where a float cannot hold it), so a frame and the
 op it calls keep their order to the ns. Only names, times, threads and
 categories are carried: the sources' args stay in the JSON export.
 
-Memory: besides the source's bytes (as for the JSON export), events are
-decoded :data:`BATCH` at a time, and what is kept of them are columns (a code
+Memory: the source is read a window at a time (as for the JSON export), events
+decoded :data:`BATCH` at a time (or about a MB of them), and what is kept of them are columns (a code
 per distinct (ph, cat, pid, tid), ns times) and one string per distinct name.
 """
 
@@ -69,7 +69,6 @@ class _EvRawTs(_EventRawTs, gc=False):
 
 _DEC: dict[bool, msgspec.json.Decoder] = {False: msgspec.json.Decoder(list[_Ev]), True: msgspec.json.Decoder(list[_EvRawTs])}
 _DEC_ONE = {raw: msgspec.json.Decoder(c) for raw, c in ((False, _Ev), (True, _EvRawTs))}
-_DEC_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _INT = re.compile(r"-?\d+")
 # What becomes of the events of one (ph, cat, pid, tid).
 _KEPT, _SLICE, _INSTANT, _FLOW, _LEFT, _META, _SKIP = range(7)
@@ -115,11 +114,8 @@ BATCH = 16384
 
 
 def _batches(src: raw_trace.RawTrace) -> Iterator[list[msgspec.Raw]]:
-    """The source's events as undecoded slices, ``BATCH`` at a time."""
-    for a in src.arrays:
-        raws = _DEC_RAWS.decode(a)
-        for i in range(0, len(raws), BATCH):
-            yield raws[i : i + BATCH]
+    """The source's events as undecoded slices, ``BATCH`` at a time (read a window at a time)."""
+    yield from src.batches(BATCH)
 
 
 class _Pass:

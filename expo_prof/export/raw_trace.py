@@ -2,15 +2,21 @@
 
 The readers keep only the columns the analysis needs; an export must keep
 everything else too (flow arrows, ``deviceProperties``, kernel args). So the
-JSON trace is read a second time here, as raw slices: msgspec splits the
-top level into undecoded values and the event array into one undecoded slice
-per event (:class:`msgspec.Raw`, views of one buffer). A lone rank is copied
-byte for byte; several ranks are rewritten event by event (pid, tid, ts,
-flow id) so that they stay apart — see :class:`Rewriter`.
+JSON trace is read again here, as raw slices, through the chrome reader's
+window (:class:`~expo_prof.readers.chrome.window.Window`): the event array is
+split at event boundaries (the reader's
+:func:`~expo_prof.readers.chrome.decode.next_boundary`) into chunks of about
+:data:`WALK_CHUNK` bytes, and msgspec checks each and splits it into one
+undecoded slice per event (:class:`msgspec.Raw`). A first walk checks the
+file and takes its top-level keys (:func:`load_raw`); the writing walks it
+again (:meth:`RawTrace.pieces`). A lone rank is copied byte for byte; several
+ranks are rewritten event by event (pid, tid, ts, flow id) so that they stay
+apart — see :class:`Rewriter`.
 
-Memory: the decompressed file (capped by ``--max-bytes``) plus one small Raw
-object per event; nothing is decoded into Python objects unless it has to
-be rewritten, and the output is streamed (never the whole document at once).
+Memory: one window, one chunk and its slices, whatever the file's size (issue
+34: the file was read whole, 1.4 GB at peak for a 1 GB trace); nothing is
+decoded into Python objects unless it has to be rewritten, and the output is
+streamed (never the whole document at once).
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ import msgspec
 import orjson
 
 from expo_prof.errors import BadInput
-from expo_prof.readers.file_bytes import read_bytes
+from expo_prof.readers.chrome.decode import CHUNK_BYTES, EVENTS_KEY, next_boundary
+from expo_prof.readers.chrome.filler import skip_space
+from expo_prof.readers.chrome.window import DamagedGzip, Window
 from expo_prof.readers.long_names import LONG, LongNames
 
 #: Reader formats whose file is a Chrome trace that can be passed through.
@@ -37,47 +45,164 @@ CHUNK = 4096
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
 _RAW = msgspec.json.Decoder(msgspec.Raw)
-_NON_SPACE = re.compile(rb"[^ \t\r\n]")
 
 
 @dataclass
 class RawTrace:
-    """One Chrome-trace file (or the slices of one) as undecoded pieces: its top-level keys (minus the events)
-    and its event arrays, each one undecoded slice (:attr:`events` splits them when an export must rewrite)."""
+    """One Chrome-trace file (or the slices of one), checked and walked without holding it: its top-level keys
+    (minus the events, as undecoded slices) and the number of its events; :meth:`pieces` reads its event
+    arrays again, a window at a time."""
 
     path: Path
     top: dict[str, msgspec.Raw]
-    arrays: list[Any]  # each the JSON text of one file's event array, brackets included
-    data: Any = field(repr=False, default=None)  # the buffers the slices point into
-    _events: list[msgspec.Raw] | None = field(default=None, repr=False)
+    paths: list[Path]
+    n_events: int
+    max_bytes: int
 
-    @property
-    def events(self) -> list[msgspec.Raw]:
-        """One undecoded slice per event (decoded on first use: one small object per event)."""
-        if self._events is None:
-            self._events = [r for a in self.arrays for r in _ARRAY.decode(a)]
-        return self._events
+    def pieces(self) -> Iterator[tuple[bool, bytes, list[msgspec.Raw]]]:
+        """The events of every file in order, a chunk at a time: (starts a new file's array, the chunk's text
+        exactly as in the file (the separators after it included, the blanks before the array's ``]`` not),
+        one undecoded slice per event of the chunk)."""
+        for p in self.paths:
+            walk = _Walk(p, self.max_bytes)
+            first = True
+            for text, raws in walk.pieces():
+                yield first, text, raws
+                first = False
+
+    def batches(self, size: int) -> Iterator[list[msgspec.Raw]]:
+        """The events as undecoded slices, at most ``size`` (or about a MB of them) at a time."""
+        out: list[msgspec.Raw] = []
+        held = 0
+        for _new, text, raws in self.pieces():
+            out += raws
+            held += len(text)
+            if len(out) >= size or held >= _BATCH_BYTES:
+                yield out
+                out, held = [], 0
+        if out:
+            yield out
 
     def free(self) -> None:
-        self.top, self.arrays, self.data, self._events = {}, [], None, None
+        self.top = {}
+
+
+#: Bytes of events decoded (or copied) at a time: peak memory is a few of these, whatever the file's size. The
+#: reader's chunk: a "}, {" inside a string is tried as a boundary and costs a decode of the chunk, as there.
+WALK_CHUNK = CHUNK_BYTES
+#: Bytes of events handed out together by :meth:`RawTrace.batches`.
+_BATCH_BYTES = 1 << 20
+#: The event array must start within this many bytes (the top-level keys Kineto writes before it).
+_HEAD_MAX = 1 << 23
+_AT_BYTE = re.compile(r"\(byte (\d+)\)")
+
+
+class _NotPlain(Exception):
+    """The file is not plain valid JSON (the message says where)."""
+
+
+class _Walk:
+    """One file's event array read through a :class:`~expo_prof.readers.chrome.window.Window` (the chrome
+    reader's fixed window: plain or gzip, the size cap) and split at event boundaries
+    (:func:`~expo_prof.readers.chrome.decode.next_boundary`), each chunk checked by msgspec; the document's
+    other keys are decoded at the end from the text before the array and the text after its last chunk."""
+
+    def __init__(self, path: Path, max_bytes: int) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self.top: dict[str, msgspec.Raw] = {}
+        self.n = 0
+
+    def pieces(self) -> Iterator[tuple[bytes, list[msgspec.Raw]]]:
+        try:
+            with Window(self.path, max_bytes=self.max_bytes) as w:
+                yield from self._walk(w)
+        except DamagedGzip as exc:
+            raise BadInput(f"{self.path}: damaged gzip data ({exc})") from None
+        except (_NotPlain, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise BadInput(f"{self.path}: not plain valid JSON ({str(exc).splitlines()[0]})") from None
+
+    def _walk(self, w: Window) -> Iterator[tuple[bytes, list[msgspec.Raw]]]:
+        while True:  # the first byte of the document
+            i = skip_space(w.buf, 0, w.hi)
+            if i < w.hi:
+                break
+            if not w.more(w.hi):
+                raise _NotPlain("empty file")
+        d0 = w.base + i
+        is_array = w.buf[i] == 0x5B
+        a0 = d0
+        while not is_array:  # an object's event array follows its "traceEvents" key
+            m = EVENTS_KEY.search(w.buf, d0 - w.base, w.hi)
+            if m is not None:
+                a0 = w.base + m.end() - 1
+                del m  # (a match holds on to the buffer it searched)
+                break
+            if w.base + w.hi - d0 >= _HEAD_MAX or not w.more(d0 - w.base):
+                raise _NotPlain(f"no traceEvents array in the first {_HEAD_MAX >> 20} MB")
+        head = bytes(w.buf[d0 - w.base : a0 - w.base + 1])
+        s = a0 + 1
+        while True:  # the first event
+            k = skip_space(w.buf, s - w.base, w.hi)
+            s = w.base + k
+            if k < w.hi or not w.more(s - w.base):
+                break
+        pos = s + WALK_CHUNK
+        while True:
+            while w.base + w.hi < pos + WALK_CHUNK // 4 and w.more(s - w.base):
+                pass
+            e, nxt = next_boundary(w.buf, pos - w.base, w.hi)
+            if e >= w.hi:  # no boundary in what has been read
+                end = w.base + w.hi
+                if not w.more(s - w.base):
+                    break
+                pos = max(pos, end - 4096)
+                continue
+            doc = b"[" + bytes(w.buf[s - w.base : e]) + b"]"
+            try:
+                raws = _ARRAY.decode(doc)
+            except msgspec.DecodeError as exc:
+                # Cut inside a string or a nested value ("truncated", or an error at the "]" added): that "}" was
+                # no event's end. Anything else is damage inside the chunk.
+                at = _AT_BYTE.search(str(exc))
+                if "truncated" not in str(exc) and (at is None or int(at.group(1)) < len(doc) - 1):
+                    raise _NotPlain(f"{exc} (the chunk from byte {s:,})") from None
+                pos = w.base + e  # the "}" ended a string, not an event: the next candidate
+                continue
+            self.n += len(raws)
+            yield doc[1:-1] + bytes(w.buf[e:nxt]), raws
+            s, pos = w.base + nxt, w.base + nxt + WALK_CHUNK
+        # The end of the file is in the window: the last events, the array's "]" and the keys after it.
+        tail = head + bytes(w.buf[s - w.base : w.hi])
+        if is_array:
+            arr = _RAW.decode(tail)
+        else:
+            self.top = {k: msgspec.Raw(bytes(v)) for k, v in _TOP.decode(tail).items()}
+            got = self.top.pop("traceEvents", None)
+            if got is None or bytes(memoryview(got)[:1]) != b"[":
+                raise _NotPlain("traceEvents is not an array")
+            arr = got
+        raws = _ARRAY.decode(arr)
+        if raws:
+            self.n += len(raws)
+            mv = memoryview(arr)
+            lo, hi = 1, len(mv) - 1
+            while mv[lo] in b" \t\r\n":
+                lo += 1
+            while mv[hi - 1] in b" \t\r\n":
+                hi -= 1
+            yield bytes(mv[lo:hi]), raws
 
 
 def load_raw(path: Path, max_bytes: int) -> RawTrace:
-    """Split ``path`` (plain or gzip) into top-level keys and its event array; BadInput when it is not plain valid
-    JSON (the readers repair cut or damaged files; an export then falls back to what the timeline holds)."""
-    loaded = read_bytes(path, max_bytes=max_bytes)
-    data = loaded.take()  # a bytearray: decoded in place, never copied (the Raw slices point into it)
-    try:
-        # Decoding into Raw values still checks the whole text is valid JSON, without building any object.
-        first = _NON_SPACE.search(data)  # (data.lstrip() would copy the whole file)
-        is_array = first is not None and first.group() == b"["
-        top = _TOP.decode(data) if not is_array else {"traceEvents": _RAW.decode(data)}
-        ev = top.pop("traceEvents", None)
-        if ev is not None and bytes(memoryview(ev)[:1]) != b"[":
-            raise BadInput(f"{path}: traceEvents is not an array")
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise BadInput(f"{path}: not plain valid JSON ({str(exc).splitlines()[0]})") from None
-    return RawTrace(path, top, [ev] if ev is not None else [], data)
+    """Check that ``path`` (plain or gzip) is plain valid JSON with an event array, a window at a time, and
+    take its top-level keys and count its events; BadInput when it is not (the readers repair cut or damaged
+    files; an export then falls back to what the timeline holds). Memory: one window and a chunk of events,
+    whatever the file's size (issue 34: the file was read whole, 1.4 GB at peak for a 1 GB trace)."""
+    walk = _Walk(path, max_bytes)
+    for _ in walk.pieces():
+        pass
+    return RawTrace(path, walk.top, [path], walk.n, max_bytes)
 
 
 def trace_files(t: Any, *, split_ok: bool = False) -> list[Path] | None:
@@ -104,29 +229,16 @@ def load_raws(paths: list[Path], max_bytes: int) -> RawTrace:
     top-level keys."""
     parts = [load_raw(p, max_bytes) for p in paths]
     first = parts[0]
-    first.arrays = [a for p in parts for a in p.arrays]
-    first.data = [p.data for p in parts]
+    first.paths = [p for part in parts for p in part.paths]
+    first.n_events = sum(p.n_events for p in parts)
     return first
 
 
-#: Bytes per piece of a passed-through event array.
-PIECE = 1 << 23
-
-
-def verbatim_pieces(src: RawTrace) -> Iterator[tuple[bool, Any]]:
-    """The event arrays' contents exactly as in the files, in pieces of at most ``PIECE`` bytes: (starts a new
-    list item, bytes). Nothing is decoded: the text between the brackets is written as it is."""
-    for a in src.arrays:
-        mv = memoryview(a)
-        lo, hi = 1, len(mv) - 1  # inside [ … ]
-        while lo < hi and mv[lo] in b" \t\r\n":
-            lo += 1
-        while hi > lo and mv[hi - 1] in b" \t\r\n":
-            hi -= 1
-        first = True
-        for k in range(lo, hi, PIECE):
-            yield first, mv[k : min(k + PIECE, hi)]
-            first = False
+def verbatim_pieces(src: RawTrace) -> Iterator[tuple[bool, bytes]]:
+    """The event arrays' contents exactly as in the files, a chunk at a time: (starts a new list item, bytes).
+    Nothing is decoded into objects: the text between the brackets is written as it is."""
+    for new, text, _raws in src.pieces():
+        yield new, text
 
 
 #: Category of events of sources that were read but not counted (the readers drop it).
@@ -186,7 +298,7 @@ class Rewriter:
         out: list[bytes] = []
         # Only names are cut: an event too short to hold a long name is copied as it is.
         names_only = self.pids is None and not self.shift_ns and not self.id_prefix and not self.inert
-        for r in src.events:
+        for r in (r for _new, _text, raws in src.pieces() for r in raws):
             if names_only and len(r) <= LONG:
                 out.append(bytes(r))
             else:
