@@ -17,6 +17,9 @@ import pytest
 
 from shared_paths import REPO
 
+# Each dry run installs into a fresh venv and starts interpreters importing torch (docs/testing.md, "Tiers").
+pytestmark = pytest.mark.procs
+
 #: What the device tool brings back: at most 8 files, no more than 2 folders down.
 MAX_FILES = 8
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from eventlog_schema import check_lines, read_log  # type: ignore[import-not-found]
@@ -121,6 +122,7 @@ print(json.dumps({"hung": False, "exit": os.waitstatus_to_exitcode(status), "chi
 """
 
 
+@pytest.mark.procs
 def test_forked_child_gets_its_own_lane_and_log(tmp_path):
     # GIVEN a process whose overlay lane thread runs, with a launched step still open, that forks
     # (vLLM's multiprocessing workers may be forked from a process that already loaded the plugin)

@@ -327,6 +327,7 @@ def _placement(cpus_arg: str, helper_first: bool = True) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("helper_first", [True, False], ids=["some-thread-unpinned", "every-thread-pinned"])
 def test_auto_places_the_lane_beside_the_pinned_model_thread(helper_first):
     # GIVEN a process whose model thread is pinned to one CPU (vLLM CPU's OpenMP binding),
@@ -339,6 +340,7 @@ def test_auto_places_the_lane_beside_the_pinned_model_thread(helper_first):
     assert "beside the forward's pinned CPUs" in out["placement"]
 
 
+@pytest.mark.procs
 def test_inherit_keeps_the_lane_with_the_model_thread_and_explicit_cpus_are_obeyed():
     # GIVEN the same pinning WHEN placement is "inherit" THEN the lane shares the model's CPU
     out = _placement('"inherit"')

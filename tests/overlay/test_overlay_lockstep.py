@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from eventlog_schema import read_log
 from two_ranks import run_two_ranks
+
+# Two fresh interpreters importing torch and vLLM per test (docs/testing.md, "Tiers").
+pytestmark = pytest.mark.procs
 
 
 def test_ranks_draw_the_same_noise_when_one_ranks_overlay_is_off(tmp_path, vllm_available):

@@ -229,6 +229,7 @@ def test_model_runner_v2_is_observed_and_not_applicable_removes_everything(tmp_p
     assert lines["header"][0]["backend"] == "cpu"
 
 
+@pytest.mark.procs
 def test_register_is_idempotent_in_a_fresh_process(tmp_path):
     # GIVEN a fresh interpreter with the switch on and vLLM importable
     import subprocess

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from two_ranks import run_two_ranks
+
+# Two fresh interpreters importing torch and vLLM (docs/testing.md, "Tiers").
+pytestmark = pytest.mark.procs
 
 
 def test_only_the_last_pipeline_rank_reserves_q(tmp_path, tiny_config_dir, vllm_available):
