@@ -154,9 +154,10 @@ def test_sighup_during_report_removes_its_temporary_file(tmp_path, realtraces, n
     Before the fix: SIGHUP killed it at once and left a partial ``.r.html.PID.….tmp``."""
     strace = shutil.which("strace", path=ENV["PATH"])
     need(strace is not None, "the `strace` command")
-    # The page goes out in a few large writes: each held back 0.3 s after it wrote, so the signal lands
-    # between a write and the rename, every time.
-    slow = [str(strace), "-qq", "-o", "/dev/null", "-e", "trace=write", "-e", "inject=write:delay_exit=300000"]
+    # The page goes out in a few large writes: each held back 2 s after it wrote, so the signal lands between
+    # a write and the rename every time, even when a loaded machine (the suite's parallel tier) slows the test's
+    # own polling and process lookup (at 0.3 s it missed now and then under load: exit 0, the page written).
+    slow = [str(strace), "-qq", "-o", "/dev/null", "-e", "trace=write", "-e", "inject=write:delay_exit=2000000"]
     proc, err = _signal_while_writing(tmp_path, realtraces, ["report"], "r.html", signal.SIGHUP, slow=slow)
     assert proc.returncode == 129, err
     assert lines(err) == ["error: interrupted (SIGHUP)"]
