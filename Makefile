@@ -40,13 +40,14 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -m "not ($(FAST_TIER))" --durations=25
 
 # The fast tier alone, for daily work: lint, types, layering and the tests that start no server — less the
-# `procs` tests (fresh interpreters importing torch/vLLM, or installs: about a third of the tier's time).
-# `make test` runs all of these, the `procs` tests included, in its first pytest run above.
+# `procs` tests (fresh interpreters importing torch/vLLM, or installs: about a third of the tier's time) and
+# the `slow` ones (3 s or more of a core each: sweeps over real traces, hostile input at scale, HTA).
+# `make test` runs all of these, `procs` and `slow` included, in its first pytest run above.
 test-fast: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python tools/layering.py
-	$(BIN)/python -m pytest -q -ra -n auto --dist worksteal -m "$(FAST_TIER) and not procs" --durations=15
+	$(BIN)/python -m pytest -q -ra -n auto --dist worksteal -m "$(FAST_TIER) and not procs and not slow" --durations=15
 
 # The switchback-vs-ab proof: an experiment, not a test (~17 min of real vLLM servers; run it with nothing else on
 # the machine). Writes bench/results/switchback_proof.json and its table in docs/ab.md; commit both.

@@ -39,19 +39,20 @@ def across_zero(iv: Interval | None) -> bool:
     return iv is not None and iv.ci_ns is not None and iv.ci_ns[0] <= 0.0 <= iv.ci_ns[1]
 
 
-def diff_words(iv: Interval, more: str, less: str) -> str:
+def diff_words(iv: Interval, more: str, less: str, per: str = "") -> str:
     """A difference in words that follow its CI: ``3.1 ms slower (95% CI 2.0 ms to 4.2 ms slower)`` when the
     CI lies on one side of zero; ``no difference shown (mean 406.0 µs less, 95% CI -1.24 ms to +423.3 µs,
-    width 1.66 ms)`` when it holds zero (``more`` / ``less``: the words of a positive / negative difference)."""
+    width 1.66 ms)`` when it holds zero (``more`` / ``less``: the words of a positive / negative difference;
+    ``per``: the unit the mean is counted in, e.g. ``/step``, written after it)."""
     word = more if iv.mean_ns >= 0 else less
     if iv.ci_ns is None:
-        return f"{fmt_ns(abs(iv.mean_ns))} {word} (no CI: fewer than 2 pairs)"
+        return f"{fmt_ns(abs(iv.mean_ns))}{per} {word} (no CI: fewer than 2 pairs)"
     lo, hi = iv.ci_ns
     if lo <= 0.0 <= hi:
-        return (f"no difference shown (mean {fmt_ns(abs(iv.mean_ns))} {word}; 95% CI {fmt_ns(lo, signed=True)} to "
-                f"{fmt_ns(hi, signed=True)}, width {fmt_ns(hi - lo)})")
+        return (f"no difference shown (mean {fmt_ns(abs(iv.mean_ns))}{per} {word}; 95% CI {fmt_ns(lo, signed=True)} "
+                f"to {fmt_ns(hi, signed=True)}, width {fmt_ns(hi - lo)})")
     a, b = sorted((abs(lo), abs(hi)))
-    return f"{fmt_ns(abs(iv.mean_ns))} {word} (95% CI {fmt_ns(a)} to {fmt_ns(b)} {word})"
+    return f"{fmt_ns(abs(iv.mean_ns))}{per} {word} (95% CI {fmt_ns(a)} to {fmt_ns(b)} {word})"
 
 
 def settle_words(sv: Saving) -> tuple[str, str]:

@@ -93,7 +93,7 @@ def _saving_part(s: Saving) -> str:
     sign = 1 if s.saving.mean_ns >= 0 else -1
     if across_zero(s.saving):
         # Words that follow the CI: an interval across zero shows no difference, whatever the mean's sign.
-        line = f"{head} — {diff_words(s.saving, 'saved', 'added')}/step"
+        line = f"{head} — {diff_words(s.saving, 'saved', 'added', per='/step')}"
     else:
         ci = "" if s.saving.ci_ns is None else " (95% CI {} to {})".format(*(fmt_ns(sign * c) for c in sorted(
             s.saving.ci_ns, key=lambda c: sign * c)))

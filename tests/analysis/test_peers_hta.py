@@ -26,7 +26,8 @@ from analysis_helpers import REALTRACES, require  # type: ignore[import-not-foun
 from hta_compat import hta_view  # type: ignore[import-not-found]
 
 # HTA 0.5.0 on pandas 3 warns about its own use of inplace=; not ours to fix.
-pytestmark = pytest.mark.filterwarnings("ignore:.*inplace keyword")
+#: HTA over real traces costs seconds of a core a case: make test-fast leaves the module to make test.
+pytestmark = [pytest.mark.filterwarnings("ignore:.*inplace keyword"), pytest.mark.slow]
 
 TRACES = {
     "nccl_data": "hta/tests/data/nccl_parser_config/nccl_data.json.gz",

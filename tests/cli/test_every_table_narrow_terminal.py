@@ -13,6 +13,9 @@ import sys
 import pytest
 from shared_paths import REPO
 
+#: Each test here costs seconds of a core (a sweep over real traces): make test-fast leaves the module to make test.
+pytestmark = pytest.mark.slow
+
 SAMPLES = REPO / "traces" / "samples"
 BASE = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"}
 

@@ -159,6 +159,7 @@ def test_analyze_and_export_count_the_same_steps_of_the_switchback_sample(tmp_pa
         assert f"switchback's off blocks (vLLM drew its noise inline; the overlay drew none): {off} steps" in note[0]
 
 
+@pytest.mark.slow
 def test_analyze_and_export_count_the_same_steps_of_a_real_cpu_trace(tmp_path, realtraces):
     """GIVEN a real vLLM CPU trace whose step annotations include steps with no token scheduled
     WHEN analyze and export run on it

@@ -21,6 +21,9 @@ from expo_prof.cli.main import main
 
 from shared_paths import REALTRACES  # type: ignore[import-not-found]
 
+#: Each test here costs seconds of a core (a sweep over real traces): make test-fast leaves the module to make test.
+pytestmark = pytest.mark.slow
+
 CSVS = sorted(REALTRACES.rglob("kernel_details.csv")) if REALTRACES.is_dir() else []
 KINETO = sorted(p for p in REALTRACES.rglob("*") if p.is_file() and (p.name.endswith(".json.gz") or (
     p.name.endswith(".json") and p.name != "trace_view.json" and "msprof" not in p.name))) if REALTRACES.is_dir() else []

@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from shared_paths import REPO
 
 ENV = {"COLUMNS": "200", "PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"}
@@ -147,6 +149,7 @@ def test_sigterm_during_export_removes_its_temporary_file(tmp_path, realtraces):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_sighup_during_report_removes_its_temporary_file(tmp_path, realtraces, need):
     """GIVEN report of the largest real vLLM CPU trace
     WHEN SIGHUP (the terminal closed) reaches it while its page's temporary file grows

@@ -17,6 +17,9 @@ import pytest
 from expo_prof.words import fmt_ns
 from support.analyze_cli import analyze_out
 
+#: Each test here costs seconds of a core (a sweep over real traces): make test-fast leaves the module to make test.
+pytestmark = pytest.mark.slow
+
 
 
 

@@ -3,8 +3,8 @@
 The servers are the session's shared overlay-off / overlay-on pair (``off_on_session``,
 tests/support/off_on.py: two starts for this module and verify's equivalence case together):
 
-* overlay ON  — one wave of every request the tests look at, then the server stops (after verify's
-  requests), so the event log is complete;
+* overlay ON  — one wave of every request the tests look at, then (after verify's requests) the server is
+  stopped as a user stops their own: SIGTERM, no --shutdown-timeout; its event log must still be complete;
 * overlay OFF — the greedy requests again, for the on/off comparison.
 
 GIVEN/WHEN live in the fixture, each test is a THEN over what it recorded.
@@ -188,10 +188,10 @@ def test_every_sampling_step_is_accounted_for(overlay_on):
 
 
 def test_summary_line_matches_the_steps(overlay_on):
-    """THEN each log (stopped gracefully) ends with a summary whose counts equal
-    the counts recomputed from its step lines."""
+    """THEN each log ends with a summary whose counts equal the counts recomputed from its step lines —
+    though the server was stopped as a user stops their own (SIGTERM, no --shutdown-timeout: see the next test)."""
     for path, objs in _event_logs(overlay_on.out_dir).items():
-        assert objs[-1]["type"] == "summary", f"{path}: no summary line after a graceful stop"
+        assert objs[-1]["type"] == "summary", f"{path}: no summary line after SIGTERM"
         steps = [o for o in objs if o["type"] == "step"]
         summary = objs[-1]
         assert summary["steps"] == len(steps)
@@ -202,6 +202,30 @@ def test_summary_line_matches_the_steps(overlay_on):
             if s["fallback"]:
                 fallbacks[s["fallback"]] = fallbacks.get(s["fallback"], 0) + 1
         assert summary["fallbacks"] == fallbacks
+
+
+def test_sigterm_without_shutdown_timeout_keeps_the_summary(overlay_on):
+    """GIVEN the overlay-on server started as a user starts it — no --shutdown-timeout (vLLM's default 0 makes
+    the API server SIGTERM the engine and SIGKILL it at once, so the overlay's exit code never runs) — having
+    served sampled requests WHEN it is stopped with SIGTERM to its API server (kill PID, systemd, docker stop)
+    THEN every event log with step lines ends with a summary line counting them, record's check finds nothing
+    missing, and `analyze` reads the counts from it with no "no summary line" warning (issue 33, item 7)."""
+    import subprocess
+    import sys
+
+    from expo_prof.readers.overlay_log import NO_SUMMARY, missing_summary
+
+    assert overlay_on.argv and "--shutdown-timeout" not in overlay_on.argv
+    stepped = {p: objs for p, objs in _event_logs(overlay_on.out_dir).items() if any(o["type"] == "step" for o in objs)}
+    assert stepped, overlay_on.stop_log[-2000:]
+    for path, objs in stepped.items():
+        assert objs[-1]["type"] == "summary", (path.name, objs[-1], overlay_on.stop_log[-2000:])
+        assert objs[-1]["steps"] == sum(o["type"] == "step" for o in objs) >= N
+        assert missing_summary(path) is None
+    res = subprocess.run([sys.executable, "-m", "expo_prof", "analyze", str(overlay_on.out_dir), "--json"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert not [w for w in json.loads(res.stdout)["warnings"] if NO_SUMMARY in w]
 
 
 def test_windows_are_ordered_and_the_wait_follows_the_forward(overlay_on):

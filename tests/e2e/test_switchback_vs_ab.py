@@ -2,19 +2,21 @@
 
 GIVEN the configuration of ``bench/switchback_proof.py`` where the overlay
 should win (vLLM's fp64-Gumbel path, the lane on the free core), measured by
-``expo-prof ab --repeat 2`` (four server launches) and by ``expo-prof ab
---switchback`` (one launch) with the same built-in workload, THEN each session
-is what its command promises: runs in alternating order, the tables, a verdict
-with its uncertainty, numbers that are the runs' own, the mechanism; one run
-that alternates blocks in the documented order, whose saving every command
-states alike.
+``expo-prof ab --repeat 2`` (four server launches, quiet, its JSON on stdout, as
+the proof runs it) and by ``expo-prof ab --switchback`` (one launch, its tables
+on the terminal as a user sees them) with the same built-in workload, THEN each
+session is what its command promises: runs in alternating order, the tables, a
+verdict with its uncertainty, numbers that are the runs' own, the mechanism; one
+run that alternates blocks in the documented order, whose saving every command
+states alike, and whose "What the overlay saves" block is printed once, whole.
 
 Whether switchback's estimate agrees with ab's is an experiment, not a unit
 test: ``make proof`` (the same ``bench/switchback_proof.py``, both
 configurations, ``ab --repeat 3``) records it, and
 ``tests/bench/test_switchback_proof_record.py`` fails when that record is stale
-or says they disagreed (docs/ab.md). This module is the suite's one real
-switchback run (the smoke test of that code path).
+or says they disagreed (docs/ab.md). This module holds the suite's real
+``ab --switchback`` run (the smoke test of that code path; ``make demo``'s
+``record`` run is tests/e2e/test_demo.py's).
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from switchback_proof import measure, model_dir  # noqa: E402
+from switchback_proof import CONFIGS, ENV, REPO, WORKLOAD, Measured, _server, model_dir  # noqa: E402
 
 #: Five server launches (ab 2 + 2, one switchback run): ~6 min on an idle 2-core machine, past pytest-timeout's
 #: 900 s default on a loaded one (the module fixture counts in the first test's time).
@@ -37,19 +40,42 @@ pytestmark = pytest.mark.timeout(1800)
 #: ab's runs per side here (the proof's 3 are `make proof`'s): two pairs still pair, alternate and give a CI.
 REPEAT = 2
 CONFIG = "lane-free-fp64"
+K = 8
+
+
+def _expo_prof(args: list[str], cwd: Path, timeout: float = 1800) -> tuple[subprocess.CompletedProcess, float]:
+    """``python -m expo_prof ARGS`` in the proof's environment for CONFIG (no overlay switch of the caller's);
+    the completed process and its wall time."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EXPO_PROF_", "VLLM_ASCEND_"))}
+    env.update({**ENV, **CONFIGS[CONFIG]["env"], "COLUMNS": "200", "PYTHONPATH": os.pathsep.join(
+        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])})
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "expo_prof", *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+    assert proc.returncode == 0, (args[:3], proc.stderr[-3000:])
+    return proc, time.monotonic() - t0
 
 
 @pytest.fixture(scope="module")
-def measured(vllm_available, vllm_lock, tmp_path_factory):
-    """The configuration measured both ways (one server at a time)."""
+def measured(vllm_available, vllm_lock, tmp_path_factory) -> tuple[Measured, str]:
+    """The configuration measured both ways (one server at a time), and what ab --switchback printed."""
+    from expo_prof.serving.launch import free_port
+
     model = model_dir()
     work = tmp_path_factory.mktemp("switchback-vs-ab")
+    ab_dir, sb_dir = work / f"{CONFIG}-ab", work / f"{CONFIG}-switchback"
+    args = CONFIGS[CONFIG]["args"]
     with vllm_lock(timeout_s=1800):
-        return measure(CONFIG, work, repeat=REPEAT, model=model)
+        ab, ab_s = _expo_prof(["-q", "ab", "--repeat", str(REPEAT), *WORKLOAD, "--session-dir", str(ab_dir),
+                               "--json", "--", *_server(model, free_port(), args)], work)
+        sb, sb_s = _expo_prof(["ab", "--switchback", "--block-steps", str(K), *WORKLOAD, "--session-dir",
+                               str(sb_dir), "--", *_server(model, free_port(), args)], work)
+    doc = json.loads(_cli("compare", str(sb_dir), "--json").stdout)
+    return Measured(CONFIG, json.loads(ab.stdout), doc, ab_s, sb_s, ab_dir, sb_dir, [ab.stderr, sb.stderr]), sb.stdout
 
 
 def test_the_ab_session_is_what_ab_promises(measured):
-    m = measured
+    m, _ = measured
     session, result = m.ab_dir, m.ab
     # THEN the session holds off, on, off, on, all ok
     s = json.loads((session / "session.json").read_text())
@@ -94,19 +120,19 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_the_switchback_run_is_what_the_overlay_promises(measured):
-    m = measured
+    m, _ = measured
     run = m.switchback_dir
     # THEN one run, recorded as switchback with its block length
     manifest = json.loads((run / "manifest.json").read_text())
-    assert (manifest["overlay"], manifest["switchback_block"], manifest["status"]) == ("switchback", 8, "ok")
+    assert (manifest["overlay"], manifest["switchback_block"], manifest["status"]) == ("switchback", K, "ok")
     # AND its event log alternates blocks in the documented order, off steps on vLLM's own path
     (log,) = (run / "overlay").glob("expo-prof-events-*.jsonl")
     lines = [json.loads(x) for x in log.read_text().splitlines()]
-    assert lines[0]["mode"] == "switchback" and lines[0]["block_steps"] == 8
+    assert lines[0]["mode"] == "switchback" and lines[0]["block_steps"] == K
     steps = [x for x in lines if x["type"] == "step" and x["reqs"] > 0]
     from overlay.sampler import switchback_phase
 
-    assert [x["phase"] for x in steps] == [switchback_phase(k, 8) for k in range(len(steps))]
+    assert [x["phase"] for x in steps] == [switchback_phase(k, K) for k in range(len(steps))]
     assert all(not x["launched"] for x in steps if x["phase"] == "off")
     assert sum(x["used"] for x in steps if x["phase"] == "on") >= 0.9 * sum(x["phase"] == "on" for x in steps)
     # AND the saving figures come from enough of the run: most steps compared, pairs many
@@ -131,3 +157,30 @@ def test_the_switchback_run_is_what_the_overlay_promises(measured):
     lo_ci, hi_ci = s["tokps_ci_pct"]
     assert lo_ci <= s["tokps_change_pct"] <= hi_ci
     assert s["decision"] in ("enable", "keep off", "no significant difference")
+
+
+def test_ab_switchback_prints_its_block_once_with_the_step_broken_down(measured):
+    """THEN on the terminal (not quiet) the "What the overlay saves" block and the saving line appear once each
+    (the run summary printed them; the comparison after it did again, issue 33 item 3), the block holds its "to
+    settle" row and every left-out reason with what it means, and each arm's step broken into forward, sampler
+    and the rest (item 5), the same figures as ``compare RUN --json`` gives."""
+    from expo_prof.words import fmt_ns
+
+    m, out = measured
+    flat = " ".join(out.split())
+    # THEN the block and the saving line once each
+    assert out.count("What the overlay saves") == 1, out
+    assert flat.count("saving (switchback): ") == 1, out
+    # AND the block is whole: the to-settle row, and the step of each arm as forward + sampler + rest
+    assert "to settle" in flat and "forward beside the draw" not in flat
+    (sv,) = m.switchback["saving"]
+    for parts in (sv["off_parts"], sv["on_parts"]):
+        assert parts["forward_ns"] + parts["sampler_ns"] + parts["rest_ns"] == pytest.approx(parts["step_ns"])
+        for name in ("forward", "sampler", "rest"):
+            assert f"{name} {fmt_ns(parts[name + '_ns'])}" in flat, (name, out)
+    # AND every reason a step was left out is printed with its count and a clause saying what it means
+    assert any(sv["dropped"].values())
+    for key, n in sv["dropped"].items():
+        if n:
+            clause = flat.split(f"left out {n} ", 1)[1].split(" left out ")[0]
+            assert len(clause.split()) >= 4, (key, clause)

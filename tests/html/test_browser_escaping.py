@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from html_helpers import page_data, wait_for  # type: ignore[import-not-found]
 from make_run import EVIL, EVIL_THREAD  # type: ignore[import-not-found]
 
@@ -70,6 +72,7 @@ def test_report_shows_hostile_names_as_text(tmp_path, open_page, evil_run):
     assert all(n in names for n in EVIL)
 
 
+@pytest.mark.slow
 def test_export_keeps_hostile_names_as_json_strings(tmp_path, evil_run):
     """GIVEN the same run WHEN exported THEN the names survive as plain JSON strings (a viewer's concern to escape)."""
     doc = export_document([evil_run], options=Options.make(op="xss"))

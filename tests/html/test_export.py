@@ -8,6 +8,7 @@ import re
 from collections import Counter
 
 import numpy as np
+import pytest
 from export_helpers import RUN_WITH_LOG, export, instances, two_ranks  # type: ignore[import-not-found]
 
 from expo_prof import readers
@@ -158,6 +159,7 @@ def test_several_ranks_stay_apart_and_read_back_per_rank(tmp_path, nccl_trace):
     assert before["n"] == 42 and instances([out], "nccl") == before
 
 
+@pytest.mark.slow
 def test_export_of_recorded_run_gz(tmp_path, run_on):
     """GIVEN a recorded run directory WHEN exported to .json.gz THEN the file is gzip JSON with the instance track."""
     out, _ = export(tmp_path, str(run_on), name="annotated.json.gz")

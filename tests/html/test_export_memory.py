@@ -22,6 +22,9 @@ from expo_prof.html.build import one_recording
 from expo_prof.pipeline import Options, run
 from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED
 
+#: Each test here costs seconds of a core (a sweep over real traces): make test-fast leaves the module to make test.
+pytestmark = pytest.mark.slow
+
 N = 10_000
 ARGS = "s" * 2048
 

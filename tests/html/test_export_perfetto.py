@@ -17,6 +17,7 @@ from collections import Counter, defaultdict
 
 import chrome_tally  # type: ignore[import-not-found]
 import numpy as np
+import pytest
 from export_helpers import RUN_WITH_LOG, export, two_ranks  # type: ignore[import-not-found]
 
 from expo_prof import readers
@@ -150,6 +151,7 @@ def test_perfetto_export_of_a_real_gpu_trace(tmp_path, nccl_trace):
     assert len(r["slices"]["steps"]) == len(a.steps)
 
 
+@pytest.mark.slow
 def test_perfetto_export_of_run_with_log_and_of_two_ranks(tmp_path, nccl_trace):
     """GIVEN a recorded run with its overlay log, and two ranks of a real trace
     WHEN each is exported with --format perfetto

@@ -17,6 +17,9 @@ import pytest
 from export_helpers import export, two_ranks  # type: ignore[import-not-found]
 from test_export_perfetto import check_rules, decode  # type: ignore[import-not-found]
 
+#: Each test here costs seconds of a core (a sweep over real traces): make test-fast leaves the module to make test.
+pytestmark = pytest.mark.slow
+
 #: The category of the analysis's own slices (docs/export.md): not a source's.
 ADDED = "expo_prof"
 WITH_STACK = "vllm-cpu/rank0-default-with-stack.pt.trace.json.gz"

@@ -273,6 +273,7 @@ def _profile_one_step_with_vllm_profiler(tmp_path, ov):
     return {name: {e["tid"] for e in events if e.get("name") == name} for name in ("aten::exponential_", SPAN_WAIT)}
 
 
+@pytest.mark.slow
 def test_vllm_profiler_records_the_lane_thread_only_with_the_profiler_patch(tmp_path, vllm_available):
     # GIVEN the overlay on with its profiler patch, its CPU lane already running
     from overlay import plugin

@@ -35,6 +35,7 @@ def _step(ov):
     return step
 
 
+@pytest.mark.slow
 def test_consumed_q_is_dropped_while_its_events_are_still_pending(tmp_path):
     # GIVEN the device lane whose events never complete (steps stay pending, unwritten)
     fake, alloc = FakeDeviceModule(), FakeAllocator()

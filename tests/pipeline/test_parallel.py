@@ -46,6 +46,7 @@ def _cases(realtraces: Path) -> list[tuple[list[Path], dict]]:
     ]
 
 
+@pytest.mark.slow
 def test_jobs_give_the_serial_document(realtraces):
     # GIVEN real inputs of every kind (several recordings, formats, ranks, overlay logs)
     for paths, kw in _cases(realtraces):

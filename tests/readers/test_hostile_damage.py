@@ -149,6 +149,7 @@ def test_a_raw_control_character_is_repaired_in_place(tmp_path, monkeypatch, sma
     assert c_bad <= 2 * c_clean, (c_bad, c_clean)
 
 
+@pytest.mark.slow
 def test_a_file_broken_in_every_event_is_not_held(tmp_path, monkeypatch):
     """GIVEN a GENERATED trace of 40,000 events (3.4 MB), every one but the last with "dur": NaN
     WHEN read (the damaged stretch dropped past 64 KB for the test; 8 MB in use)

@@ -233,6 +233,7 @@ NOT_OBJECTS = b'1,null,"s",[],true,2.5,'
 N_UNITS = 500_000
 
 
+@pytest.mark.slow
 def test_elements_that_are_not_objects_cost_only_their_count(tmp_path, baseline_mb):
     """GIVEN a GENERATED Kineto trace whose array holds 3 million elements that are not objects (numbers, null,
     strings, arrays, booleans: no ``}`` boundary anywhere among them) around the five events
@@ -302,6 +303,7 @@ def test_filler_mixed_with_events_reads_alike_in_tiny_chunks(tmp_path, monkeypat
     assert small.names == whole.names and small.warnings == whole.warnings
 
 
+@pytest.mark.slow
 def test_whitespace_gzip_bomb_is_refused_at_bounded_memory(tmp_path, baseline_mb):
     """GIVEN a GENERATED gzip file of 4.4 MB that inflates to 4.4 GB of spaces (past the default cap)
     WHEN ``expo-prof analyze`` reads it

@@ -50,6 +50,7 @@ def _expected(tmp_path: Path, parts, head: str, k: int):
     return _columns(p)[1]
 
 
+@pytest.mark.slow
 def test_cut_at_every_byte_of_the_last_events_keeps_exactly_the_complete_ones(doc, tmp_path):
     """GIVEN a real trace cut at every byte offset across its last three events (and a few earlier ones)
     WHEN loaded THEN the result equals the well-formed file of exactly the events complete before the cut,

@@ -89,14 +89,37 @@ def wait_for_status(run: Path, wanted: str, proc: subprocess.Popen, timeout: flo
     raise AssertionError(f"status {wanted!r} never reached")
 
 
-@pytest.mark.parametrize("mode", ["off", "on"])  # switchback: tests/e2e/test_demo.py (the default demo)
-def test_record_produces_a_complete_run_that_analyses(mode, tiny_model, vllm_available, vllm_lock, tmp_path):
-    # GIVEN the tiny model served by a real vLLM CPU server under `record`
-    port = free_port()
-    run = tmp_path / "run"
+@pytest.fixture(scope="module")
+def recorded(tiny_model, vllm_available, vllm_lock, tmp_path_factory) -> dict[str, tuple[Path, int, subprocess.CompletedProcess]]:
+    """GIVEN the tiny model served by a real vLLM CPU server under `record`, WHEN a short built-in workload is
+    recorded with the overlay off and, at the same time, on (two records side by side: their server starts —
+    three interpreters importing torch and vLLM, one core each — overlap instead of leaving a core idle; what
+    is asserted is each run's completeness, not its speed): per mode, (run, port, the finished record)."""
+    work = tmp_path_factory.mktemp("record")
+    runs: dict[str, tuple[Path, int, subprocess.Popen]] = {}
     with vllm_lock():
-        # WHEN a short built-in workload is recorded with the overlay on / off
-        proc = record(["--out", str(run), "--overlay", mode, *SMALL_LOAD, "--", *server_cmd(tiny_model, port)], tmp_path)
+        for mode in ("off", "on"):
+            port, run = free_port(), work / f"run-{mode}"
+            cmd = CLI + ["record", "--out", str(run), "--overlay", mode, *SMALL_LOAD, "--", *server_cmd(tiny_model, port)]
+            runs[mode] = run, port, subprocess.Popen(cmd, cwd=work, env={**os.environ, **ENV}, stdout=subprocess.PIPE,
+                                                     stderr=subprocess.PIPE, text=True)
+        done = {}
+        try:
+            for mode, (run, port, proc) in runs.items():
+                out, err = proc.communicate(timeout=600)
+                done[mode] = run, port, subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        finally:
+            for run, _, proc in runs.values():
+                if proc.poll() is None:  # a record that did not end in time: never leave it or its server behind
+                    proc.kill()
+                    proc.wait()
+                    _kill_server(run)
+    return done
+
+
+@pytest.mark.parametrize("mode", ["off", "on"])  # switchback: tests/e2e/test_demo.py (the default demo)
+def test_record_produces_a_complete_run_that_analyses(mode, recorded):
+    run, port, proc = recorded[mode]
     # THEN it succeeds and the run directory describes itself completely
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = manifest(run)
@@ -234,6 +257,7 @@ def _kill_server(run: Path) -> None:
         pass
 
 
+@pytest.mark.slow
 def test_server_crash_mid_run(tmp_path):
     # GIVEN a recording in its profiled workload (a STAND-IN server: what matters is a process that dies)
     # WHEN the server dies under it
@@ -269,6 +293,7 @@ def test_ctrl_c_mid_profile_keeps_everything(tiny_model, vllm_available, vllm_lo
     assert not processes_with(f"--port {port}")
 
 
+@pytest.mark.slow
 def test_wrapper_script_with_no_load_and_duration(tmp_path):
     # GIVEN a wrapper script that starts a server with its own arguments ("$@") (a STAND-IN server: what matters
     # is the launch script, its port and the fixed duration)

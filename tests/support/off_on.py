@@ -4,9 +4,11 @@
 processes, lane placement) and ``tests/verify/test_verify_e2e.py``'s equivalence case (``expo-prof verify
 --off-url --on-url`` on a correct overlay) each started an overlay-off and an overlay-on server of the same
 tiny model: four launches for one pair of configurations. :func:`serve_off_on` (the session fixture
-``off_on_session`` in tests/conftest.py) starts the pair once, holding the server lock once, and does what
-both modules ask of it — the overlay's request waves, then ``verify`` against both URLs — and stops both
-(gracefully: the event logs end with their summary). Each test is then a THEN over what it recorded.
+``off_on_session`` in tests/conftest.py) starts the pair once and at the same time (:func:`support.started.
+started`), holding the server lock once, and does what both modules ask of it — the overlay's request
+waves, then ``verify`` against both URLs — and stops both. The overlay-on server is a user's own: no
+``--shutdown-timeout``, stopped with SIGTERM to its API server (issue 33 item 7: its event logs must still end
+with their summary). Each test is then a THEN over what it recorded.
 
 One configuration serves both: ``--logprobs-mode processed_logprobs`` (what ``verify``'s constraint check
 reads; the overlay's requests ask no logprobs) and the overlay's own switch, log folder and no
@@ -16,9 +18,9 @@ instrumentation. The overlay's step accounting counts the steps of its waves onl
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from overlay.contract import ENV_INSTRUMENT, ENV_OUT, ENV_SWITCH, ENV_SWITCH_ALIAS
 from shared_paths import REPO
+from support.started import started
 
 #: Tokens per request. ``ignore_eos`` makes every request produce exactly this many (a random model emits
 #: EOS at random), so token counts are known.
@@ -74,6 +77,9 @@ class Run:
     pgid: int = 0
     #: Per vLLM worker process: {thread id: allowed CPUs}, read while it served.
     worker_threads: dict[int, dict[int, set[int]]] = field(default_factory=dict)
+    #: The overlay-on server's command line, and its log once it was stopped with SIGTERM.
+    argv: list[str] = field(default_factory=list)
+    stop_log: str = ""
 
 
 @dataclass
@@ -196,17 +202,29 @@ def serve_off_on(tiny_model: Path, work: Path, lock) -> OffOn:
     acc.write_text("".join(json.dumps(r) + "\n" for r in accuracy_rows()))
     verify_dir = work / "verify"
     verify_dir.mkdir()
-    with lock(timeout_s=1800), contextlib.ExitStack() as stack:
-        servers = {}
-        for name, run in (("off", off), ("on", on)):
-            # A long startup limit: on a loaded 2-core CI machine a start has taken over 5 minutes.
-            servers[name] = stack.enter_context(VllmServer(
-                tiny_model, env=_env(name == "on", run.out_dir), log_path=work / f"server-{name}.log",
-                startup_timeout=900, extra_args=["--logprobs-mode", "processed_logprobs"]))
+    # A long startup limit: on a loaded 2-core CI machine a start has taken over 5 minutes. The overlay-on
+    # server is started as a user starts their own (no --shutdown-timeout: vLLM's default 0), so that its stop
+    # below is the one a user's `kill PID` gives.
+    servers = {name: VllmServer(tiny_model, env=_env(name == "on", run.out_dir), log_path=work / f"server-{name}.log",
+                                startup_timeout=900, extra_args=["--logprobs-mode", "processed_logprobs"],
+                                shutdown_timeout=None if name == "on" else 10)
+               for name, run in (("off", off), ("on", on))}
+    with lock(timeout_s=1800), started(*servers.values()):
         _on_waves(servers["on"], on)
         _off_waves(servers["off"], off)
         # verify's equivalence case (--alpha 0.001: a correct overlay fails it by chance once in a thousand runs)
         res = verify_cli(["--off-url", servers["off"].base_url, "--on-url", servers["on"].base_url,
                           *VERIFY_BUDGET, "--alpha", "0.001", "--accuracy", str(acc), "--json",
                           "--out", str(verify_dir / "s")], verify_dir)
+        _stop_as_a_user_does(servers["on"], on)
     return OffOn(on=on, off=off, verify=res, verify_dir=verify_dir)
+
+
+def _stop_as_a_user_does(srv, run: Run) -> None:
+    """SIGTERM to the API server only (``kill PID``, systemd, ``docker stop``), with vLLM's default
+    ``--shutdown-timeout 0``: the API server SIGTERMs the engine and SIGKILLs it at once (issue 33, item 7).
+    The server's own exit is awaited; ``started``'s stop then reaps whatever is left."""
+    run.argv = list(srv.argv)
+    srv.proc.send_signal(signal.SIGTERM)
+    srv.proc.wait(timeout=120)
+    run.stop_log = srv.log_path.read_text(errors="replace")

@@ -16,7 +16,6 @@ not once in twenty.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from pathlib import Path
@@ -27,37 +26,33 @@ from overlay.contract import ENV_SWITCH
 from support.off_on import VERIFY_BUDGET as BUDGET
 from support.off_on import pythonpath as _pythonpath
 from support.off_on import verify_cli as _verify
+from support.started import started
 
 PLUGIN_DIR = Path(__file__).resolve().parent / "broken_sampler"
 
 
 @pytest.fixture(scope="module")
 def servers(vllm_available, tiny_model, vllm_lock, tmp_path_factory):
-    """``start(overlay, fault=None)`` → a running server (context manager); the server lock held for the module."""
+    """``start((overlay, fault), …)`` → running servers, started at once (context manager); the server lock
+    held for the module."""
     from expo_prof.serving.launch import VllmServer
 
     logs = tmp_path_factory.mktemp("verify-logs")
     count = [0]
 
-    @contextlib.contextmanager
-    def start(overlay: bool, fault: str | None = None):
+    def server(overlay: bool, fault: str | None = None) -> VllmServer:
         count[0] += 1
         env = {ENV_SWITCH: "1" if overlay else "0", "EXPO_PROF_OUT": str(logs / f"overlay-{count[0]}"),
                "PYTHONPATH": _pythonpath(PLUGIN_DIR), "EXPO_PROF_TEST_BROKEN_SAMPLER": fault}
         # A long startup limit: on a loaded 2-core CI machine a start has taken over 5 minutes.
-        srv = VllmServer(tiny_model, env=env, log_path=logs / f"server-{count[0]}.log", startup_timeout=900,
-                         extra_args=["--logprobs-mode", "processed_logprobs"])
-        with srv:
-            yield srv
+        return VllmServer(tiny_model, env=env, log_path=logs / f"server-{count[0]}.log", startup_timeout=900,
+                          extra_args=["--logprobs-mode", "processed_logprobs"])
+
+    def start(*configs: tuple[bool, str | None]):
+        return started(*(server(*c) for c in configs))
 
     with vllm_lock(timeout_s=1800):
         yield start
-
-
-@pytest.fixture(scope="module")
-def off_server(servers):
-    with servers(False) as srv:
-        yield srv
 
 
 def _urls(off, on) -> list[str]:
@@ -86,13 +81,13 @@ def test_overlay_off_vs_on_is_equivalent(off_on_session):
     assert saved["verdict"] == doc["verdict"]
 
 
-def test_broken_sampler_is_caught(servers, off_server, tmp_path):
+def test_broken_sampler_is_caught(servers, tmp_path):
     """GIVEN an overlay-on server with a deliberately broken sampler — greedy rows sampled, and top-k ignored —
-    WHEN verify runs THEN exit 1, the verdict says differs, and each fault is named by its own check: greedy
-    ids differ; first tokens outside the top-k set (with the overlay on only) and the top-k distribution
-    rejected."""
-    with servers(True, "greedy,topk") as on:
-        res = _verify([*_urls(off_server, on), *BUDGET, "--json", "--out", str(tmp_path / "s")], tmp_path)
+    beside an overlay-off one WHEN verify runs THEN exit 1, the verdict says differs, and each fault is named
+    by its own check: greedy ids differ; first tokens outside the top-k set (with the overlay on only) and the
+    top-k distribution rejected."""
+    with servers((False, None), (True, "greedy,topk")) as (off, on):
+        res = _verify([*_urls(off, on), *BUDGET, "--json", "--out", str(tmp_path / "s")], tmp_path)
     assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
     doc = json.loads(res.stdout)
     assert doc["verdict"]["verdict"] == "differs"
