@@ -279,7 +279,7 @@ def test_ctrl_c_mid_profile_keeps_everything(tiny_model, vllm_available, vllm_lo
     # WHEN the user presses Ctrl-C (SIGINT to expo-prof only)
     port = free_port()
     run, port, proc, err = _disturb_while_profiling(
-        server_cmd(tiny_model, port), port, tmp_path, vllm_lock, lambda p, r: p.send_signal(signal.SIGINT), settle_s=3
+        server_cmd(tiny_model, port), port, tmp_path, vllm_lock, lambda p, r: p.send_signal(signal.SIGINT), settle_s=2
     )
     # THEN a clean stop: exit 130, run marked interrupted, captured data kept, no orphan
     assert proc.returncode == 130, err[-2000:]
