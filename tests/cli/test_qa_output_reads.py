@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 OFF = REPO / "traces" / "samples" / "tiny-cpu-off-on" / "01-off"
 SWITCHBACK = REPO / "traces" / "samples" / "tiny-cpu-switchback"
@@ -72,6 +74,7 @@ def test_switchback_block_and_its_headline_print_one_tokps_figure():
     assert row.groups() == head.groups()
 
 
+@pytest.mark.slow
 def test_help_never_breaks_a_word_at_its_hyphen():
     """GIVEN every command's --help, piped at 80 columns (report's names `expo-prof compare`, compare's
     `vllm bench serve --save-result`, analyze's "expo-prof run or session directories")

@@ -81,6 +81,7 @@ def test_export_keeps_hostile_names_as_json_strings(tmp_path, evil_run):
     assert set(EVIL) <= names
 
 
+@pytest.mark.slow
 def test_data_block_cannot_be_closed_by_a_name(tmp_path, evil_run):
     """GIVEN hostile names WHEN a page is rendered THEN the raw HTML holds none of them outside the escaped JSON:
     no '</script' inside the data block, so the parser cannot leave it early."""

@@ -83,6 +83,7 @@ class _ProfiledRunner:
         self.seen = alloc.live_bytes
 
 
+@pytest.mark.slow
 def test_memory_profiling_sees_the_largest_q(tmp_path, tiny_config_dir):
     # GIVEN vLLM's real ModelConfig (vocab 96) and a runner of max_num_reqs rows
     from vllm.config import ModelConfig

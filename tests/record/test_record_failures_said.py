@@ -13,6 +13,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from expo_prof.record.command import inject, parse_target
 from expo_prof.serving.launch import free_port, vllm_argv
 
@@ -62,6 +64,7 @@ def test_server_failure_names_the_servers_own_cause(tiny_model, vllm_available, 
     assert proc.stderr.index("cause: ") < proc.stderr.index("last lines")  # said before the tail
 
 
+@pytest.mark.slow
 def test_a_kept_event_log_without_summary_is_noted_in_the_manifest_and_warned_once(tmp_path):
     """GIVEN a launch script whose "worker" left an event log without a summary line in the run's overlay folder
     (a STAND-IN server; the log is the committed switchback sample's, cut as a worker killed at shutdown leaves
