@@ -31,7 +31,7 @@ import numpy as np
 from expo_prof.analysis import intervals as iv
 from expo_prof.analysis.cover import Cover, busy_mask
 from expo_prof.analysis.pieces import instance_pieces
-from expo_prof.analysis.stepfacts import StepFacts, step_facts
+from expo_prof.analysis.stepfacts import VLLM_EMPTY_STEP, VLLM_STEP_RE, StepFacts, step_facts
 from expo_prof.analysis.targets import (
     SPAN_FORWARD,
     Instances,
@@ -44,10 +44,6 @@ from expo_prof.analysis.targets import (
 )
 from expo_prof.timeline import Kind, LaneKind, Timeline
 
-#: vLLM's per-step annotation (``execute_context_<n>(<tokens>)_generation_<n>(<tokens>)``, vLLM ≥ 0.11).
-VLLM_STEP_RE = re.compile(r"^execute_context_\d+\(")
-#: vLLM's step annotation of a step with no token scheduled: no sampler runs in it.
-VLLM_EMPTY_STEP = "execute_context_0(0)_generation_0(0)"
 PROFILER_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 #: Forward-pass spans, best first.
 FORWARD_SPANS = (SPAN_FORWARD, "gpu_model_runner: forward", "execute_context")

@@ -34,8 +34,13 @@ import numpy as np
 from expo_prof.analysis.switchback import cadence
 from expo_prof.timeline import Timeline
 
-#: vLLM's step annotation with its batch: prompt (context) requests and tokens, decode (generation) ones.
+#: vLLM's per-step annotation (``execute_context_<n>(<tokens>)_generation_<n>(<tokens>)``, vLLM ≥ 0.11), the
+#: one place its shape is written: any step (hidden.py's step windows), its batch (below), an empty step.
+VLLM_STEP_RE = re.compile(r"^execute_context_\d+\(")
+#: The same annotation with its batch: prompt (context) requests and tokens, decode (generation) ones.
 VLLM_BATCH_RE = re.compile(r"^execute_context_(\d+)\((\d+)\)_generation_(\d+)\((\d+)\)")
+#: vLLM's step annotation of a step with no token scheduled: no sampler runs in it.
+VLLM_EMPTY_STEP = "execute_context_0(0)_generation_0(0)"
 
 PREFILL, DECODE = "prefill", "decode"
 

@@ -26,7 +26,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from expo_prof.analysis.hidden import VLLM_EMPTY_STEP, TimelineAnalysis, assign_steps
+from expo_prof.analysis.hidden import TimelineAnalysis, assign_steps
+from expo_prof.analysis.stepfacts import VLLM_EMPTY_STEP
 from expo_prof.clocks import log_onto_trace
 from expo_prof.words import fmt_ns, plural
 

@@ -118,6 +118,19 @@ def killed_after_checkpoint(steps: int) -> str:
             "could write its final one")
 
 
+def missing_why(final: bool | None, steps_after: int, torn: bool) -> str | None:
+    """Why an event log has no usable summary line, or None when it has one (or no step line to count): the
+    one rule of the reader and of :func:`missing_summary`. ``final``: its last summary line's ``final`` (None:
+    no summary line at all); ``steps_after``: the step lines after that line (all of them without one);
+    ``torn``: its last line is cut."""
+    if final is not None:
+        # A checkpoint ("final": false), then steps: the process was killed while it still stepped.
+        return killed_after_checkpoint(steps_after) if final is False and steps_after else None
+    if not steps_after:
+        return None
+    return KILLED_WHILE_WRITING if torn else KILLED_BEFORE_SUMMARY
+
+
 def missing_summary(path: Path, tail_bytes: int = 1 << 16) -> str | None:
     """Why the event log at ``path`` has no usable summary line (the reader's words), or None when it ends
     with one or has no step line to count. Reads only the file's tail: ``record`` checks every log it kept."""
@@ -137,16 +150,12 @@ def missing_summary(path: Path, tail_bytes: int = 1 << 16) -> str | None:
             continue
         typ = obj.get("type")
         if typ == "summary":
-            if steps_after and obj.get("final") is False:
-                return killed_after_checkpoint(steps_after)
-            return None
+            return missing_why(obj.get("final") is not False, steps_after, torn)
         if typ == "step":
             steps_after += 1
         elif typ == "header":
             break
-    if not steps_after:
-        return None
-    return KILLED_WHILE_WRITING if torn else KILLED_BEFORE_SUMMARY
+    return missing_why(None, steps_after, torn)
 
 
 def one_per_run(warnings: list[str]) -> list[str]:
@@ -362,16 +371,11 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
         "used": int(cols["used"].sum()),
         "fallbacks": fallbacks,
     }
-    if summary is not None and summary.get("final") is False and after_summary:
-        # A checkpoint, then steps: the process was killed while it still stepped. Its counts are stale.
-        missing_why = killed_after_checkpoint(after_summary)
+    why = missing_why(None if summary is None else summary.get("final") is not False, after_summary, torn_tail)
+    if why is not None:
+        # No summary, or a checkpoint whose counts later steps made stale: the counts are the recomputed ones.
         summary = None
-    elif summary is None and n:
-        missing_why = KILLED_WHILE_WRITING if torn_tail else KILLED_BEFORE_SUMMARY
-    else:
-        missing_why = None
-    if missing_why is not None and n:
-        warnings.append(f"{where}: {NO_SUMMARY}: {missing_why}; counts recomputed from {n} step line(s)")
+        warnings.append(f"{where}: {NO_SUMMARY}: {why}; counts recomputed from {n} step line(s)")
     # Additive summary keys (docs/event-log.md): step lines the overlay left out of the file.
     left_out = {k: _int(summary.get(k)) or 0 for k in ("sampled_out", "dropped")} if summary else {}
     if any(left_out.values()):
