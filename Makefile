@@ -30,8 +30,8 @@ demo: $(STAMP)
 FAST_TIER := not server and not browser and not ray and not network
 
 # Lint and type-check first (seconds; config in pyproject.toml), then the tests in two runs: the fast tier on
-# every core (pytest-xdist: those tests share nothing but read-only files), then the rest one at a time — the
-# real vLLM servers measure CPU contention on purpose, so nothing may run beside them.
+# every core (pytest-xdist: those tests share nothing but read-only files), then the rest one test at a time —
+# nothing unrelated runs beside a real vLLM server (a test that only needs two up starts them together).
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
