@@ -14,7 +14,7 @@ per step, its 95% CI and what that means for output tok/s — instead of a
 saving nobody measured. Overlap (hidden time) alone is not saving. The load is
 fewer prompts with longer outputs than an on-only run needs: switchback compares
 blocks of decode steps, so it is the number of steps (not requests) that makes
-the CI; the server start (~50 s on 2 cores) dominates the wall time either way.
+the CI; the server start (~35 s on 2 cores) dominates the wall time either way.
 The switchback run has no torch profiler (its cost per op would be measured as
 part of the arms, as ``ab --switchback`` also avoids); ``--overlay on`` is the
 traced demo of before.

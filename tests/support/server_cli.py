@@ -14,10 +14,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def expo_prof(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """``python -m expo_prof ARGS`` from the repository root; the completed process (its output captured)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EXPO_PROF_", "VLLM_ASCEND_"))}
-    env.update({"COLUMNS": "200", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1",
-                "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(REPO)})
+def expo_prof(*args: str, timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python -m expo_prof ARGS`` from the repository root; the completed process (its output captured).
+    ``env``: more variables for the command and the servers it starts (a configuration's pinning)."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("EXPO_PROF_", "VLLM_ASCEND_"))}
+    full.update({"COLUMNS": "200", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1",
+                 "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(REPO), **(env or {})})
     return subprocess.run([sys.executable, "-m", "expo_prof", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO, env=env)
+                          timeout=timeout, cwd=REPO, env=full)
