@@ -19,7 +19,9 @@ Failure policy:
   naming the flag that makes it apply (where one exists), a ``not_applicable``
   notice in the event log, every patch removed;
 * a vLLM / vllm-ascend version it cannot read or newer than the newest
-  checked (:mod:`overlay.versions`): the same, naming the version.
+  checked (:mod:`overlay.versions`): it checks the installed sources, and runs
+  where they match a checked release; otherwise the same, naming the first
+  function that fails and the release it was compared with.
 """
 
 from __future__ import annotations
@@ -67,14 +69,17 @@ def register() -> None:
 
 
 def step_aside_if_unknown() -> None:
-    """Step aside (one notice naming it) when the installed vLLM / vllm-ascend version is unknown."""
+    """On a vLLM / vllm-ascend release the matrix has not seen: run when its sources pass the check, saying once
+    which checked release they matched; else step aside (one notice naming the function that fails)."""
     from overlay.versions import check_installed
 
-    reason = check_installed()
-    if reason is not None:
+    verdict = check_installed()
+    if verdict.reason is not None:
         from overlay.patches.not_applicable import platform_backend
 
-        not_applicable(reason, platform_backend())
+        not_applicable(verdict.reason, platform_backend())
+    elif verdict.note is not None:
+        logger.info("expo-prof: %s", verdict.note)
 
 
 def enable(

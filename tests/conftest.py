@@ -122,7 +122,7 @@ def server_lock(timeout_s: float = 600.0) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def pypi_wheels():
-    """``get(dist, version)``: the files of a release's real wheel on PyPI (tools/wheel_files.py: only the
+    """``get(dist, version)``: the files of a release's real wheel on PyPI (tools/release_files.py: only the
     members read are fetched, by range, and cached per machine); fails under CI=true when PyPI is unreachable."""
     import sys
 

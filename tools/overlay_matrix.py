@@ -1,12 +1,20 @@
 """The overlay against the real sources of every vLLM / vllm-ascend it claims.
 
 For each row the files the checks read are taken from the release's real wheel
-on PyPI (tools/wheel_files.py: wheels are zip files, so range requests fetch
+on PyPI (tools/release_files.py: wheels are zip files, so range requests fetch
 only those members, ~1 MB a release instead of ~400 MB, cached under
-``~/.cache/expo-prof/wheel-files``; nothing is installed) and checked:
+``~/.cache/expo-prof/wheel-files``; nothing is installed), or from its source
+archive where the release has no wheel (vllm-ascend from 0.27.1rc1: the
+``.tar.gz`` is streamed once and its ``.py`` files cached), and checked:
 
-* **runner** — the model-runner class is read from the wheel's source (AST):
-  the seam the overlay would hook (:func:`overlay.patches._runner.pick_seam`,
+* **sources** — :func:`overlay.sourcecheck.fingerprint`, the very check the
+  overlay runs at server start on a release it has not seen: the normalised
+  source hash of each function the overlay re-implements (``random_sample``),
+  the parameters of each method it wraps, and the calls it relies on. Every
+  row that applies is written to ``overlay/checked_sources.py``, what that
+  check compares an unseen release with;
+* **runner** — the model-runner class is read from the release's source (AST):
+  the seam the overlay would hook (:func:`overlay.sourcecheck.pick_seam`,
   the same function the patch runs) must exist and be called by
   ``execute_model``;
 * **sampler** — ``random_sample`` of the wheel is loaded: the whole module when
@@ -32,8 +40,8 @@ only those members, ~1 MB a release instead of ~400 MB, cached under
 
 A row either works, steps aside cleanly, or says why not and which flag or version would make it
 apply (the same line the overlay logs at start). ``python tools/overlay_matrix.py``
-rewrites the table in docs/overlay.md; tests/overlay/test_version_matrix.py
-checks each row and that the table is current.
+rewrites the table in docs/overlay.md and ``overlay/checked_sources.json``;
+tests/overlay/test_version_matrix.py checks each row and that both are current.
 """
 
 from __future__ import annotations
@@ -43,12 +51,15 @@ import contextlib
 import inspect
 import sys
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from wheel_files import WheelFiles  # noqa: E402  (tools/ is not a package)
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+from release_files import ReleaseFiles  # noqa: E402  (tools/ is not a package)
+
+from overlay.sourcecheck import applies  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "overlay.md"
@@ -60,11 +71,13 @@ VLLM = ("0.10.0", "0.10.2", "0.11.2", "0.12.0", "0.13.0", "0.14.1", "0.15.1", "0
         "0.18.1", "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0",
         "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0")
 #: vllm-ascend: the first release with the async exponential (0.13.0rc1) to the
-#: newest with a wheel on PyPI (from 0.23.0 the x86-64 wheels are manylinux_2_34;
-#: 0.23.0.post1 ships as a source archive only, its 0.23.0 wheel is the row).
+#: newest (from 0.23.0 the x86-64 wheels are manylinux_2_34; 0.23.0.post1 ships as a
+#: source archive only, its 0.23.0 wheel is the row; from 0.27.1rc1 every release is a
+#: source archive only, read as such).
 ASCEND = ("0.13.0rc1", "0.13.0", "0.14.0rc1", "0.15.0rc1", "0.16.0rc1", "0.17.0rc1", "0.18.0",
           "0.19.1rc1", "0.20.2rc1", "0.21.0rc1", "0.22.1rc1", "0.23.0", "0.24.0rc1", "0.25.1rc1",
-          "0.26.0rc1")
+          "0.26.0rc1", "0.27.1rc1", "0.28.0rc1", "0.29.0rc1", "0.30.0rc1", "0.30.0rc2")
+STORE = REPO / "overlay" / "checked_sources.json"
 
 V_SAMPLER = "vllm/v1/sample/ops/topk_topp_sampler.py"
 V_RUNNER = ("vllm/v1/worker/gpu_model_runner.py", "GPUModelRunner")
@@ -89,6 +102,14 @@ class Row:
     not_on: str = ""
     #: Why the overlay steps aside on the whole release (its one notice), e.g. V1 removed.
     steps_aside: str = ""
+    #: What the overlay relies on in its sources (overlay.sourcecheck.fingerprint); empty where it steps aside.
+    fingerprint: dict = field(default_factory=dict)
+
+    @property
+    def source(self) -> str:
+        """The short hash of the re-implemented ``random_sample``'s normalised source ("none" without one)."""
+        hashes = list(self.fingerprint.get("replaced", {}).values())
+        return f"`{hashes[0][:8]}`" if hashes and hashes[0] else "none"
 
     @property
     def works(self) -> bool:
@@ -101,20 +122,22 @@ class Row:
 
     def cells(self) -> list[str]:
         if self.steps_aside:
-            return [self.dist, self.version, "none", "none", self.mode, "n/a", "steps aside", self.notes]
+            return [self.dist, self.version, "none", "none", "none", self.mode, "n/a", "steps aside", self.notes]
         verdict = "applies" if self.works else "does not apply"
         if self.works and self.not_on:
             verdict += f", not on {self.not_on}"
         return [self.dist, self.version, f"`{self.seam}`" if self.seam else "none",
-                f"`{self.signature}`", self.mode, "yes" if self.same_tokens else "NO", verdict, self.notes]
+                f"`{self.signature}`", self.source, self.mode, "yes" if self.same_tokens else "NO", verdict,
+                self.notes]
 
 
 # -- wheels ------------------------------------------------------------------------------
 
 
-def wheel(dist: str, version: str) -> WheelFiles:
-    """The files of ``dist==version``'s wheel (:mod:`wheel_files`: its few members fetched by range, cached)."""
-    return WheelFiles(dist, version)
+def wheel(dist: str, version: str) -> ReleaseFiles:
+    """The files of ``dist==version``: its wheel's few members fetched by range, or its source archive's ``.py``
+    files (:mod:`release_files`), cached."""
+    return ReleaseFiles(dist, version)
 
 
 # -- runner (AST) ------------------------------------------------------------------------
@@ -128,22 +151,19 @@ def class_methods(src: str, cls_name: str) -> dict[str, ast.FunctionDef]:
     raise LookupError(f"class {cls_name} not in source")
 
 
-def calls_self(fn: ast.AST, name: str) -> bool:
-    """Whether ``fn`` calls ``self.<name>(...)``."""
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name
-               and isinstance(n.func.value, ast.Name) and n.func.value.id == "self" for n in ast.walk(fn))
+def runner_seam(fingerprint: dict) -> str | None:
+    """The seam the runner patch hooks in a release, if ``execute_model`` calls it (from its fingerprint)."""
+    return fingerprint["seam"] if fingerprint["seam_called"] else None
 
 
-def runner_seam(src: str, cls_name: str) -> str | None:
-    """The seam the runner patch hooks in this source, if ``execute_model`` calls it."""
-    from overlay.patches._runner import pick_seam
+def fingerprint_of(dist: str, files: Any, whole: bool = False) -> dict:
+    """:func:`overlay.sourcecheck.fingerprint` over a release's files (what the overlay checks at start)."""
+    from overlay.sourcecheck import fingerprint
 
-    methods = class_methods(src, cls_name)
-    seam = pick_seam(methods.__contains__, methods.__contains__)
-    execute = methods.get("execute_model")
-    if seam is None or execute is None or not calls_self(execute, seam):
-        return None
-    return seam
+    def read(path: str) -> str | None:
+        return files.read(path).decode() if path in files.namelist() else None
+
+    return fingerprint(dist, read, whole)
 
 
 # -- sampler ---------------------------------------------------------------------------
@@ -364,12 +384,13 @@ def check(dist: str, version: str) -> Row:
     with wheel(dist, version) as z:
         if not ascend and V_RUNNER[0] not in z.namelist():
             return v1_removed_row(dist, version, z.read(V_SAMPLER).decode())
+        fingerprint = fingerprint_of(dist, z)
         sampler_path, (runner_path, runner_cls) = (A_SAMPLER, A_RUNNER) if ascend else (V_SAMPLER, V_RUNNER)
         sampler_src = z.read(sampler_path).decode()
         runner_src = z.read(runner_path).decode()
         p310 = z.read(A_310P[0]).decode() if ascend and A_310P[0] in z.namelist() else None
         p310_sampler = z.read(A_310P_SAMPLER).decode() if ascend and A_310P_SAMPLER in z.namelist() else None
-    seam = runner_seam(runner_src, runner_cls)
+    seam = runner_seam(fingerprint)
     label = f"expo_matrix_{dist}_{version}".replace("-", "_").replace(".", "_")
     module, mode = load_sampler(sampler_src, label, ascend)
     original, replacement = replacement_for(module, mode)
@@ -393,7 +414,12 @@ def check(dist: str, version: str) -> Row:
         notes.append("steps aside under `enable_reduce_sample`")
     if seam is None:
         notes.append("no seam: the overlay says so at start")
-    return Row(dist, version, seam, signature, mode, same_tokens(original, replacement), "; ".join(notes), not_on)
+    row = Row(dist, version, seam, signature, mode, same_tokens(original, replacement), "; ".join(notes), not_on,
+              fingerprint=fingerprint)
+    if row.works != applies(fingerprint):
+        raise AssertionError(f"{dist} {version}: the start-up source check disagrees with the matrix "
+                             f"({fingerprint})")
+    return row
 
 
 def rows() -> list[tuple[str, str]]:
@@ -403,7 +429,8 @@ def rows() -> list[tuple[str, str]]:
 
 def table(checked: list[Row]) -> str:
     """The Markdown table of ``checked`` rows."""
-    head = ["package", "version", "seam hooked", "`random_sample` signature", "sampler loaded as",
+    head = ["package", "version", "seam hooked", "`random_sample` signature", "`random_sample` source",
+            "sampler loaded as",
             "same tokens", "verdict", "notes"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r.cells()) + " |" for r in checked]
@@ -421,15 +448,32 @@ def documented_rows(doc: str | None = None) -> dict[tuple[str, str], list[str]]:
     return out
 
 
+def store(checked: list[Row]) -> str:
+    """The text of ``overlay/checked_sources.json``: the fingerprint of every row that applies, one a line."""
+    import json
+
+    by_dist: dict[str, dict[str, dict]] = {}
+    for r in checked:
+        if r.works:
+            by_dist.setdefault(r.dist, {})[r.version] = r.fingerprint
+    dists = []
+    for dist, releases in sorted(by_dist.items()):
+        lines = [f"    {json.dumps(v)}: {json.dumps(fp, sort_keys=True, separators=(',', ':'))}"
+                 for v, fp in releases.items()]
+        dists.append(f"  {json.dumps(dist)}: {{\n" + ",\n".join(lines) + "\n  }")
+    return "{\n" + ",\n".join(dists) + "\n}\n"
+
+
 def main() -> int:
-    """Check every row and rewrite the table in docs/overlay.md."""
+    """Check every row and rewrite the table in docs/overlay.md and the store of checked sources."""
     sys.path.insert(0, str(REPO))
     checked = [check(dist, version) for dist, version in rows()]
     text = DOC.read_text()
     start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
     DOC.write_text(text[:start] + "\n" + table(checked) + "\n" + text[end:])
+    STORE.write_text(store(checked))
     print(f"{len(checked)} rows, {sum(r.works for r in checked)} apply, "
-          f"{sum(bool(r.steps_aside) for r in checked)} step aside; table written to {DOC}")
+          f"{sum(bool(r.steps_aside) for r in checked)} step aside; table written to {DOC}, sources to {STORE}")
     return 0
 
 

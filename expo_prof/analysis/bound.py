@@ -9,6 +9,14 @@ noise is only part of that kernel (the logits are read, scaled, compared too),
 and hiding it costs the forward something. That is an upper bound, not a
 saving; :func:`sampling_bound` states it with the same figures every output
 prints (the headline's ``critical path …/step``, the report's step time).
+
+A sampler that draws no noise over the vocabulary (vllm-ascend's Model Runner
+V2 ``categorical_sample``: one uniform per row, inverse-CDF; ``noise`` false)
+has nothing an async draw could take off the step: the same figure is then its
+sampling *cost*, and every output says that nothing can be saved. Where such
+kernels share a recording with kernels that do draw noise, the figure stays a
+bound (``noise`` true): it counts the noise-free kernels' time too, so it is a
+looser one, and the saving line says so (:func:`noise_free`).
 """
 
 from __future__ import annotations
@@ -18,14 +26,15 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from expo_prof.analysis.targets import FUSED_SAMPLERS
+from expo_prof.analysis.targets import FUSED_SAMPLERS, FusedSampler
 
 if TYPE_CHECKING:  # model.py imports this module for its RunEntry
     from expo_prof.analysis.model import AnalysisResult
 
 
 class SamplingBound(msgspec.Struct, kw_only=True):
-    """The fused sampling kernel's time on the critical path per step: the most an async draw could save."""
+    """The fused sampling kernel's time on the critical path per step: the most an async draw could save (with
+    ``noise``), else the sampling cost of a sampler that draws no noise, where nothing can be saved."""
 
     #: The recognition rule(s) that found the kernels (``RankResult.rule``: ``+``-joined when several).
     rule: str
@@ -42,6 +51,10 @@ class SamplingBound(msgspec.Struct, kw_only=True):
     step_ns: float | None
     #: critical_ns / step_ns: the share of the step the kernel holds; null without step_ns.
     share: float | None
+    #: Whether any kernel found draws noise over the vocabulary, so critical_ns bounds what an async draw could
+    #: save; false (vllm-ascend's categorical_sample: one uniform per row) makes critical_ns a sampling cost with
+    #: nothing to save. Defaults to true: documents written before this field held only noise-drawing samplers.
+    noise: bool = True
 
 
 def step_time(steps: Sequence) -> float | None:
@@ -75,4 +88,11 @@ def sampling_bound(result: AnalysisResult | None) -> SamplingBound | None:
         critical_ns=float(crit),
         step_ns=step_ns,
         share=crit / step_ns if step_ns else None,
+        # One noise-drawing kernel keeps the figure a bound (a looser one: the noise-free kernels count in it).
+        noise=any(k.noise for k in kinds),
     )
+
+
+def noise_free(b: SamplingBound) -> list[FusedSampler]:
+    """The samplers of ``b`` that draw no noise over the vocabulary: their time is a cost, nothing to save."""
+    return [FUSED_SAMPLERS[r] for r in b.rule.split("+") if r in FUSED_SAMPLERS and not FUSED_SAMPLERS[r].noise]

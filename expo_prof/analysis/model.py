@@ -204,7 +204,8 @@ class RunEntry(msgspec.Struct, kw_only=True):
     #: The forward with and without the lane, from steps that launched nothing, per rank.
     natural: list[Natural] = []
     #: Where the instances are whole fused sampling kernels (MRV2, FlashInfer, vLLM CPU's fused ops): their time on
-    #: the critical path per step and share of the step, the most any async draw could save (analysis/bound.py).
+    #: the critical path per step and share of the step, the most any async draw could save (analysis/bound.py);
+    #: with ``noise`` false (vllm-ascend's categorical_sample) that time is a sampling cost, nothing to save.
     bound: SamplingBound | None = None
 
 

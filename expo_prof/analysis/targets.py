@@ -34,7 +34,9 @@ Rules, first one that matches anything wins (per Timeline):
    kernels that draw their noise *inside* the sampling kernel, so the instance
    is the whole sampling kernel — an upper bound of the noise time (the most an
    async exponential could win): vLLM Model Runner V2's fused Gumbel-max Triton
-   kernel ``_gumbel_sample_kernel`` (rule ``mrv2-fused-gumbel``) and
+   kernel ``_gumbel_sample_kernel`` (rule ``mrv2-fused-gumbel``; the same name in
+   vllm-ascend's Ascend Triton port of it, which its opt-in Model Runner V2 ran up
+   to 0.27.1rc1) and
    FlashInfer's sampling kernels ``SamplingFromLogitsKernel``,
    ``SamplingFromProbKernel``, ``TopKSamplingFromProbKernel``,
    ``TopPSamplingFromProbKernel``, ``MinPSamplingFromProbKernel``,
@@ -46,6 +48,17 @@ Rules, first one that matches anything wins (per Timeline):
    every other batch through ``_gumbel_sample_kernel``, so one trace holds both,
    a step one or the other. (MRV2's ``_gumbel_combine_kernel``, 0.34, and
    ``_temperature_kernel`` draw no noise: not instances.)
+   Also vllm-ascend's opt-in Model Runner V2 (``VLLM_USE_V2_MODEL_RUNNER=1``) from
+   0.28.0rc1 on (rule ``ascend-v2-categorical``): its ``patch_triton`` replaces
+   ``gumbel_sample`` with ``categorical_sample``
+   (``vllm_ascend/ops/triton/v2/sample/categorical_sample.py``), two Triton kernels
+   per sampling call, ``_categorical_prepare_mass_kernel`` (block maxima and
+   probability masses of the logits) and ``_categorical_sample_kernel``
+   (inverse-CDF pick). They draw *one uniform per row and no noise over the
+   vocabulary*, so there is nothing for an async draw to take off: their time is
+   a sampling cost, not a bound (``FusedSampler.noise`` false). Each kernel event
+   is an instance, as with the other fused rules: both are the sampler's work and
+   the step's figures add them up.
 4. Only when the Timeline has no device kernels at all (a CPU run): the
    ``expo_prof::exponential`` span on a host thread, else ``aten::exponential_``,
    else vLLM CPU's fused Gumbel-max op ``_C::fused_gumbel_argmax`` (the V1
@@ -57,7 +70,8 @@ Rules, first one that matches anything wins (per Timeline):
 
 Which of these fused samplers the overlay (and so switchback) can run beside is
 :data:`FUSED_SAMPLERS`: the analysis bounds what an async draw could save on
-the others (:mod:`expo_prof.analysis.bound`).
+the others, and states the sampling cost where the sampler draws no noise over
+the vocabulary (:mod:`expo_prof.analysis.bound`).
 
 Host-side spans are not used when device kernels exist: on CUDA/NPU the host
 span measures the launch, not the draw.
@@ -89,8 +103,11 @@ MRV2_GUMBEL_RE = re.compile(r"_gumbel_sample_kernel")
 #: FlashInfer sampling kernels (include/flashinfer/sampling.cuh): the uniforms are drawn inside.
 FLASHINFER_SAMPLING_RE = re.compile(
     r"(?<![A-Za-z])(?:TopKTopP|TopK|TopP|MinP|SplitRowRejection)?SamplingFrom(?:Logits|Prob)Kernel(?![A-Za-z0-9])")
+#: vllm-ascend's Model Runner V2 (0.28.0rc1 on) ``categorical_sample``: its two Triton kernels, one uniform per row.
+ASCEND_V2_CATEGORICAL_RE = re.compile(r"_categorical_(?:prepare_mass|sample)_kernel")
 #: Device fallbacks (rule, pattern): tried only when no exponential kernel is found; every one found counts.
-FUSED_DEVICE_RULES = (("mrv2-fused-gumbel", MRV2_GUMBEL_RE), ("flashinfer-sampling", FLASHINFER_SAMPLING_RE))
+FUSED_DEVICE_RULES = (("mrv2-fused-gumbel", MRV2_GUMBEL_RE), ("flashinfer-sampling", FLASHINFER_SAMPLING_RE),
+                      ("ascend-v2-categorical", ASCEND_V2_CATEGORICAL_RE))
 #: CPU operator.
 CPU_OP_NAME = "aten::exponential_"
 #: vLLM CPU's V1 sampler (0.32 – 0.33 ``forward_cpu``): Gumbel noise and argmax in one C++ op.
@@ -101,7 +118,8 @@ CPU_MRV2_GUMBEL = "_C::gumbel_sample_cpu"
 
 @dataclass(frozen=True)
 class FusedSampler:
-    """A sampler that draws its noise inside its own kernel / op (the instance is the whole of it)."""
+    """A sampler whose random numbers are drawn inside its own kernel / op (the instance is the whole of it):
+    noise over the vocabulary, or (``noise`` false) one uniform per row."""
 
     #: The engine and its kernel in words, for the saving line.
     engine: str
@@ -111,12 +129,24 @@ class FusedSampler:
     #: CPU op is replaced by the overlay's path (docs/overlay.md); MRV2 (vLLM's only runner from 0.34) and the
     #: batches FlashInfer samples never reach ``random_sample``, so no overlay and no switchback exist there.
     switchback: bool
+    #: Whether it draws noise over the whole vocabulary (then its time bounds what an async draw could save).
+    #: False for inverse-CDF samplers that draw one uniform per row: no noise to move off the critical path,
+    #: so their time is a sampling cost and nothing an async draw could save.
+    noise: bool = True
+    #: Where the exponential draw can be measured instead, for the saving line's tail (empty: nothing to add).
+    instead: str = ""
+
+    def __post_init__(self) -> None:
+        # No noise, no draw for the overlay to move: switchback could only compare a sampler with itself.
+        if not self.noise and self.switchback:
+            raise ValueError(f"{self.engine}: a sampler without noise has no switchback")
 
 
-#: The rules whose instances are whole sampling kernels / ops with the noise drawn inside.
+#: The rules whose instances are whole sampling kernels / ops with their random numbers drawn inside.
 FUSED_SAMPLERS = {
     "mrv2-fused-gumbel": FusedSampler(
-        "vLLM Model Runner V2 draws its noise inside its fused Triton Gumbel kernel (_gumbel_sample_kernel)",
+        "vLLM Model Runner V2 (and vllm-ascend's Ascend Triton port of it, up to 0.27.1rc1) draws its noise inside "
+        "its fused Triton Gumbel kernel (_gumbel_sample_kernel)",
         "kernel", False),
     "flashinfer-sampling": FusedSampler(
         "FlashInfer's sampling kernels draw their own random numbers (…SamplingFromProbKernel / …FromLogitsKernel)",
@@ -125,6 +155,12 @@ FUSED_SAMPLERS = {
         f"vLLM CPU's Model Runner V2 draws its noise inside its fused op ({CPU_MRV2_GUMBEL})", "op", False),
     "cpu-fused-gumbel": FusedSampler(
         f"vLLM CPU's V1 runner draws its noise inside its fused op ({CPU_FUSED_GUMBEL})", "op", True),
+    "ascend-v2-categorical": FusedSampler(
+        "vllm-ascend's Model Runner V2 samples with categorical_sample (_categorical_prepare_mass_kernel, "
+        "_categorical_sample_kernel): one uniform per row, no noise over the vocabulary",
+        "kernel", False, noise=False,
+        instead="vllm-ascend's default Model Runner V1 (VLLM_USE_V2_MODEL_RUNNER unset) draws the exponential noise "
+                "in random_sample and is where the overlay runs: measure the saving there"),
 }
 #: Ascend composite exponential (op tokens in launch order on one stream): op-plugin's float
 #: exponential_, and the same without the comparison kernel (vllm-ascend #13394's list).
@@ -138,8 +174,10 @@ LOOKED_FOR = (
     "*exponential_kernel* (CUDA/ROCm distribution_elementwise kernel)",
     "aclnnExponential / aclnnSimThreadExponential / Exponential (Ascend)",
     "DSARandomUniform→Neg→Add→[GreaterEqual→]MaskedFill→Log→Mul on one stream (Ascend composite exponential)",
-    "_gumbel_sample_kernel (vLLM Model Runner V2 fused Gumbel-max, noise + argmax)",
+    "_gumbel_sample_kernel (vLLM / vllm-ascend Model Runner V2 fused Gumbel-max, noise + argmax)",
     "*SamplingFromLogitsKernel / *SamplingFromProbKernel (FlashInfer sampling, noise inside)",
+    "_categorical_prepare_mass_kernel / _categorical_sample_kernel (vllm-ascend Model Runner V2 categorical "
+    "sampling, one uniform per row)",
     f"{CPU_OP_NAME} (CPU)",
     f"{CPU_FUSED_GUMBEL} (vLLM CPU fused Gumbel-max, noise + argmax)",
     f"{CPU_MRV2_GUMBEL} (vLLM CPU Model Runner V2 fused Gumbel-max, noise + argmax)",
@@ -161,7 +199,8 @@ class Instances:
     """
 
     rule: str  # which rule matched: "op", "overlay-span", "overlay-log", "device-kernel", "ascend-chain",
-    # "mrv2-fused-gumbel", "flashinfer-sampling", "host-span", "cpu-op", "cpu-fused-gumbel", "cpu-mrv2-gumbel"
+    # "mrv2-fused-gumbel", "flashinfer-sampling", "ascend-v2-categorical", "host-span", "cpu-op", "cpu-fused-gumbel",
+    # "cpu-mrv2-gumbel"
     lane: np.ndarray
     name: np.ndarray
     start: np.ndarray
@@ -386,8 +425,9 @@ def find_instances(tl: Timeline, op: re.Pattern | None = None) -> Instances:
             inst = _concat(inst, _from_chains(tl, chains))
         if len(inst):
             return inst
-        # 3b. noise drawn inside the sampling kernel: whole kernel, an upper bound. MRV2 samples some batches
-        # through FlashInfer and the rest through its own kernel: each one found is a draw.
+        # 3b. noise drawn inside the sampling kernel: whole kernel, an upper bound (vllm-ascend's categorical
+        # kernels: the sampling cost). MRV2 samples some batches through FlashInfer and the rest through its own
+        # kernel: each one found is a draw.
         for rule, pat in FUSED_DEVICE_RULES:
             rows = np.flatnonzero(kern & name_mask(tl, lambda n, pat=pat: bool(pat.search(n))))
             inst = _concat(inst, _from_rows(tl, rows, rule))

@@ -16,7 +16,8 @@ and the manifest's workload metrics; docs/html.md explains each):
   the output tok/s it implies), or "not measured" with the command that measures it: overlap is not saving;
   where the draws are a fused sampling kernel (MRV2, FlashInfer, vLLM CPU's fused ops: ``bound``), "≤" its
   time on the critical path per step — the most any async draw could save — titled "no switchback on this
-  engine" where no overlay can run there;
+  engine" where no overlay can run there; where that kernel draws no noise over the vocabulary
+  (vllm-ascend's categorical_sample: ``bound.noise`` false), "none possible", 0, its time a sampling cost;
 * **forward per step** — mean forward-pass time of the steps, labelled by its source
   (``forward_source``: a forward span, or the compute lanes' busy time where the trace has none);
 * **step time** — mean of the steps' own time (``steps[].step_ns``: start to the end of the step's last part),
@@ -26,6 +27,7 @@ and the manifest's workload metrics; docs/html.md explains each):
   throughput could gain if that time left the step entirely (first order,
   steps of equal size). It is an *upper bound*: it ignores what overlapping
   costs the forward pass, which only an off/on pair measures — the A/B section.
+  None (the card's "–") where the sampler draws no noise over the vocabulary: no draw to hide, no gain.
 
 With runs of both overlay settings the A/B section *is* ``expo-prof compare``'s
 result on those runs (the same function, the same numbers): per metric the
@@ -42,7 +44,7 @@ from typing import Any
 
 import msgspec
 
-from expo_prof.analysis.bound import sampling_bound, step_time
+from expo_prof.analysis.bound import SamplingBound, sampling_bound, step_time
 from expo_prof.analysis.cluster import cluster_view, per_step_means
 from expo_prof.analysis.model import AnalysisResult, ClusterView
 from expo_prof.html.names import budget_names
@@ -74,11 +76,12 @@ def to_builtins(obj: Any) -> Any:
 
 
 def headline(result: AnalysisResult | None, metrics: dict, op: str | None = None,
-             view: ClusterView | None = None) -> dict:
+             view: ClusterView | None = None, bound: SamplingBound | None = None) -> dict:
     """The headline figures of one recording (None where the data does not say; see the module docstring).
 
     ``view``: the recording's cluster view (several ranks): the per-step figures are then the mean of ranks
-    (and the slowest rank's) averaged over the steps — the per-step chart's series, so cards and chart agree."""
+    (and the slowest rank's) averaged over the steps — the per-step chart's series, so cards and chart agree.
+    ``bound``: the recording's :func:`sampling_bound`; one without noise has no tok/s to gain."""
     h: dict[str, Any] = {k: None for k, *_ in FIGURES}
     h.update(exposed_p50_ns=None, exposed_p99_ns=None, tok_s=None, tok_s_if_hidden=None, steps=0, ranks=0,
              line=None, step=None, exposed_slowest_per_step_ns=None, forward_slowest_per_step_ns=None, across_ranks=False)
@@ -130,7 +133,9 @@ def headline(result: AnalysisResult | None, metrics: dict, op: str | None = None
     if step_ns is not None:
         h["step_ns"] = step_ns
         crit = h["critical_per_step_ns"]
-        if op is None and crit is not None and step_ns > 0:
+        # A sampler without noise (bound.noise false) has no draw whose leaving the step could speed it up.
+        gain = op is None and (bound is None or bound.noise)
+        if gain and crit is not None and step_ns > 0:
             h["tok_s_upper_bound"] = crit / step_ns
             if h["tok_s"] is not None and step_ns > crit:
                 h["tok_s_if_hidden"] = h["tok_s"] * step_ns / (step_ns - crit)
@@ -239,7 +244,7 @@ def run_entry(label: str, path: str, overlay: str | None, manifest: dict | None,
         "analysis": analysis,
         "names_note": names_note,
         "error": error,
-        "headline": headline(result, metrics, op, view),
+        "headline": headline(result, metrics, op, view, bound),
         "forward": forward_info(result),
         "saving_line": saving_line,
         "saving": [to_builtins(x) for x in saving],

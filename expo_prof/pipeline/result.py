@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from expo_prof.analysis.bound import SamplingBound, sampling_bound
+from expo_prof.analysis.bound import SamplingBound, noise_free, sampling_bound
 from expo_prof.analysis.hidden import TimelineAnalysis
 from expo_prof.analysis.model import AnalysisResult, Summary
 from expo_prof.analysis.natural import Natural
@@ -52,11 +52,36 @@ NOT_MEASURED = _UNMEASURED + SWITCHBACK_ADVICE
 NO_SWITCHBACK = "saving: no switchback on this engine — "
 
 
+#: Where the sampler draws no noise over the vocabulary: nothing for an async draw to take off the step.
+NOTHING_TO_SAVE = "so no async draw can save anything"
+
+
+def share_words(b: SamplingBound) -> str:
+    """The kernel's share of the step, or why it is unknown."""
+    return f"{100 * b.share:.1f} % of the step" if b.share is not None else "share of the step unknown: no step markers"
+
+
 def bound_words(b: SamplingBound) -> str:
     """The bound in one clause: the sampling kernel's critical-path time per step and its share of the step."""
-    share = f"{100 * b.share:.1f} % of the step" if b.share is not None else "share of the step unknown: no step markers"
-    return (f"the sampling {b.what} holds the critical path {fmt_ns(b.critical_ns)}/step ({share}): the most any "
-            f"async draw could save, since the noise is only part of that {b.what}")
+    words = (f"the sampling {b.what} holds the critical path {fmt_ns(b.critical_ns)}/step ({share_words(b)}): the "
+             f"most any async draw could save, since the noise is only part of that {b.what}")
+    if noise_free(b):
+        # Kernels without noise count in the figure too: still an upper bound, never a tight one.
+        words += "; it counts the kernels named above that draw no noise too, so it is a looser bound"
+    return words
+
+
+def cost_words(b: SamplingBound) -> str:
+    """A noise-free sampler's figure in one clause: what sampling costs the step's critical path, and its share."""
+    return f"sampling costs {fmt_ns(b.critical_ns)}/step on the critical path ({share_words(b)})"
+
+
+def cost_line(b: SamplingBound) -> str:
+    """The saving line of a sampler that draws no noise over the vocabulary (``b.noise`` false): nothing to save,
+    the sampling cost, and where the exponential draw can be measured instead."""
+    instead = "; ".join(k.instead for k in noise_free(b) if k.instead)
+    tail = f" — {instead}" if instead else ""
+    return f"{NO_SWITCHBACK}{b.engine}, {NOTHING_TO_SAVE}; {cost_words(b)}{tail}"
 
 
 def saving_line(savings: list[Saving], op: str | None = None, bound: SamplingBound | None = None) -> str:
@@ -65,13 +90,17 @@ def saving_line(savings: list[Saving], op: str | None = None, bound: SamplingBou
     Empty for ``--op`` targets (the overlay is about the exponential draw). With several ranks the lowest
     rank's saving is said, naming it (each rank's is in the JSON and the tables). Where the instances are a
     fused sampling kernel (``bound``) the line states its bound; it names switchback only where the overlay
-    can run on that engine, and otherwise says that no switchback exists there.
+    can run on that engine, and otherwise says that no switchback exists there. Where that kernel draws no noise
+    over the vocabulary (``bound.noise`` false) there is no bound: the line says nothing can be saved and gives
+    the sampling cost (:func:`cost_line`).
     """
     if op is not None:
         return ""
     if not savings:
         if bound is None:
             return NOT_MEASURED
+        if not bound.noise:
+            return cost_line(bound)
         if not bound.switchback:
             return f"{NO_SWITCHBACK}{bound.engine}, where no overlay can run; {bound_words(bound)}"
         return f"{_UNMEASURED}{bound_words(bound)}; {SWITCHBACK_ADVICE}"

@@ -54,8 +54,9 @@ RULE_WORDS = {
     "cpu-op": "aten::exponential_ on CPU",
     "cpu-fused-gumbel": "vLLM CPU's fused Gumbel op (noise + argmax: an upper bound)",
     "cpu-mrv2-gumbel": "vLLM CPU Model Runner V2's fused Gumbel op (noise + argmax: an upper bound)",
-    "mrv2-fused-gumbel": "vLLM Model Runner V2's fused Gumbel kernel (noise inside: an upper bound)",
+    "mrv2-fused-gumbel": "vLLM / vllm-ascend Model Runner V2's fused Gumbel kernel (noise inside: an upper bound)",
     "flashinfer-sampling": "FlashInfer's sampling kernels (noise inside: an upper bound)",
+    "ascend-v2-categorical": "vllm-ascend Model Runner V2's categorical sampling kernels (no noise: a cost)",
 }
 
 

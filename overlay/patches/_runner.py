@@ -34,11 +34,11 @@ from overlay import dispatch, guard
 from overlay.contract import SPAN_FORWARD
 from overlay.lanes import span
 from overlay.sampler import Overlay, Step, active
+from overlay.sourcecheck import FORWARD_SEAMS, LAUNCH_SEAM, PROFILE_METHOD, WARMUP_METHODS, pick_seam
 
-WARMUP_METHODS = ("_dummy_run", "_dummy_sampler_run")
-#: vLLM's memory profiling (``determine_available_memory`` calls it before
-#: sizing the KV cache).
-PROFILE_METHOD = "profile_run"
+# The names it hooks, and how the seam is picked, are shared with the source check at start
+# (overlay/sourcecheck.py), so a release passes there exactly where these wrappers would hook it.
+# PROFILE_METHOD: vLLM's memory profiling (``determine_available_memory`` calls it before sizing the KV cache).
 
 
 def scope(original: Callable[..., Any], counter: str) -> Callable[..., Any]:
@@ -173,12 +173,6 @@ def model_forward(original: Callable[..., Any]) -> Callable[..., Any]:
     return _model_forward
 
 
-#: Methods wrapping exactly the model call inside ``execute_model``, newest first.
-FORWARD_SEAMS = ("_model_forward", "_generate_process_reqs_hidden_states")
-#: Where ``q`` is launched when no forward seam exists: the batch is ready when it returns.
-LAUNCH_SEAM = "_prepare_inputs"
-
-
 def launch_after(original: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap ``_prepare_inputs``: launch ``q`` once the batch is prepared (no forward seam)."""
 
@@ -271,21 +265,6 @@ def reserve_during(original: Callable[..., Any]) -> Callable[..., Any]:
                     guard.failed(exc)
 
     return profile_run
-
-
-def pick_seam(owns: Callable[[str], bool], has: Callable[[str], bool]) -> str | None:
-    """The method a runner class is hooked at: a forward seam it defines, else the launch seam.
-
-    ``owns(name)``: the class defines ``name`` itself; ``has(name)``: the class
-    has it, inherited or not. The launch seam is used only when no forward seam
-    exists at all; None when the class has neither.
-    """
-    for name in FORWARD_SEAMS:
-        if owns(name):
-            return name
-    if not any(has(name) for name in FORWARD_SEAMS) and has(LAUNCH_SEAM):
-        return LAUNCH_SEAM
-    return None
 
 
 def patch_runner_class(patcher: Any, cls: Any) -> str | None:

@@ -11,7 +11,20 @@ path. The user must learn this once — with the flag that brings back the V1
 runner the overlay hooks, on the releases where that flag exists and selects
 V1 (0.32 - 0.33: ``vllm.envs`` defines it and ``gpu_model_runner`` exists);
 from 0.34 V1 is gone and ``validate_environ`` rejects the flag, so the notice
-says this release has only Model Runner V2 — rather than find an empty event log.
+says this release has only Model Runner V2, whose noise is a counter-based
+Murmur3 hash computed in the kernel (``murmur3_uniform32(seed, pos, token)``,
+``vllm/v1/worker/gpu/sample/gumbel.py``): nothing calls ``exponential_`` and
+nothing accepts pre-drawn noise — rather than find an empty event log.
+
+vllm-ascend's opt-in V2 (``VLLM_USE_V2_MODEL_RUNNER=1``; its V1 stays the
+default through 0.30.0rc2) subclasses the same GPU V2 runner, so it is seen
+here too, with the NPU backend; its notice names what that engine samples
+with, read from the installed sources: from 0.28.0rc1 ``categorical_sample``
+(``vllm_ascend/ops/triton/v2/sample/categorical_sample.py``, kernels
+``_categorical_prepare_mass_kernel`` and ``_categorical_sample_kernel``: one
+uniform per row, no noise over the vocabulary), on 0.27.1rc1 the Ascend Triton
+port of ``_gumbel_sample_kernel`` (noise inside) — and that the default V1
+runner is where the overlay runs.
 
 How: the constructor runs unchanged, then the overlay writes one warning and a
 ``not_applicable`` notice and removes all its patches.
@@ -28,6 +41,7 @@ from typing import Any
 from overlay import guard
 from overlay.patches._util import Patcher
 from overlay.sampler import active
+from overlay.sourcecheck import site_of, v2_only_message
 
 TARGETS = ("vllm.v1.worker.gpu.model_runner", "vllm.v1.worker.cpu.model_runner")
 CLASS_NAMES = {
@@ -78,14 +92,28 @@ def v1_selectable() -> bool:
         return False
 
 
-def v2_only_message() -> str:
-    """The notice for a vLLM whose only runner is V2 (0.34 on)."""
-    return ("this vLLM has only Model Runner V2 (V1 was removed), whose fused Gumbel kernel draws "
-            "its own noise; there is no q to move off the critical path")
+#: vllm-ascend's V2 sampler from 0.28.0rc1 (its presence in the installed sources says which V2 it is).
+ASCEND_CATEGORICAL = "vllm_ascend/ops/triton/v2/sample/categorical_sample.py"
 
 
-def v2_message() -> str:
-    """The notice when a V2 runner is built: with the flag that selects V1 only where it exists."""
+def ascend_v2_message() -> str:
+    """The notice when vllm-ascend's opt-in Model Runner V2 is built: what it samples with, and where the overlay runs."""
+    site = site_of("vllm_ascend")
+    if site is not None and (site / ASCEND_CATEGORICAL).is_file():
+        sampler = ("samples with categorical_sample (_categorical_prepare_mass_kernel, _categorical_sample_kernel): "
+                   "one uniform per row and no noise over the vocabulary, so there is no q to draw early")
+    else:
+        sampler = ("samples with its Ascend Triton Gumbel kernel (_gumbel_sample_kernel), which draws its own noise "
+                   "inside the kernel; there is no q to move off the critical path")
+    return (f"vllm-ascend's Model Runner V2 (VLLM_USE_V2_MODEL_RUNNER=1) {sampler}; the default V1 runner "
+            f"(leave VLLM_USE_V2_MODEL_RUNNER unset, or set {V2_FLAG}) is where the overlay runs")
+
+
+def v2_message(backend: str = "cuda") -> str:
+    """The notice when a V2 runner is built: vllm-ascend's own on the NPU; else with the flag that selects V1
+    only where it exists."""
+    if backend == "npu":
+        return ascend_v2_message()
     if v1_selectable():
         return ("Model Runner V2 samples with a fused Triton Gumbel kernel that draws its own noise; "
                 f"set {V2_FLAG} to use the V1 runner the overlay hooks")
@@ -117,7 +145,8 @@ def apply(module: ModuleType) -> None:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
         if active() is not None:
-            guard.not_applicable(v2_message(), _backend(original_init, self, args, kwargs))
+            backend = _backend(original_init, self, args, kwargs)
+            guard.not_applicable(v2_message(backend), backend)
 
     _patcher.set(cls, "__init__", __init__)
 

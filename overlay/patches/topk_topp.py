@@ -37,7 +37,7 @@ built while patched keep working after :func:`remove`).
 On vLLM 0.34 and later (Model Runner V1 removed) the module still exists but
 holds only FlashInfer / top-k helpers: no ``TopKTopPSampler``, no
 ``random_sample``. The patch then steps aside with the V2-only notice
-(:func:`overlay.patches.not_applicable.v2_only_message`) instead of reading
+(:func:`overlay.sourcecheck.v2_only_message`) instead of reading
 attributes that are not there — on the half-initialised module the import
 hook hands over, that AttributeError reads "(most likely due to a circular
 import)" and used to switch the overlay off as an internal error.
@@ -148,7 +148,8 @@ def apply(module: ModuleType) -> None:
         return
     if not (hasattr(module, "TopKTopPSampler") and hasattr(module, "random_sample")):
         # vLLM >= 0.34: Model Runner V1 (and its sampler) removed; nothing to hook.
-        from overlay.patches.not_applicable import platform_backend, v2_only_message
+        from overlay.patches.not_applicable import platform_backend
+        from overlay.sourcecheck import v2_only_message
 
         guard.not_applicable(v2_only_message(), platform_backend())
         return

@@ -3,15 +3,17 @@
 GIVEN Timelines whose figures are set by hand (GENERATED: a CUDA device cannot be traced here)
 WHEN :func:`sampling_bound` reads their analysis THEN the bound is the headline's critical path per step over
 the mean step window, exists only where every rank's draws are fused sampling kernels, and the saving line
-says what it can (no share without step markers).
+says what it can (no share without step markers); where the kernels draw no noise over the vocabulary
+(vllm-ascend's categorical_sample) the figure is a sampling cost and the line says nothing can be saved.
 """
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from expo_prof.analysis import analyze
-from expo_prof.analysis.bound import sampling_bound
+from expo_prof.analysis.bound import SamplingBound, sampling_bound
 from expo_prof.pipeline.result import saving_line
 from expo_prof.timeline import Kind
 
@@ -19,6 +21,7 @@ from analysis_helpers import EXP_KERNEL, STREAM, THREAD  # type: ignore[import-n
 
 LANES = [(THREAD, "cpu", "thread 1"), (STREAM, "cuda:0", "stream 7"), (STREAM, "cuda:0", "stream 20")]
 GUMBEL = "_gumbel_sample_kernel"
+PREPARE, CATEGORICAL = "_categorical_prepare_mass_kernel", "_categorical_sample_kernel"
 
 
 def _rank(make_tl, rank: int, kernel: str, durs: list[int], step_len: int = 1000, markers: bool = True):
@@ -66,3 +69,37 @@ def test_without_step_markers_the_share_is_unknown(make_tl):
     # THEN the share is unknown and the line says so instead of dividing by a guess
     assert b is not None and b.step_ns is None and b.share is None
     assert "share of the step unknown: no step markers" in saving_line([], None, b)
+
+
+def test_categorical_kernels_are_a_cost_not_a_bound(make_tl):
+    # GIVEN vllm-ascend's Model Runner V2 sampling with categorical_sample: the sample kernel 40 / 60 ns a step
+    res = analyze([_rank(make_tl, 0, CATEGORICAL, [40, 60])])
+    # WHEN bounded
+    b = sampling_bound(res)
+    # THEN the figure is the same critical path per step, but marked as drawing no noise: a cost
+    assert b is not None and b.rule == "ascend-v2-categorical" and b.noise is False and not b.switchback
+    assert b.critical_ns == pytest.approx(50.0) and b.share == pytest.approx(0.05)
+    # AND the line says nothing can be saved and gives the cost, never a bound
+    line = saving_line([], None, b)
+    assert "so no async draw can save anything; sampling costs 50 ns/step on the critical path (5.0 % of the step)" \
+        in line
+    assert "could save" not in line and "switchback -- CMD" not in line
+
+
+def test_a_noise_kernel_beside_categorical_ones_keeps_a_looser_bound(make_tl):
+    # GIVEN one rank of vllm-ascend's Ascend Triton Gumbel kernel (noise inside) and one of categorical_sample
+    res = analyze([_rank(make_tl, 0, GUMBEL, [40]), _rank(make_tl, 1, CATEGORICAL, [60])])
+    b = sampling_bound(res)
+    # THEN the figure still bounds what an async draw could save, over both, and the line says it is looser
+    assert b is not None and b.noise is True and b.rule == "ascend-v2-categorical+mrv2-fused-gumbel"
+    line = saving_line([], None, b)
+    assert "holds the critical path 50 ns/step (5.0 % of the step): the most any async draw could save" in line
+    assert line.endswith("it counts the kernels named above that draw no noise too, so it is a looser bound")
+
+
+def test_a_bound_written_before_the_noise_field_reads_as_noise():
+    # GIVEN a runs[].bound of a document written before the noise field existed
+    old = {"rule": "mrv2-fused-gumbel", "engine": "e", "what": "kernel", "switchback": False, "critical_ns": 1.0,
+           "step_ns": 10.0, "share": 0.1}
+    # THEN it decodes, as a noise-drawing sampler (all such documents were)
+    assert msgspec.convert(old, SamplingBound).noise is True

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from expo_prof.analysis import analyze
-from expo_prof.analysis.targets import find_instances
+from expo_prof.analysis.targets import FUSED_SAMPLERS, FusedSampler, find_instances
 from expo_prof.errors import EXIT_NOT_FOUND, NothingFound
 from expo_prof.timeline import Kind
 
@@ -171,6 +171,9 @@ FLASHINFER_KERNELS = [
     # FlashInfer 0.7.4 (include/flashinfer/sampling.cuh): draws curand uniforms inside too
     "void flashinfer::sampling::SplitRowRejectionSamplingFromProbKernel<1024u, (cub::BlockScanAlgorithm)2, 4u, 0u, false, float, int>",
 ]
+#: vllm-ascend 0.28.0rc1 – 0.30.0rc2 Model Runner V2 (vllm_ascend/ops/triton/v2/sample/categorical_sample.py): the
+#: two Triton kernels of categorical_sample, one uniform per row, no noise over the vocabulary.
+CATEGORICAL_KERNELS = ["_categorical_prepare_mass_kernel", "_categorical_sample_kernel"]
 
 
 def _fused_trace(make_tl, name):
@@ -189,6 +192,7 @@ def _fused_trace(make_tl, name):
 
 @pytest.mark.parametrize(
     ("name", "rule"), [(MRV2_KERNEL, "mrv2-fused-gumbel")] + [(n, "flashinfer-sampling") for n in FLASHINFER_KERNELS]
+    + [(n, "ascend-v2-categorical") for n in CATEGORICAL_KERNELS]
 )
 def test_fused_sampling_kernels_are_upper_bound_fallbacks(make_tl, name, rule):
     # GIVEN a CUDA trace without an exponential kernel: the noise is drawn inside the sampling kernel
@@ -213,6 +217,40 @@ def test_mrv2_and_flashinfer_kernels_in_one_trace_are_both_draws(make_tl):
     # THEN both kernels are instances, each under its own rule (none of a step's sampling is left out)
     assert sorted(zip(inst.start.tolist(), inst.rules)) == [(0, "flashinfer-sampling"), (50, "mrv2-fused-gumbel")]
     assert analyze([tl]).ranks[0].rule == "flashinfer-sampling+mrv2-fused-gumbel"
+
+
+def test_ascend_v2_categorical_kernels_are_each_an_instance_and_draw_no_noise(make_tl):
+    # GIVEN vllm-ascend's Model Runner V2 sampling one step with categorical_sample: the prepare kernel, then the
+    # sample kernel on the same stream (an NPU's lanes: the rule reads names on streams alike)
+    npu = [(THREAD, "cpu", "thread 1"), (STREAM, "npu:0", "stream 2"), (STREAM, "npu:0", "stream 3")]
+    tl = make_tl(npu, [(1, 0, 100, "MatMulV2", Kind.KERNEL), (1, 110, 35, CATEGORICAL_KERNELS[0], Kind.KERNEL),
+                       (1, 147, 15, CATEGORICAL_KERNELS[1], Kind.KERNEL)])
+    # WHEN instances are found
+    inst = find_instances(tl)
+    # THEN each kernel is one instance of rule ascend-v2-categorical, and that sampler draws no noise (no switchback)
+    assert inst.rule == "ascend-v2-categorical" and inst.rules == ["ascend-v2-categorical"] * 2
+    assert [tl.names[i] for i in inst.name] == CATEGORICAL_KERNELS and inst.total.tolist() == [35, 15]
+    sampler = FUSED_SAMPLERS["ascend-v2-categorical"]
+    assert sampler.noise is False and sampler.switchback is False
+    # AND every other fused sampler draws its noise inside (the field's default)
+    assert all(k.noise for r, k in FUSED_SAMPLERS.items() if r != "ascend-v2-categorical")
+
+
+def test_a_sampler_without_noise_cannot_have_switchback():
+    # GIVEN a sampler declared without noise but with switchback THEN it is refused: nothing to move off the step
+    with pytest.raises(ValueError, match="no switchback"):
+        FusedSampler("an engine", "kernel", True, noise=False)
+
+
+def test_ascend_gumbel_port_and_categorical_kernels_in_one_trace_are_both_found(make_tl):
+    # GIVEN vllm-ascend's Ascend Triton _gumbel_sample_kernel (up to 0.27.1rc1) beside the categorical pair
+    tl = make_tl(CUDA_LANES, [(2, 0, 10, MRV2_KERNEL, Kind.KERNEL), (2, 50, 10, CATEGORICAL_KERNELS[0], Kind.KERNEL),
+                              (2, 62, 5, CATEGORICAL_KERNELS[1], Kind.KERNEL)])
+    # THEN all three are instances, each under its own rule
+    inst = find_instances(tl)
+    assert sorted(zip(inst.start.tolist(), inst.rules)) == [
+        (0, "mrv2-fused-gumbel"), (50, "ascend-v2-categorical"), (62, "ascend-v2-categorical")]
+    assert analyze([tl]).ranks[0].rule == "ascend-v2-categorical+mrv2-fused-gumbel"
 
 
 def test_mrv2_combine_kernel_draws_no_noise(make_tl):
@@ -259,6 +297,7 @@ def test_nothing_found_names_the_fused_sampling_kernels(make_tl):
     tl = make_tl(CUDA_LANES, [(1, 0, 10, "gemm", Kind.KERNEL)])
     with pytest.raises(NothingFound) as ei:
         analyze([tl])
-    # THEN the message names MRV2's and FlashInfer's kernels among what was looked for
+    # THEN the message names MRV2's, FlashInfer's and vllm-ascend's categorical kernels among what was looked for
     msg = " ".join([str(ei.value), *ei.value.details])  # the short line and its details list
     assert "_gumbel_sample_kernel" in msg and "SamplingFromProbKernel" in msg and "SamplingFromLogitsKernel" in msg
+    assert all(k in msg for k in CATEGORICAL_KERNELS)

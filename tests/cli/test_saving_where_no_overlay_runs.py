@@ -10,6 +10,11 @@ THEN the saving line says that no switchback exists on MRV2 / FlashInfer and giv
 on the critical path per step, its share of the step and that it bounds what any async draw could save; it
 suggests switchback only where the overlay can run (vLLM CPU's V1 fused op); and the JSON (``runs[].bound``),
 the tables' line and the report's data say the same figures.
+
+Issue 43, item 3: vllm-ascend's opt-in Model Runner V2 (0.28.0rc1 on) samples with ``categorical_sample`` (two
+Triton kernels, one uniform per row, no noise over the vocabulary; GENERATED / FAKE trace with its real kernel
+names): the line says no async draw can save anything and gives the kernels' time as a sampling cost, the JSON
+says ``noise`` false, and the report's cards show no saving bound and no tok/s bound.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ import pytest
 from expo_prof.cli.main import main
 from expo_prof.pipeline.result import NOT_MEASURED
 from expo_prof.words import fmt_ns
-from support.fused_sampling import Built, flashinfer_trace, mixed_trace, mrv2_trace
+from support.fused_sampling import (Built, ascend_v2_categorical_trace, ascend_v2_mixed_trace, flashinfer_trace,
+                                    mixed_trace, mrv2_trace)
 
 REPO = Path(__file__).resolve().parents[2]
 ADVICE = "--overlay switchback"
@@ -54,6 +60,9 @@ BUILDERS = {
     "mrv2": (mrv2_trace, ["_gumbel_sample_kernel", "Model Runner V2"]),
     "flashinfer": (flashinfer_trace, ["FlashInfer"]),
     "mrv2+flashinfer": (mixed_trace, ["_gumbel_sample_kernel", "FlashInfer"]),
+    # vllm-ascend's Ascend Triton Gumbel kernel beside its categorical kernels: still a bound (a looser one)
+    "ascend-gumbel+categorical": (ascend_v2_mixed_trace, ["_gumbel_sample_kernel", "categorical_sample",
+                                                          "a looser bound"]),
 }
 
 
@@ -77,7 +86,7 @@ def test_no_switchback_engine_gets_the_kernels_bound(capsys, tmp_path, kind):
     assert "the most any async draw could save" in line and "the noise is only part of that kernel" in line
     # AND the JSON states the same figures (runs[].bound), exact
     b = entry["bound"]
-    assert b["switchback"] is False and b["what"] == "kernel"
+    assert b["switchback"] is False and b["what"] == "kernel" and b["noise"] is True
     assert b["critical_ns"] == pytest.approx(built.critical_ns, abs=1e-6)
     assert b["step_ns"] == pytest.approx(built.step_ns, abs=1e-6)
     assert b["share"] == pytest.approx(built.share, rel=1e-12)
@@ -145,3 +154,48 @@ def test_exponential_draw_keeps_the_plain_advice(capsys, realtraces):
     # THEN there is no fused kernel to bound: the line is the plain "not measured" with the switchback command
     assert entry["bound"] is None and entry["saving_line"] == NOT_MEASURED
     assert re.search(r"aten::exponential_", json.dumps(json.loads(out)["ranks"][0]["names"]))
+
+
+def test_categorical_sampler_says_nothing_can_be_saved_and_its_cost(capsys, tmp_path):
+    # GIVEN the FAKE vllm-ascend Model Runner V2 trace: per 1 ms step, _categorical_prepare_mass_kernel 35 µs (10 µs
+    # of it under another stream) then _categorical_sample_kernel 15 µs: 40 µs on the critical path, 4.0 % of the step
+    built = ascend_v2_categorical_trace(tmp_path / "ascend")
+    assert (built.critical_ns, built.share) == (40_000.0, 0.04)
+    # WHEN analysed, as tables and as JSON
+    _, text = analyze(capsys, built.path)
+    _, out = analyze(capsys, built.path, "--json")
+    doc = json.loads(out)
+    entry = doc["runs"][0]
+    # THEN both kernels of every step are instances of the new rule
+    assert doc["summary"]["instances"] == 2 * built.steps and doc["ranks"][0]["rule"] == "ascend-v2-categorical"
+    # AND the line says there is nothing for an async draw to save, and the sampling cost as built — no bound
+    line = entry["saving_line"]
+    assert line == (
+        "saving: no switchback on this engine — vllm-ascend's Model Runner V2 samples with categorical_sample "
+        "(_categorical_prepare_mass_kernel, _categorical_sample_kernel): one uniform per row, no noise over the "
+        "vocabulary, so no async draw can save anything; sampling costs 40.0 µs/step on the critical path (4.0 % of "
+        "the step) — vllm-ascend's default Model Runner V1 (VLLM_USE_V2_MODEL_RUNNER unset) draws the exponential "
+        "noise in random_sample and is where the overlay runs: measure the saving there")
+    assert "could save" not in line and ADVICE not in line and ADVICE not in text
+    assert flat(line) in flat(text)
+    # AND runs[].bound carries the same figures, marked as drawing no noise
+    b = entry["bound"]
+    assert b["rule"] == "ascend-v2-categorical" and b["noise"] is False and b["switchback"] is False
+    assert b["critical_ns"] == pytest.approx(built.critical_ns, abs=1e-6)
+    assert b["share"] == pytest.approx(built.share, rel=1e-12)
+
+
+def test_categorical_report_data_has_no_saving_or_tok_s_bound(tmp_path):
+    # GIVEN the FAKE vllm-ascend Model Runner V2 trace
+    built = ascend_v2_categorical_trace(tmp_path / "ascend")
+    from expo_prof.html.build import report_document
+
+    # WHEN the report's data is built
+    (run,) = report_document([built.path]).payload["runs"]
+    # THEN it carries the bound marked noise-free (what the card reads to say "none possible") and the saving line
+    assert run["bound"]["noise"] is False and "so no async draw can save anything" in run["saving_line"]
+    # AND no tok/s gain is offered (nothing can leave the step), while the cost per step stays the headline's
+    h = run["headline"]
+    assert h["tok_s_upper_bound"] is None and h["tok_s_if_hidden"] is None
+    assert h["critical_per_step_ns"] == pytest.approx(built.critical_ns, abs=1e-6)
+    assert h["step_ns"] == pytest.approx(built.step_ns, abs=1e-6)

@@ -1,7 +1,7 @@
 """vLLM 0.34 removed Model Runner V1: the overlay steps aside with one notice, never an internal error.
 
 The real ``vllm/v1/sample/ops/topk_topp_sampler.py`` of the vLLM 0.34.0 wheel (fetched by range,
-tools/wheel_files.py) is imported under its own name through the overlay's import hook, in place of
+tools/release_files.py) is imported under its own name through the overlay's import hook, in place of
 the installed 0.32 module, while ``vllm.v1.worker.gpu_model_runner`` is made absent (as in 0.34's
 wheel). Before the fix the patch read ``TopKTopPSampler`` from the half-initialised module and the
 overlay switched off with "internal error (... circular import)".
@@ -90,21 +90,62 @@ def test_v2_notice_with_v1_gives_the_flag(vllm_available):
 
 
 @pytest.mark.parametrize("version", ["0.35.0", "nightly-unknown"], ids=["future", "unparsable"])
-def test_unknown_vllm_version_steps_aside_naming_it(tmp_path, monkeypatch, vllm_available, warnings_of_overlay,
-                                                    version):
-    # GIVEN the switch on and a vLLM whose version the overlay does not know (future or unreadable)
+def test_unseen_vllm_version_with_checked_sources_keeps_the_overlay_on(tmp_path, monkeypatch, vllm_available,
+                                                                       warnings_of_overlay, version):
+    # GIVEN the switch on and a vLLM whose version the matrix has not checked (future or unreadable), whose
+    # installed sources are the real vLLM 0.32 files (random_sample identical to the checked releases')
+    import logging
+
     import vllm
 
     from overlay.contract import ENV_OUT, ENV_SWITCH
+    from overlay.sampler import active
 
+    monkeypatch.setenv(ENV_SWITCH, "1")
+    monkeypatch.setenv(ENV_OUT, str(tmp_path))
+    monkeypatch.setattr(vllm, "__version__", version)
+    logging.getLogger("vllm.expo_prof").setLevel(logging.INFO)
+    try:
+        # WHEN vLLM loads the plugin
+        plugin.register()
+        # THEN the overlay stays on, saying once which checked release the sources matched; no warning
+        assert active() is not None
+        said = [r.getMessage() for r in warnings_of_overlay if "not among the releases checked" in r.getMessage()]
+        assert len(said) == 1 and "identical to vllm 0.33.0's" in said[0] and "overlay applies" in said[0], said
+        assert not [r for r in warnings_of_overlay if r.levelno >= logging.WARNING]
+    finally:
+        logging.getLogger("vllm.expo_prof").setLevel(logging.NOTSET)
+
+
+@pytest.mark.parametrize("version", ["0.35.0", "nightly-unknown"], ids=["future", "unparsable"])
+def test_unseen_vllm_version_with_changed_sources_steps_aside_naming_it(tmp_path, monkeypatch, vllm_available,
+                                                                        warnings_of_overlay, version):
+    # GIVEN the same, but a store of checked releases in which no random_sample is the installed one (as if the
+    # installed vLLM had changed it)
+    import vllm
+
+    from overlay import sourcecheck
+    from overlay.contract import ENV_OUT, ENV_SWITCH
+
+    real = sourcecheck.checked_releases
+
+    def changed(dist):
+        store = real(dist)
+        for fp in store.values():
+            fp["replaced"] = {k: "0" * 16 for k in fp["replaced"]}
+        return store
+
+    monkeypatch.setattr(sourcecheck, "checked_releases", changed)
     monkeypatch.setenv(ENV_SWITCH, "1")
     monkeypatch.setenv(ENV_OUT, str(tmp_path))
     monkeypatch.setattr(vllm, "__version__", version)
     # WHEN vLLM loads the plugin
     plugin.register()
-    # THEN no exception reaches vLLM: one warning naming the version, one not_applicable notice, nothing armed
+    # THEN no exception reaches vLLM: one warning naming the version and the function, one not_applicable notice
     messages = [r.getMessage() for r in warnings_of_overlay]
     assert len(messages) == 1 and version in messages[0] and "internal error" not in messages[0], messages
+    assert "random_sample in vllm/v1/sample/ops/topk_topp_sampler.py differs" in messages[0]
+    assert "compared with vllm 0.33.0" in messages[0]
     _, lines = read_log(tmp_path)
     assert [n["code"] for n in lines["notice"]] == ["not_applicable"]
     assert version in lines["notice"][0]["message"]

@@ -135,3 +135,89 @@ def test_vllm_ascend_off_draws_inline_and_native_calls_its_side_stream_draw(tmp_
     want = {"native": (1, False), "off": (0, False), "on": (0, True)}
     assert [p for p, _, _ in phases] == [switchback_phase(k, 1, THREE_ARMS) for k in range(6)]
     assert all((calls, used) == want[p] for p, calls, used in phases), phases
+
+
+@pytest.fixture(scope="module")
+def ascend_today(pypi_wheels):
+    """vllm-ascend 0.30.0rc2's real ``vllm_ascend.sample.sampler``, loaded as the version matrix loads it (its
+    real function definitions, run on CPU tensors with the matrix's stand-ins for the NPU stream)."""
+    import sys
+
+    from shared_paths import REPO
+
+    sys.path.insert(0, str(REPO / "tools"))
+    import overlay_matrix
+
+    from overlay.patches import ascend
+
+    src = pypi_wheels("vllm-ascend", "0.30.0rc2").read(overlay_matrix.A_SAMPLER).decode()
+    module, mode = overlay_matrix.load_sampler(src, ascend.SAMPLER_MODULE, ascend=True)
+    assert mode == "functions" and module.__name__ == ascend.SAMPLER_MODULE
+    return module
+
+
+@pytest.mark.parametrize("seeded", [False, True], ids=["batch noise", "a seeded row"])
+def test_todays_ascend_random_sample_off_arm_draws_what_it_draws(ascend_today, seeded):
+    # GIVEN 0.30.0rc2's real random_sample (side stream stood in) and the three-arm off arm's inline draw
+    from overlay.arms import inline_random_sample
+    from overlay.sampler import sample_with_noise
+
+    probs = torch.softmax(torch.randn(ROWS, VOCAB, generator=torch.Generator().manual_seed(3)), -1)
+
+    def gens():
+        return {1: torch.Generator().manual_seed(11)} if seeded else {}
+
+    # WHEN both sample the same probabilities from the same generator states
+    torch.manual_seed(5)
+    shipped = ascend_today.random_sample(probs.clone(), gens())
+    torch.manual_seed(5)
+    inline = inline_random_sample(probs.clone(), gens(), finish=sample_with_noise)
+    # THEN the off arm draws the same q in the same order, only not on the side stream: the same tokens
+    assert torch.equal(shipped, inline)
+
+
+def test_todays_ascend_arms_off_inline_native_shipped_on_the_lane(tmp_path, ascend_today, vllm_available):
+    # GIVEN the overlay in three-arm switchback (blocks of 1), patching 0.30.0rc2's real sampler module, whose
+    # random_sample is counted (native must call it as shipped; off and on must not)
+    import functools
+
+    from overlay import plugin
+    from overlay.lanes import CpuThreadLane
+    from overlay.patches import ascend
+    from overlay.sampler import Overlay, set_active
+
+    shipped = ascend_today.random_sample
+    calls = []
+
+    @functools.wraps(shipped)
+    def counted(probs, generators):
+        calls.append(probs.shape)
+        return shipped(probs, generators)
+
+    ascend_today.random_sample = counted
+    ov = Overlay(EventLog(str(tmp_path)), lane_factory=lambda device, instrument: CpuThreadLane(seed=2),
+                 mode="switchback", block_steps=1, arms=THREE_ARMS)
+    set_active(ov)
+    phases = []
+    try:
+        ascend.apply(ascend_today)
+        data = torch.Generator().manual_seed(7)
+        for _ in range(6):
+            step = ov.begin_step(rows=ROWS, vocab=VOCAB, dtype=torch.float32, device="cpu", all_greedy=False,
+                                 seeded_rows=0)
+            ov.end_forward(step)
+            before = len(calls)
+            # WHEN AscendTopKTopPSampler.forward_native calls random_sample(probs, generators) by its global name
+            tokens = ascend_today.random_sample(torch.softmax(torch.randn(ROWS, VOCAB, generator=data), -1), {})
+            assert tokens.shape == (ROWS,)
+            phases.append((step.phase, len(calls) - before, step.used))
+        ov.shutdown()
+    finally:
+        ascend.remove()
+        set_active(None)
+        plugin.unregister()
+        ascend_today.random_sample = shipped
+    # THEN only native called the shipped (side-stream) draw; off drew inline without it; on used the lane's q
+    want = {"native": (1, False), "off": (0, False), "on": (0, True)}
+    assert [p for p, _, _ in phases] == [switchback_phase(k, 1, THREE_ARMS) for k in range(6)]
+    assert all((n, used) == want[p] for p, n, used in phases), phases

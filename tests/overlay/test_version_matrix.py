@@ -1,7 +1,7 @@
 """Each row of the version matrix in docs/overlay.md, re-checked against its real wheel.
 
 GIVEN the real wheel of a vLLM / vllm-ascend release on PyPI (only the members the checks read, fetched by
-range into ``~/.cache/expo-prof/wheel-files`` once per machine: tools/wheel_files.py), WHEN the overlay's patch code is
+range into ``~/.cache/expo-prof/wheel-files`` once per machine: tools/release_files.py), WHEN the overlay's patch code is
 run against its real sources (tools/overlay_matrix.py), THEN the runner has a
 seam ``execute_model`` calls, the replacement ``random_sample`` has exactly the
 original's parameters, one CPU step gives the original's tokens — or, on a vLLM
@@ -11,6 +11,7 @@ and the documented row says the same.
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -26,12 +27,30 @@ def documented():
     return overlay_matrix.documented_rows()
 
 
+@pytest.fixture(scope="module")
+def stored():
+    from overlay.sourcecheck import STORE
+
+    return json.loads(STORE.read_text())
+
+
 @pytest.mark.parametrize("dist,version", overlay_matrix.rows(), ids=lambda v: str(v))
-def test_release_row(dist, version, documented, pypi_wheels):
-    pypi_wheels(dist, version)
+def test_release_row(dist, version, documented, stored, pypi_wheels):
+    files = pypi_wheels(dist, version)
     row = overlay_matrix.check(dist, version)
     assert row.clean, row
     assert documented.get((dist, version)) == row.cells(), "docs/overlay.md is stale: run tools/overlay_matrix.py"
+    # AND the start-up check's record of it is current: every row that applies, and only those, is in the store
+    stale = "overlay/checked_sources.json is stale: run tools/overlay_matrix.py"
+    assert stored.get(dist, {}).get(version) == (row.fingerprint if row.works else None), stale
+    # AND the start-up check's cut-out functions read exactly what a parse of the whole files reads
+    if row.works:
+        assert overlay_matrix.fingerprint_of(dist, files, whole=True) == row.fingerprint
+
+
+def test_store_has_only_matrix_rows(stored):
+    # GIVEN the store the start-up check compares with WHEN its releases are listed THEN each is a matrix row
+    assert {(d, v) for d, releases in stored.items() for v in releases} <= set(overlay_matrix.rows())
 
 
 def test_table_has_every_row_and_no_other(documented):

@@ -53,13 +53,20 @@
       cards.append(card("c-step", "step time (p50, own work)",
         Expo.fmtNs(st.overall.step_ns ? st.overall.step_ns.p50 : null), parts.filter((x) => x).join(" · ")));
     }
+    // A sampler that draws no noise over the vocabulary (vllm-ascend's categorical_sample): nothing to hide, nothing to save.
+    const noNoise = !!(P.bound && P.bound.noise === false);
     if (draw) {
+      const measured = H.tok_s !== null ? " · measured " + H.tok_s.toFixed(1) + " tok/s" : "";
       cards.append(
         card("c-wait", "sampler wait per step" + ofRanks, Expo.fmtNs(H.wait_per_step_ns),
           H.wait_per_step_ns === null ? "not measured (no overlay spans or log)" : "waiting for q: the overlay's own cost"),
-        card("c-toks", "tok/s upper bound", H.tok_s_upper_bound === null ? "–" : "≤ +" + Math.abs(100 * H.tok_s_upper_bound).toFixed(2) + "%",
-          "if exposed + wait (" + Expo.fmtNs(H.critical_per_step_ns) + "/step" + (H.across_ranks ? ", mean of ranks" : "") + ") left the step; ignores the forward-pass cost of overlap" +
-          (H.tok_s !== null ? " · measured " + H.tok_s.toFixed(1) + " tok/s" : "")),
+        noNoise
+          ? card("c-toks", "tok/s upper bound", "–",
+            "none: this sampler draws no noise over the vocabulary, so no draw can leave the step (sampling costs " +
+            Expo.fmtNs(H.critical_per_step_ns) + "/step)" + measured)
+          : card("c-toks", "tok/s upper bound", H.tok_s_upper_bound === null ? "–" : "≤ +" + Math.abs(100 * H.tok_s_upper_bound).toFixed(2) + "%",
+            "if exposed + wait (" + Expo.fmtNs(H.critical_per_step_ns) + "/step" + (H.across_ranks ? ", mean of ranks" : "") + ") left the step; ignores the forward-pass cost of overlap" +
+            measured),
       );
     }
     if (draw) {
@@ -80,6 +87,9 @@
         const steps = parts(sv.off_parts, sv.compared[0]) + parts(sv.on_parts, sv.compared[1]);
         const arms = sv.arms && sv.arms.length > 2 ? ", " + sv.compared[1] + " vs " + sv.compared[0] : "";  // 3 arms: the first comparison
         cards.append(card("c-saving", "saved per step (switchback" + arms + "): " + sv.decision, Expo.fmtNs(sv.saving.mean_ns), ci + tok + steps));
+      } else if (noNoise) {
+        // No noise to draw asynchronously: nothing can be saved; the saving line gives the sampling cost.
+        cards.append(card("c-saving", "saved per step — none possible", Expo.fmtNs(0), P.saving_line || ""));
       } else if (P.bound) {
         // A fused sampling kernel (MRV2, FlashInfer, vLLM CPU's fused op): its critical-path time bounds any saving.
         cards.append(card("c-saving", "saved per step — " + (P.bound.switchback ? "not measured" : "no switchback on this engine"),

@@ -1,4 +1,5 @@
-"""A few source files out of a release's wheel on PyPI, without downloading the wheel.
+"""A few source files out of a release on PyPI: from its wheel without downloading the wheel, or from its
+source archive where the release ships no wheel.
 
 The version matrix (tools/overlay_matrix.py) reads two to four ``.py`` files of
 each of 40 vLLM / vllm-ascend releases; the wheels they sit in weigh about 8.8 GB
@@ -20,16 +21,26 @@ members asked for: a few hundred KB per release, once.
 * Integrity: each member is checked against the CRC-32 of the wheel's own
   directory (``zipfile`` does it on read), so a short or wrong range is an error,
   never a wrong source.
+* Source archives: from 0.27.1rc1 vllm-ascend publishes only a ``.tar.gz``
+  (about 20 MB). A gzip stream cannot be read by range, so it is streamed once
+  (never held whole in memory or on disk) and every ``.py`` file of the
+  package (about 7 MB) lands in the same cache, its list of names written
+  last: a release whose names are cached is complete. The archive's top folder
+  (``vllm_ascend-0.30.0rc2/``) is dropped, so member names are the wheel's. A
+  ``.tar.gz`` in the wheel cache (``pip download --no-deps --no-binary :all:``)
+  is read in place.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import html.parser
 import io
 import json
 import os
 import re
+import tarfile
 import urllib.parse
 import urllib.request
 import zipfile
@@ -58,8 +69,9 @@ class _Links(html.parser.HTMLParser):
             self.hrefs += [v for k, v in attrs if k == "href" and v]
 
 
-def wheel_url(dist: str, version: str) -> str:
-    """URL of the x86-64 wheel of ``dist==version`` on the index (CPython 3.11 or abi3 first)."""
+def release_url(dist: str, version: str) -> str:
+    """URL of the x86-64 wheel of ``dist==version`` on the index (CPython 3.11 or abi3 first), else of its source
+    archive (``.tar.gz``)."""
     name = re.sub(r"[-_.]+", "-", dist).lower()
     page = urllib.parse.urljoin(INDEX, name + "/")
     with urllib.request.urlopen(page, timeout=TIMEOUT_S) as resp:
@@ -72,8 +84,10 @@ def wheel_url(dist: str, version: str) -> str:
         fname = urllib.parse.unquote(url.rsplit("/", 1)[-1])
         if fname.startswith(stem) and fname.endswith(".whl") and "x86_64" in fname:
             found.append((0 if "cp311" in fname else 1 if "abi3" in fname else 2, fname, url))
+        elif fname == f"{stem[:-1]}.tar.gz":
+            found.append((3, fname, url))
     if not found:
-        raise FileNotFoundError(f"no x86-64 wheel {stem}*.whl on {page}")
+        raise FileNotFoundError(f"no x86-64 wheel {stem}*.whl nor {stem[:-1]}.tar.gz on {page}")
     return min(found)[2]
 
 
@@ -129,26 +143,60 @@ class RangeReader(io.RawIOBase):
         return n
 
 
-class WheelFiles:
-    """The members of one release's wheel, read from a whole cached wheel or fetched by range and cached."""
+class ReleaseFiles:
+    """The files of one release: from a whole cached wheel or source archive, or fetched (a wheel's members by
+    range, a source archive's ``.py`` files by one stream) and cached."""
 
     def __init__(self, dist: str, version: str) -> None:
         self.dist, self.version = dist, version
         self.dir = FILES_CACHE / f"{dist}-{version}"
-        whole = sorted(WHEEL_CACHE.glob(f"{dist.replace('-', '_')}-{version}-*.whl"))
+        stem = dist.replace("-", "_")
+        whole = sorted(WHEEL_CACHE.glob(f"{stem}-{version}-*.whl"))
         #: A whole wheel on this machine: read in place, nothing fetched or cached.
         self._local: zipfile.ZipFile | None = zipfile.ZipFile(whole[0]) if whole else None
+        #: A whole source archive on this machine: its files are cached from it instead of from the index.
+        archive = WHEEL_CACHE / f"{stem}-{version}.tar.gz"
+        self._archive = archive if archive.is_file() and self._local is None else None
         #: The wheel on PyPI, opened by range on the first member not in the cache.
         self._ranged: zipfile.ZipFile | None = None
         self._names: list[str] | None = None
 
-    def _fetch(self) -> zipfile.ZipFile:
+    def _fetch(self) -> zipfile.ZipFile | None:
+        """The wheel by range; None when the release was a source archive (its files are then all cached)."""
         if self._ranged is None:
-            self._ranged = zipfile.ZipFile(io.BufferedReader(RangeReader(wheel_url(self.dist, self.version)), BLOCK))
+            url = release_url(self.dist, self.version) if self._archive is None else None
+            if url is None or url.endswith(".tar.gz"):
+                self._names = self._unpack(url)
+                return None
+            self._ranged = zipfile.ZipFile(io.BufferedReader(RangeReader(url), BLOCK))
         return self._ranged
 
+    def _unpack(self, url: str | None) -> list[str]:
+        """Stream the source archive once, caching every ``.py`` file of the package; returns their names."""
+        package = self.dist.replace("-", "_") + "/"
+        names = []
+        with contextlib.ExitStack() as stack:
+            if url is None:
+                raw = stack.enter_context(open(self._archive, "rb"))  # type: ignore[arg-type]
+            else:
+                raw = stack.enter_context(urllib.request.urlopen(url, timeout=TIMEOUT_S))
+            tar = stack.enter_context(tarfile.open(fileobj=raw, mode="r|gz"))
+            for member in tar:
+                # "vllm_ascend-0.30.0rc2/vllm_ascend/sample/sampler.py" -> "vllm_ascend/sample/sampler.py"
+                name = member.name.split("/", 1)[-1]
+                if not (member.isfile() and name.startswith(package) and name.endswith(".py")):
+                    continue
+                data = tar.extractfile(member)
+                if data is not None:
+                    _write(self.dir / "files" / name, data.read())
+                    names.append(name)
+        if not names:
+            raise FileNotFoundError(f"{self.dist} {self.version}: no {package}*.py in its source archive")
+        _write(self.dir / "names.json", json.dumps(names).encode())
+        return names
+
     def namelist(self) -> list[str]:
-        """Every member name of the wheel."""
+        """Every member name of the wheel (of a source archive: every ``.py`` file of the package)."""
         if self._names is None:
             listing = self.dir / "names.json"
             if self._local is not None:
@@ -156,18 +204,28 @@ class WheelFiles:
             elif listing.is_file():
                 self._names = json.loads(listing.read_text())
             else:
-                self._names = self._fetch().namelist()
-                _write(listing, json.dumps(self._names).encode())
+                ranged = self._fetch()
+                if ranged is not None:
+                    self._names = ranged.namelist()
+                    _write(listing, json.dumps(self._names).encode())
+        assert self._names is not None
         return self._names
 
     def read(self, name: str) -> bytes:
-        """The bytes of member ``name`` (KeyError when the wheel has none)."""
+        """The bytes of member ``name`` (KeyError when the release has none)."""
         if self._local is not None:
             return self._local.read(name)
         cached = self.dir / "files" / name
         if cached.is_file():
             return cached.read_bytes()
-        data = self._fetch().read(name)
+        if name not in self.namelist():
+            raise KeyError(name)
+        if cached.is_file():  # a source archive, unpacked by namelist()
+            return cached.read_bytes()
+        ranged = self._fetch()
+        if ranged is None:
+            raise KeyError(name)
+        data = ranged.read(name)
         _write(cached, data)
         return data
 
@@ -176,7 +234,7 @@ class WheelFiles:
             if z is not None:
                 z.close()
 
-    def __enter__(self) -> WheelFiles:
+    def __enter__(self) -> ReleaseFiles:
         return self
 
     def __exit__(self, *exc: object) -> None:
