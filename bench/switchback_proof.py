@@ -187,8 +187,11 @@ def measure(config: str, work: Path, *, repeat: int = 3, block_steps: int = 8, t
                      "--", *_server(model, free_port(), c["args"])], env, work, timeout)
     if ab.returncode != 0:
         raise RuntimeError(f"{config}: ab failed ({ab.returncode}): {ab.stderr[-2000:]}")
-    sb, sb_s, sb_m = _cli(["-q", "ab", "--switchback", "--block-steps", str(block_steps), *WORKLOAD, "--session-dir",
-                     str(sb_dir), "--json", "--", *_server(model, free_port(), c["args"])], env, work, timeout)
+    # --fixed-length: the proof compares the two estimators on the same workload; the sequential run's error under
+    # peeking is bench/sim_sequential.py's subject.
+    sb, sb_s, sb_m = _cli(["-q", "ab", "--switchback", "--fixed-length", "--block-steps", str(block_steps), *WORKLOAD,
+                           "--session-dir", str(sb_dir), "--json", "--", *_server(model, free_port(), c["args"])],
+                          env, work, timeout)
     if sb.returncode != 0:
         raise RuntimeError(f"{config}: ab --switchback failed ({sb.returncode}): {sb.stderr[-2000:]}")
     return Measured(config, json.loads(ab.stdout), json.loads(sb.stdout), ab_s, sb_s, ab_dir, sb_dir,

@@ -88,6 +88,10 @@ KEEP_OFF = "keep off"
 NO_DIFFERENCE = "no significant difference"
 #: Too little data for any test (one run per side, fewer than two block pairs): nothing can be said either way.
 INCONCLUSIVE = "inconclusive"
+#: A sequential switchback whose confidence sequence lies inside ±margin: the overlay does not matter here.
+NO_EFFECT = "no effect beyond the margin"
+#: A sequential switchback whose budget ran out before its confidence sequence settled.
+UNDECIDED = "undecided"
 
 
 #: ``forward_source`` (docs/json-output.md, "Steps") of a forward figure that is the length of a span → that span.

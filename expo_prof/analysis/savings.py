@@ -10,16 +10,31 @@ from __future__ import annotations
 import numpy as np
 
 from expo_prof.analysis.natural import Natural, natural_experiment
-from expo_prof.analysis.switchback import THREE_ARMS, TWO_ARMS, Saving, in_window, switchback_savings
+from expo_prof.analysis.switchback import THREE_ARMS, TWO_ARMS, Saving, SequentialSpec, in_window, switchback_savings
 
 
-def savings_of(timelines, load_window_ns: list[int] | None = None) -> tuple[list[Saving], list[Natural]]:
+def sequential_spec(manifest: dict | None) -> SequentialSpec | None:
+    """How a recording's switchback decided (its manifest's ``switchback`` object, written by ``record``), or
+    None: a run whose length was fixed in advance (its figure is the fixed-horizon CI)."""
+    sb = manifest.get("switchback") if isinstance(manifest, dict) else None
+    if not isinstance(sb, dict) or not sb.get("sequential"):
+        return None
+    try:
+        return SequentialSpec(**{k: sb[k] for k in ("margin_ns", "margin_share", "alpha", "optimal_pairs")
+                                 if sb.get(k) is not None})
+    except (TypeError, ValueError):
+        return SequentialSpec()
+
+
+def savings_of(timelines, load_window_ns: list[int] | None = None,
+               sequential: SequentialSpec | None = None) -> tuple[list[Saving], list[Natural]]:
     """Switchback savings and natural experiments of every overlay event log among ``timelines``, by rank.
 
     The overlay-log reader keeps each log's step columns and header in
     ``meta["overlay"]`` (the columns this module reads); other Timelines have none.
     ``load_window_ns``: the wall-clock window of the run's measured load (its manifest); only steps in it
     count, so the saving speaks of the same traffic as the run's throughput (not of its warm-up).
+    ``sequential``: the run decided as it went (:func:`sequential_spec`).
     """
     savings: list[Saving] = []
     natural: list[Natural] = []
@@ -37,7 +52,7 @@ def savings_of(timelines, load_window_ns: list[int] | None = None) -> tuple[list
             win, load_window_ns = np.ones(len(win), dtype=bool), None
         if isinstance(block, int) and not isinstance(block, bool) and block >= 2:
             ranked = switchback_savings(cols, rank=tl.rank, block_steps=block, arms=arms, window=win,
-                                        load_window_ns=load_window_ns)
+                                        load_window_ns=load_window_ns, sequential=sequential)
             savings.extend(ranked)
             if any(s.forward_change is not None for s in ranked):
                 # One estimate per quantity: switchback's paired forward change (on − off, by block pair) is the

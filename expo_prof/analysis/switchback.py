@@ -64,8 +64,10 @@ import msgspec
 import numpy as np
 
 from expo_prof import stats
+from expo_prof.analysis.sequential import ALPHA as CS_ALPHA
+from expo_prof.analysis.sequential import DEFAULT_MARGIN_SHARE, DEFAULT_OPTIMAL_PAIRS, Sequence, sequence
 from expo_prof.analysis.switchback_words import across_zero, diff_words, left_out_words, tokps_ci_text
-from expo_prof.words import ENABLE, INCONCLUSIVE, KEEP_OFF, NO_DIFFERENCE, fmt_ns, plural
+from expo_prof.words import ENABLE, INCONCLUSIVE, KEEP_OFF, NO_DIFFERENCE, NO_EFFECT, UNDECIDED, fmt_ns, plural
 
 CONFIDENCE = 0.95
 ALPHA = 0.05
@@ -182,6 +184,31 @@ class Saving(msgspec.Struct, kw_only=True):
     shapes: list[Shape]
     statement: str
     notes: list[str]
+    #: Each usable pair's saving (baseline − arm, ns per step), in the order the pairs ran: what the paired
+    #: tests and the confidence sequence read.
+    pair_savings_ns: list[float] = msgspec.field(default_factory=list)
+    #: A sequential run (``record --overlay switchback`` until settled): the confidence sequence on the saving
+    #: and its decision, which is then ``decision`` (docs/ab.md, "Sequential switchback"); null for a run of a
+    #: length fixed in advance, whose figure is the fixed-horizon ``saving`` CI.
+    sequence: Sequence | None = None
+
+
+class SequentialSpec(msgspec.Struct, kw_only=True, frozen=True):
+    """How a sequential switchback decides (the run's manifest ``switchback``): its margin and level."""
+
+    #: ±margin of "no effect": an absolute time (ns per step), else a share of the baseline's cadence.
+    margin_ns: float | None = None
+    margin_share: float = DEFAULT_MARGIN_SHARE
+    alpha: float = CS_ALPHA
+    #: Pairs where the sequence is tightest.
+    optimal_pairs: int = DEFAULT_OPTIMAL_PAIRS
+
+    def margin_for(self, baseline_step_ns: float | None) -> tuple[float, float | None]:
+        """(margin in ns per step, the share of the baseline's cadence it is) for a baseline step mean."""
+        if self.margin_ns is not None:
+            share = self.margin_ns / baseline_step_ns if baseline_step_ns else None
+            return float(self.margin_ns), share
+        return self.margin_share * float(baseline_step_ns or 0.0), self.margin_share
 
 
 def ints(values: np.ndarray) -> np.ndarray:
@@ -286,12 +313,13 @@ def in_window(t0_ns: np.ndarray, wall_minus_mono_ns: int | None, window_ns: list
 
 def switchback_savings(cols: Mapping[str, np.ndarray], *, rank: int, block_steps: int,
                        arms: tuple[str, ...] = TWO_ARMS, window: np.ndarray | None = None,
-                       load_window_ns: list[int] | None = None) -> list[Saving]:
+                       load_window_ns: list[int] | None = None,
+                       sequential: SequentialSpec | None = None) -> list[Saving]:
     """Every comparison of one rank's switchback run (:data:`COMPARISONS` of its ``arms``), in that order."""
     out = []
     for compared in COMPARISONS[arms]:
         s = switchback_saving(cols, rank=rank, block_steps=block_steps, arms=arms, compared=compared, window=window,
-                              load_window_ns=load_window_ns)
+                              load_window_ns=load_window_ns, sequential=sequential)
         if s is not None:
             out.append(s)
     return out
@@ -299,7 +327,8 @@ def switchback_savings(cols: Mapping[str, np.ndarray], *, rank: int, block_steps
 
 def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps: int,
                       window: np.ndarray | None = None, load_window_ns: list[int] | None = None,
-                      arms: tuple[str, ...] = TWO_ARMS, compared: tuple[str, str] = (OFF, ON)) -> Saving | None:
+                      arms: tuple[str, ...] = TWO_ARMS, compared: tuple[str, str] = (OFF, ON),
+                      sequential: SequentialSpec | None = None) -> Saving | None:
     """The saving of one rank's switchback run from its event-log step columns; None: no switchback step.
 
     ``cols`` (one entry per step line, in file order): ``step``, ``phase``
@@ -309,7 +338,8 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
     load (:func:`in_window`; ``load_window_ns`` says which window, for the
     record); the others are left out as ``outside_load``. ``arms``: the run's
     arms (blocks ``len(arms)·g`` … form group ``g``); ``compared``: (baseline,
-    arm), whose steps alone are counted.
+    arm), whose steps alone are counted. ``sequential``: the run decided as it went (a confidence sequence
+    instead of the fixed-horizon CI: :mod:`expo_prof.analysis.sequential`).
     """
     block = ints(cols["block"])
     phase = np.asarray(cols["phase"], dtype=object)
@@ -384,16 +414,26 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
             if None in tok_ci:
                 tok_note = (f"no upper bound: the saving's upper 95% bound ({fmt_ns(max(saving.ci_ns))}) reaches the "
                             f"{compared[0]} step itself ({fmt_ns(off_mean)}), a {compared[1]} step of zero time")
-    if saving is not None and saving.significant is not None:
-        if saving.significant:
-            decision = ENABLE if saving.mean_ns > 0 else KEEP_OFF
-        else:
-            decision = NO_DIFFERENCE
-            d = on - off
-            n_pairs = stats.runs_needed_paired(float(d.mean()), float(np.std(d, ddof=1)), ALPHA)
-            needed = None if n_pairs is None else len(arms) * block_steps * n_pairs
-    statement = _statement(decision, saving, tok, tok_ci, tok_note, len(pairs), needed, forward_change, wait_on,
-                           int(used.sum()), SUBJECTS.get((arms, compared), f"{compared[1]} against {compared[0]}"))
+    seq = None
+    subject = SUBJECTS.get((arms, compared), f"{compared[1]} against {compared[0]}")
+    if sequential is not None and len(pairs):
+        margin, share = sequential.margin_for(off_mean)
+        seq = sequence(off - on, margin, alpha=sequential.alpha, optimal_pairs=sequential.optimal_pairs,
+                       margin_share=share)
+        decision = seq.decision
+        needed = None if seq.pairs_needed is None else len(arms) * block_steps * seq.pairs_needed
+        statement = sequential_statement(seq, off_mean, subject, int(used.sum()), needed, forward_change, wait_on)
+    else:
+        if saving is not None and saving.significant is not None:
+            if saving.significant:
+                decision = ENABLE if saving.mean_ns > 0 else KEEP_OFF
+            else:
+                decision = NO_DIFFERENCE
+                d = on - off
+                n_pairs = stats.runs_needed_paired(float(d.mean()), float(np.std(d, ddof=1)), ALPHA)
+                needed = None if n_pairs is None else len(arms) * block_steps * n_pairs
+        statement = _statement(decision, saving, tok, tok_ci, tok_note, len(pairs), needed, forward_change, wait_on,
+                               int(used.sum()), subject)
     if len(pairs) < 2:
         notes.append(f"{plural(len(pairs), 'block pair')} compared: at least 2 are needed for a confidence interval "
                      "(run longer, or with a smaller EXPO_PROF_SWITCHBACK_BLOCK)")
@@ -410,8 +450,47 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
         shapes=[Shape(reqs=r, tokens=t, pairs=a["pairs"], off_steps=a["n_off"], on_steps=a["n_on"],
                       off_step_ns=a["off"] / a["n_off"], on_step_ns=a["on"] / a["n_on"])
                 for (r, t), a in sorted(shapes.items())],
-        statement=statement, notes=notes,
+        statement=statement, notes=notes, pair_savings_ns=[float(x) for x in off - on], sequence=seq,
     )
+
+
+def tokps_of(saving_ns: float, baseline_step_ns: float | None) -> float | None:
+    """The output tok/s change (%) a saving per step implies against the baseline's step (null where it has none,
+    or the arm's step would be zero or less)."""
+    if not baseline_step_ns or saving_ns >= baseline_step_ns:
+        return None
+    return 100.0 * (baseline_step_ns / (baseline_step_ns - saving_ns) - 1.0)
+
+
+def sequential_statement(seq: Sequence, baseline_step_ns: float | None, subject: str, steps: int,
+                         steps_needed: int | None, fwd: Interval | None, wait_on: float | None) -> str:
+    """The verdict of a sequential switchback in one sentence: the decision, the saving with its confidence
+    sequence, what each means for output tok/s, and the margin in both units."""
+    sign = 1 if seq.mean_ns >= 0 else -1
+    cs = ""
+    if seq.lo_ns is not None and seq.hi_ns is not None:
+        lo, hi = sorted((sign * seq.lo_ns, sign * seq.hi_ns))
+        cs = f" (95% confidence sequence {fmt_ns(lo)} to {fmt_ns(hi)})"
+    what = f"{'saves' if sign > 0 else 'costs'} {fmt_ns(sign * seq.mean_ns)} per step{cs}"
+    tok = tokps_of(seq.mean_ns, baseline_step_ns)
+    if tok is not None:
+        what += f", output tok/s {tok:+.1f}%"
+    m_tok = tokps_of(seq.margin_ns, baseline_step_ns)
+    margin = f"±{fmt_ns(seq.margin_ns)}/step" + (f" (±{m_tok:.1f}% output tok/s)" if m_tok is not None else "")
+    base = f"{seq.decision}: {subject} {what}; {plural(seq.pairs, 'block pair')}, {plural(steps, 'step')}"
+    if seq.decision == NO_EFFECT:
+        base += f"; it lies inside the margin {margin}: the overlay does not matter here"
+    elif seq.decision == UNDECIDED:
+        base += f"; neither outside 0 nor inside the margin {margin} when the run ended"
+        base += (f"; about {steps_needed} more steps would settle it" if steps_needed is not None
+                 else "; settling it would take more than a million block pairs")
+    else:
+        base += f" (settled at pair {seq.settled_at}; margin {margin})"
+    if fwd is not None:
+        base += f"; the forward beside the lane: {diff_words(fwd, 'slower', 'faster')}"
+    if wait_on is not None:
+        base += f", the sampler waits {fmt_ns(wait_on)} for q"
+    return base
 
 
 def _parts(step: float | None, fwd: np.ndarray, smp: np.ndarray, wait: float | None) -> StepParts | None:

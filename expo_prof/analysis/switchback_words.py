@@ -57,7 +57,17 @@ def diff_words(iv: Interval, more: str, less: str, per: str = "") -> str:
 
 def settle_words(sv: Saving) -> tuple[str, str]:
     """The "to settle" row of every switchback block: (figure, words) — how many steps would settle the
-    saving, or why none are needed / none can be said."""
+    saving, or why none are needed / none can be said. A run that decided as it went: where its confidence
+    sequence stands."""
+    sq = sv.sequence
+    if sq is not None:
+        if sq.lo_ns is None:
+            return "–", f"a confidence sequence needs 6 block pairs ({sq.pairs} here)"
+        if sq.settled_at is not None:
+            return "settled", f"at block pair {sq.settled_at}: {sq.method}, alpha {sq.alpha:g}"
+        if sq.pairs_needed is None:
+            return "> 10⁶ pairs", "of blocks, for a saving this small"
+        return f"~{sq.pairs_needed * len(sv.arms) * sv.block_steps}", "more steps, at the saving and spread seen"
     if sv.saving is None:
         return "–", "no block pair ran a common batch shape: run longer"
     if sv.saving.significant is None:

@@ -15,6 +15,8 @@ from expo_prof.cli.record import (
     LOAD_OPTIONS,
     build_spec,
     load_argv,
+    sequential_options,
+    sequential_settings,
     switchback_arms_env,
     switchback_block,
     workload_options,
@@ -50,6 +52,7 @@ from expo_prof.errors import BadInput
               help="Profile every run: gives the off runs' forward time (the 'why'), but slows both sides.")
 @click.option("--profile-requests", type=int, default=None, help="Close the profiler window after this many finished requests.")
 @click.option("--ready-timeout", type=float, default=600.0, show_default=True, help="Seconds to wait for /health.")
+@sequential_options
 @workload_options
 @comparison_options
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
@@ -78,6 +81,7 @@ def command(settings, switchback, block_steps, arms, repeat, out, traces_dir, pr
     block = switchback_block("switchback" if switchback else "on", block_steps, 1, "--switchback")
     arms_env = switchback_arms_env("switchback" if switchback else "on", arms, "--switchback")
     wl = {k: kw.pop(k) for k in list(kw) if k not in _COMPARISON_KEYS}
+    sequential, budget = sequential_settings(switchback, wl, "--switchback")
     if wl["no_load"] or wl["duration"] is not None:
         raise BadInput("ab measures a load: --no-load / --duration do not apply (use --load-cmd for your own)")
     refuse_together(click.get_current_context(), "load_cmd", LOAD_OPTIONS, "your load command sets its own load")
@@ -88,7 +92,8 @@ def command(settings, switchback, block_steps, arms, repeat, out, traces_dir, pr
     check_out(kw["output"], [out] if out is not None else [], kw["fmt"])
     top = out if out is not None else new_dir(traces_dir, short_name(argv))
     opts = RecordOptions(profiler=profiler, workload=spec, load_cmd=load_argv(wl), ready_timeout_s=ready_timeout,
-                         profile_requests=profile_requests, switchback_block=block, extra_env=arms_env)
+                         profile_requests=profile_requests, switchback_block=block, extra_env=arms_env,
+                         sequential=sequential, budget=budget)
     to_stdout = kw["fmt"] == "json" and kw["output"] is None
     quiet = bool(getattr(settings, "quiet", False)) or to_stdout
     from expo_prof.console import console

@@ -9,8 +9,10 @@ directory, the traces and the HTML timeline are.
 
 By default the run is a switchback run (``record --overlay switchback``): blocks
 of steps alternate between the overlay and vLLM's own sampling inside the one
-server run, so the demo ends with the product's answer — what the overlay saves
-per step, its 95% CI and what that means for output tok/s — instead of a
+server run, and the load goes on until the answer is settled (at most 3 minutes
+of load: ``--budget``), so the demo ends with the product's answer — enable,
+keep off, or no effect beyond the margin, with the saving per step, its 95%
+confidence sequence and what that means for output tok/s — instead of a
 saving nobody measured. Overlap (hidden time) alone is not saving. The load is
 fewer prompts with longer outputs than an on-only run needs: switchback compares
 blocks of decode steps, so it is the number of steps (not requests) that makes
@@ -30,6 +32,7 @@ import click
 
 from expo_prof.errors import import_extra
 from expo_prof.cli.base import command as cli_command
+from expo_prof.cli.record import sequential_options
 from expo_prof.analysis.switchback_words import tokps_ci_text
 from expo_prof.words import fmt_ns, plural
 
@@ -70,12 +73,15 @@ SWITCHBACK_LOAD = {"num_prompts": 4, "input_len": 32, "output_len": 192}
               metavar="DIR", help="Serve this model instead of the built-in tiny Llama.")
 @click.option("--ready-timeout", type=click.FloatRange(10), default=600.0, show_default=True,
               help="Seconds to wait for the server to be ready.")
+@sequential_options
 @click.pass_obj
-def command(settings, overlay_mode, repeat, num_prompts, input_len, output_len, traces_dir, model_dir, ready_timeout) -> int:
+def command(settings, overlay_mode, repeat, num_prompts, input_len, output_len, traces_dir, model_dir, ready_timeout,
+            **seq) -> int:
     """Record the built-in tiny model on CPU in switchback (overlay off/on in blocks), report, and end with the
     measured saving, its CI and what it means for output tok/s."""
     import_extra("serve", "expo-prof demo (its built-in load)")
-    from expo_prof.cli.record import switchback_block
+    from expo_prof.cli.record import sequential_settings, switchback_block
+    from expo_prof.record.settle import DEMO_BUDGET
     from expo_prof.cli.run_summary import after_run
     from expo_prof.console import err_console
     from expo_prof.record.runner import RecordOptions
@@ -85,6 +91,8 @@ def command(settings, overlay_mode, repeat, num_prompts, input_len, output_len, 
     from expo_prof.serving.load import WorkloadSpec
 
     block = switchback_block(overlay_mode, None, repeat, "demo's default --overlay switchback")
+    sequential, budget = sequential_settings(overlay_mode == "switchback", seq, "--overlay switchback",
+                                             default_budget=DEMO_BUDGET)
     load = SWITCHBACK_LOAD if overlay_mode == "switchback" else DEMO_LOAD
     num_prompts = load["num_prompts"] if num_prompts is None else num_prompts
     input_len = load["input_len"] if input_len is None else input_len
@@ -100,7 +108,8 @@ def command(settings, overlay_mode, repeat, num_prompts, input_len, output_len, 
     # op (the side lane's ops included) would be part of what the two arms compare, and its trace of every
     # step is most of the demo's time after the server start. The timeline page is drawn from the overlay log.
     opts = RecordOptions(workload=spec, ready_timeout_s=ready_timeout, extra_env=dict(DEFAULT_ENV),
-                         switchback_block=block, profiler="none" if block is not None else "torch")
+                         switchback_block=block, profiler="none" if block is not None else "torch",
+                         sequential=sequential, budget=budget)
     modes = {"on": [True], "off": [False], "both": [False, True], "switchback": [True]}[overlay_mode]
     closing = _answer if overlay_mode == "switchback" and not settings.quiet else None
     return record_session(
@@ -114,18 +123,48 @@ def _answer(result) -> None:
     from expo_prof.console import console, safe
 
     savings = [s for rr in result.recordings for s in rr.savings]
-    console.print(f"[bold]answer:[/] {safe(answer_line(savings[0] if savings else None))}", highlight=False)
+    manifest = next((rr.recording.manifest.raw for rr in result.recordings if rr.recording.manifest is not None), None)
+    sv = savings[0] if savings else None
+    console.print(f"[bold]answer:[/] {safe(answer_line(sv, measured_under(sv, manifest)))}", highlight=False)
 
 
-def answer_line(sv: Saving | None) -> str:
-    """What the switchback run measured, in one line: the saving per step, its 95% CI, and the output tok/s
-    it means; words that follow the CI (an interval across zero is "no difference shown", with its width).
-    Where nothing could be measured, it says why and what to run instead."""
-    more = "run longer: expo-prof demo --output-len 200, or --num-prompts 8"
+def measured_under(sv: Saving | None, manifest: dict | None) -> str:
+    """The load an answer was measured under, in words: requests in flight or their rate, the batch the compared
+    steps ran (mean requests), and the host's load average during the run (its manifest's ``switchback.stopped``)."""
+    if sv is None or not isinstance(manifest, dict):
+        return ""
+    words = []
+    w = manifest.get("workload") or {}
+    if w.get("builtin"):
+        rate = w.get("request_rate")
+        words.append(f"{w.get('max_concurrency') or w.get('num_prompts')} requests in flight"
+                     + ("" if rate in (None, "inf") else f" at {rate} req/s"))
+    steps = sum(sh.off_steps + sh.on_steps for sh in sv.shapes)
+    if steps:
+        words.append(f"batch {sum(sh.reqs * (sh.off_steps + sh.on_steps) for sh in sv.shapes) / steps:.1f} requests "
+                     "on average")
+    stopped = (manifest.get("switchback") or {}).get("stopped") or {}
+    la = stopped.get("loadavg")
+    if isinstance(la, list) and len(la) == 3:
+        words.append(f"host load average {la[0]:g}–{la[2]:g}")
+    return ", ".join(words)
+
+
+def answer_line(sv: Saving | None, under: str = "") -> str:
+    """What the switchback run measured, in one line: its decision, the saving per step with its 95% confidence
+    sequence (a run that decided as it went) or CI (a fixed length), and the output tok/s it means; words that
+    follow the interval; ``under``: the load it was measured under (:func:`measured_under`). Where nothing could
+    be measured, it says why and what to run instead."""
+    more = "run longer: expo-prof demo --budget 5m"
     if sv is None:
         return f"saving not measured: the run has no switchback blocks to compare ({more})"
     if sv.saving is None:
         return f"saving not measured: no pair of switchback blocks ran a batch shape in common ({more})"
+    where = f"on this machine and load ({plural(sv.pairs, 'block pair')} of {sv.block_steps} steps)"
+    if under:
+        where = f"on this machine under {under} ({plural(sv.pairs, 'block pair')} of {sv.block_steps} steps)"
+    if sv.sequence is not None:
+        return _sequential_answer(sv, where)
     mean = sv.saving.mean_ns
     if sv.saving.ci_ns is None:
         return (f"saving {fmt_ns(mean, signed=True)}/step from {plural(sv.pairs, 'block pair')}: no confidence "
@@ -134,7 +173,6 @@ def answer_line(sv: Saving | None) -> str:
     tok = "" if sv.tokps_change_pct is None else f"{sv.tokps_change_pct:+.1f}%"
     ci_text = tokps_ci_text(sv.tokps_ci_pct, sv.tokps_ci_note, digits=1)
     tok_ci = f" ({ci_text})" if ci_text else ""
-    where = f"on this machine and load ({plural(sv.pairs, 'block pair')} of {sv.block_steps} steps)"
     if lo > 0:
         return (f"the overlay saves {fmt_ns(mean)}/step (95% CI {fmt_ns(lo)} to {fmt_ns(hi)}): output tok/s "
                 f"{tok}{tok_ci} with it on, {where}")
@@ -146,3 +184,35 @@ def answer_line(sv: Saving | None) -> str:
     return (f"no difference shown: saving {fmt_ns(mean, signed=True)}/step, 95% CI {fmt_ns(lo, signed=True)} to "
             f"{fmt_ns(hi, signed=True)} (width {fmt_ns(hi - lo)}) spans zero, so output tok/s {tok}{tok_ci} is "
             f"within this run's noise, {where}{settle}")
+
+
+def _sequential_answer(sv: Saving, where: str) -> str:
+    """The answer of a switchback that decided as it went: its decision first, then the figures."""
+    from expo_prof.analysis.switchback import tokps_of
+    from expo_prof.words import ENABLE, KEEP_OFF, NO_EFFECT
+
+    sq = sv.sequence
+    assert sq is not None
+    tok = tokps_of(sq.mean_ns, sv.off_step_ns)
+    tok_text = "" if tok is None else f": output tok/s {tok:+.1f}% with it on"
+    m_tok = tokps_of(sq.margin_ns, sv.off_step_ns)
+    margin = f"±{fmt_ns(sq.margin_ns)}/step" + (f" (±{m_tok:.1f}% output tok/s)" if m_tok is not None else "")
+    if sq.lo_ns is None or sq.hi_ns is None:
+        return (f"undecided: {plural(sq.pairs, 'block pair')} are too few for a confidence sequence (at least 6), "
+                f"{where}; run longer: expo-prof demo --budget 5m")
+    if sq.decision in (ENABLE, KEEP_OFF):
+        sign = 1 if sq.decision == ENABLE else -1
+        lo, hi = sorted((sign * sq.lo_ns, sign * sq.hi_ns))
+        verb = "saves" if sign > 0 else "costs"
+        tail = "" if sign > 0 else " — keep it off here"
+        return (f"{sq.decision}: the overlay {verb} {fmt_ns(sign * sq.mean_ns)}/step (95% confidence sequence "
+                f"{fmt_ns(lo)} to {fmt_ns(hi)}){tok_text}, {where}{tail}; another machine or load may differ in size, "
+                "only the sign carries over")
+    lo_hi = f"{fmt_ns(sq.lo_ns, signed=True)} to {fmt_ns(sq.hi_ns, signed=True)}"
+    if sq.decision == NO_EFFECT:
+        return (f"{sq.decision} {margin}: the saving's 95% confidence sequence {lo_hi}/step lies inside it — the "
+                f"overlay does not matter here, {where}")
+    needed = (f"; about {sq.pairs_needed * len(sv.arms) * sv.block_steps} more steps would settle it"
+              if sq.pairs_needed is not None else "")
+    return (f"{sq.decision} when the budget ended: saving {fmt_ns(sq.mean_ns, signed=True)}/step, 95% confidence "
+            f"sequence {lo_hi} — neither outside 0 nor inside the margin {margin}, {where}{needed}")

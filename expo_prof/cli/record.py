@@ -101,6 +101,58 @@ def switchback_block(overlay_mode: str, block_steps: int | None, repeat: int,
     return block_steps or DEFAULT_SWITCHBACK_BLOCK
 
 
+def sequential_options(f):
+    """``--margin``, ``--budget`` and ``--fixed-length``: how a switchback decides (shared by record, ab, demo)."""
+    from expo_prof.record.settle import DEFAULT_BUDGET
+
+    opts = [
+        click.option("--margin", default="1%", show_default=True, metavar="M",
+                     help="With switchback: the band of 'no effect'. The run stops with 'no effect beyond the "
+                          "margin' once the saving's 95% confidence sequence lies inside ±M — a share of the step "
+                          "(1%: about ±1% of output tok/s) or a time per step (20us, 0.05ms)."),
+        click.option("--budget", default=None, metavar="B",
+                     help=f"With switchback: the most load to spend deciding — a time (90s, 3m) or a number of "
+                          f"steps (5000 steps) [default: {DEFAULT_BUDGET}]. The run stops at the first of: the "
+                          "confidence sequence excludes 0 (enable / keep off), it lies inside ±margin, the budget "
+                          "ends (undecided: the interval so far and about how many more steps would settle it)."),
+        click.option("--fixed-length", is_flag=True,
+                     help="With switchback: send exactly --num-prompts requests and judge by the fixed-horizon 95% "
+                          "CI instead of deciding as the run goes."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+#: What --margin / --budget / --fixed-length take (and what `refuse_together` names).
+SEQUENTIAL_OPTIONS = ("margin", "budget", "fixed_length")
+
+
+def sequential_settings(switchback: bool, kw: dict, flag: str = "--overlay switchback",
+                        default_budget: str | None = None):
+    """(SequentialSpec, Budget) of a switchback that decides as it goes, or (None, None) for a fixed length (and
+    for anything but switchback); BadInput for flags that do not fit. Pops the options from ``kw``."""
+    from expo_prof.record.settle import DEFAULT_BUDGET, parse_budget, parse_margin
+
+    margin, budget, fixed = kw.pop("margin"), kw.pop("budget"), kw.pop("fixed_length")
+    ctx = click.get_current_context()
+    given = {n for n in SEQUENTIAL_OPTIONS if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE}
+    if not switchback:
+        if given:
+            raise BadInput(f"--{sorted(given)[0].replace('_', '-')} only applies with {flag}")
+        return None, None
+    if fixed:
+        if given - {"fixed_length"}:
+            raise BadInput("--fixed-length judges the run's own length: drop --margin / --budget")
+        return None, None
+    if kw.get("no_load") or kw.get("load_cmd") is not None:
+        if given - {"fixed_length"}:
+            raise BadInput("--margin / --budget need the built-in load, which runs until the switchback settles; "
+                           "your own load sets its own length")
+        return None, None
+    return parse_margin(margin), parse_budget(budget or default_budget or DEFAULT_BUDGET)
+
+
 def switchback_arms_env(overlay_mode: str, arms: str | None, flag: str = "--overlay switchback") -> dict[str, str]:
     """The environment that selects the switchback arms (``--arms``); BadInput where it does not fit."""
     from overlay.contract import ENV_SWITCHBACK_ARMS, THREE_ARMS, TWO_ARMS
@@ -124,6 +176,8 @@ def switchback_arms_env(overlay_mode: str, arms: str | None, flag: str = "--over
         "expo-prof record -- vllm serve Qwen/Qwen3-32B --port 8000",
         "expo-prof record --overlay both --repeat 3 -- python -m vllm.entrypoints.openai.api_server --model M",
         "expo-prof record --no-load --duration 120 -- ./my_launch_script.sh --port 8000   # your own traffic",
+        "expo-prof record --overlay switchback --margin 2% --budget 5m -- vllm serve MODEL   # enable, keep off, "
+        "or no effect beyond ±2%, in 5 min",
     ],
     context_settings={"ignore_unknown_options": False},
 )
@@ -146,6 +200,7 @@ def switchback_arms_env(overlay_mode: str, arms: str | None, flag: str = "--over
 @click.option("--profile-seconds", type=float, default=None, help="Close the profiler window after this many seconds.")
 @click.option("--ready-timeout", type=float, default=600.0, show_default=True, help="Seconds to wait for /health.")
 @click.option("--no-analyze", is_flag=True, help="Skip the analysis summary at the end.")
+@sequential_options
 @workload_options
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
@@ -164,6 +219,7 @@ def command(settings, out, traces_dir, overlay_mode, block_steps, arms, repeat, 
         raise BadInput("--repeat must be at least 1")
     block = switchback_block(overlay_mode, block_steps, repeat)
     arms_env = switchback_arms_env(overlay_mode, arms)
+    sequential, budget = sequential_settings(overlay_mode == "switchback", wl)
     spec = build_spec(wl)
     if wl["duration"] is not None and not wl["no_load"]:
         raise BadInput("--duration only applies with --no-load")
@@ -180,6 +236,8 @@ def command(settings, out, traces_dir, overlay_mode, block_steps, arms, repeat, 
         profile_seconds=profile_seconds,
         switchback_block=block,
         extra_env=arms_env,
+        sequential=sequential,
+        budget=budget,
     )
     modes = {"on": [True], "off": [False], "both": [False, True], "switchback": [True]}[overlay_mode]
     return record_session(

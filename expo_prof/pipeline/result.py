@@ -17,7 +17,7 @@ from expo_prof.analysis.bound import SamplingBound, noise_free, sampling_bound
 from expo_prof.analysis.hidden import TimelineAnalysis
 from expo_prof.analysis.model import AnalysisResult, Summary
 from expo_prof.analysis.natural import Natural
-from expo_prof.analysis.switchback import Saving
+from expo_prof.analysis.switchback import Saving, tokps_of
 from expo_prof.analysis.switchback_words import across_zero, diff_words, tokps_ci_text
 from expo_prof.pipeline.options import Options
 from expo_prof.runs.recordings import Recording
@@ -119,6 +119,8 @@ def _saving_part(s: Saving) -> str:
     head = s.decision
     if s.saving is None:
         return f"{head} — no pair of blocks ran a batch shape in common"
+    if s.sequence is not None:
+        return _sequence_part(s)
     sign = 1 if s.saving.mean_ns >= 0 else -1
     if across_zero(s.saving):
         # Words that follow the CI: an interval across zero shows no difference, whatever the mean's sign.
@@ -131,6 +133,24 @@ def _saving_part(s: Saving) -> str:
         line += f", output tok/s {s.tokps_change_pct:+.1f}%"
         if s.tokps_ci_pct is not None:
             line += f" ({tokps_ci_text(s.tokps_ci_pct, s.tokps_ci_note, 1).removeprefix('95% CI ')})"
+    return f"{line}, {plural(s.pairs, 'block pair')}"
+
+
+def _sequence_part(s: Saving) -> str:
+    """A sequential switchback's verdict: the saving with its 95% confidence sequence, tok/s, the margin."""
+    sq = s.sequence
+    assert sq is not None
+    sign = 1 if sq.mean_ns >= 0 else -1
+    cs = ""
+    if sq.lo_ns is not None and sq.hi_ns is not None:
+        lo, hi = sorted((sign * sq.lo_ns, sign * sq.hi_ns))
+        cs = f" (95% confidence sequence {fmt_ns(lo)} to {fmt_ns(hi)})"
+    line = f"{sq.decision} — {'saves' if sign > 0 else 'costs'} {fmt_ns(sign * sq.mean_ns)}/step{cs}"
+    tok = tokps_of(sq.mean_ns, s.off_step_ns)
+    if tok is not None:
+        line += f", output tok/s {tok:+.1f}%"
+    m_tok = tokps_of(sq.margin_ns, s.off_step_ns)
+    line += f", margin ±{fmt_ns(sq.margin_ns)}" + (f" (±{m_tok:.1f}% tok/s)" if m_tok is not None else "")
     return f"{line}, {plural(s.pairs, 'block pair')}"
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from expo_prof.analysis.aggregate import analyze_parts
 from expo_prof.analysis.cluster import cluster_view
 from expo_prof.analysis.model import AnalysisResult, RunEntry
-from expo_prof.analysis.savings import savings_of
+from expo_prof.analysis.savings import savings_of, sequential_spec
 from expo_prof.errors import BadInput, NothingFound
 from expo_prof.pipeline.options import Options
 from expo_prof.pipeline.result import RecordingResult, Result
@@ -106,7 +106,8 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
         window = rec.manifest.raw.get("load_window_ns") if rec.manifest is not None else None
         window = window if isinstance(window, list) and len(window) == 2 and all(
             isinstance(x, int) for x in window) else None
-        savings, natural = savings_of(tls, window) if opts.op is None else ([], [])
+        sequential = sequential_spec(rec.manifest.raw if rec.manifest is not None else None)
+        savings, natural = savings_of(tls, window, sequential) if opts.op is None else ([], [])
         try:
             res, parts = analyze_parts(tls, op=opts.op, inputs=[rec.path], source=opts.source,
                                        analyses=[pre[i] for i in rec.members] if pre is not None else None)

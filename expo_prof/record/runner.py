@@ -24,6 +24,8 @@ from expo_prof.runs.manifest import write_manifest
 from expo_prof.serving.client import ServerError
 from expo_prof.serving.launch import ServerFailed, VllmServer, answers, live_processes
 from expo_prof.serving.load import WorkloadResult, WorkloadSpec, run_workload
+from expo_prof.pipeline.live import SequentialSpec
+from expo_prof.record.settle import Budget
 from expo_prof.version import __version__
 
 
@@ -56,6 +58,10 @@ class RecordOptions:
     #: Another command's own requests instead of any load (``verify``): called in a worker thread as
     #: ``driver(server, overlay)`` once the server is ready; an ExpoProfError it raises fails the run.
     driver: Callable[[VllmServer, bool], None] | None = None
+    #: A switchback that runs until it is settled (expo_prof/record/settle.py): how it decides, and its budget.
+    #: None: the load's own length (``--fixed-length``), judged by the fixed-horizon CI.
+    sequential: SequentialSpec | None = None
+    budget: Budget | None = None
 
 
 def _now() -> str:
@@ -137,6 +143,11 @@ class Recorder:
             "exit": None,
             "notes": list(self.inj.notes),
         }
+        if self._sequential():
+            from expo_prof.record.settle import manifest_entry
+
+            assert opts.sequential is not None and opts.budget is not None
+            self.manifest["switchback"] = manifest_entry(opts.sequential, opts.budget)
         self.srv: VllmServer | None = None
         self.profiling = False
         self.result: WorkloadResult | None = None
@@ -147,6 +158,12 @@ class Recorder:
         self._save()
 
     # ------------------------------------------------------------------ helpers
+
+    def _sequential(self) -> bool:
+        """A switchback with the built-in load that runs until it is settled."""
+        o = self.opts
+        return bool(o.overlay and o.switchback_block and o.sequential is not None and o.budget is not None
+                    and o.workload is not None and o.load_cmd is None and o.driver is None)
 
     def _device_kind(self) -> str:
         v = self.versions
@@ -318,19 +335,91 @@ class Recorder:
             if opts.profile_requests and n >= opts.profile_requests:
                 tasks.append(asyncio.ensure_future(close_window()))
 
-        self.say(
-            f"workload: {opts.workload.num_prompts} prompts, {opts.workload.input_len} in → "
-            f"{opts.workload.output_len} out, temperature {opts.workload.temperature}"
-        )
+        until = asyncio.Event() if self._sequential() else None
+
+        def measuring() -> None:
+            if until is not None:
+                tasks.append(asyncio.ensure_future(self._settle(until, time.time_ns(), time.monotonic())))
+
+        if until is None:
+            self.say(
+                f"workload: {opts.workload.num_prompts} prompts, {opts.workload.input_len} in → "
+                f"{opts.workload.output_len} out, temperature {opts.workload.temperature}"
+            )
+        else:
+            assert opts.budget is not None
+            self.say(
+                f"workload: {opts.workload.max_concurrency or opts.workload.num_prompts} requests in flight, "
+                f"{opts.workload.input_len} in → {opts.workload.output_len} out, temperature "
+                f"{opts.workload.temperature}, until the switchback is settled (budget {opts.budget.words()})"
+            )
         try:
             self.result = await run_workload(
-                self._live().base_url, opts.workload, on_warmup_done=warm, on_request_done=done, collect=self._partial
+                self._live().base_url, opts.workload, on_warmup_done=warm, on_request_done=done, collect=self._partial,
+                until=until, on_measuring=measuring,
             )
         finally:
+            if until is not None:
+                until.set()
             for t in tasks:
                 if not t.done():
                     await asyncio.wait({t}, timeout=opts.stop_profile_timeout_s)
         await close_window()
+
+    async def _settle(self, until: asyncio.Event, wall0_ns: int, t0: float) -> None:
+        """Look at the overlay's logs every LOOK_S seconds; set ``until`` once settled or out of budget (the load
+        then starts no new request). One live line on a terminal, a plain line per change when piped."""
+        from expo_prof.pipeline.live import Look, Settler
+        from expo_prof.record.settle import LOOK_S, NO_STEPS_S, progress_line
+
+        opts = self.opts
+        assert opts.sequential is not None and opts.budget is not None
+        settler = Settler(self.run_dir / "overlay", opts.sequential)
+        loop = asyncio.get_running_loop()
+        live = None if self.quiet or not err_console.is_terminal else err_console.status("switchback: starting")
+        if live is not None:
+            live.start()
+        last, why, look = "", None, Look(None, 0)
+        loadavg: list[float] = []
+        try:
+            while not until.is_set():
+                await asyncio.sleep(LOOK_S)
+                elapsed = time.monotonic() - t0
+                loadavg.append(os.getloadavg()[0])  # what the answer was measured under
+                if self._exited():
+                    why = "the server exited"
+                else:
+                    try:
+                        look = await loop.run_in_executor(None, settler.look, [wall0_ns, time.time_ns()])
+                    except Exception as exc:  # noqa: BLE001 - a failed look must not stop the load; the budget does
+                        self.manifest["notes"].append(f"switchback look failed: {type(exc).__name__}: {exc}")
+                    line = progress_line(look, elapsed, opts.budget)
+                    if live is not None:
+                        live.update(line)
+                    elif line != last and not self.quiet:
+                        err_console.print(line, highlight=False)
+                    last = line
+                    if look.settled:
+                        why = "settled"
+                    elif opts.budget.spent(elapsed, look.steps):
+                        why = "budget"
+                    elif look.steps == 0 and elapsed > NO_STEPS_S:
+                        why = "no switchback steps"
+                if why is not None:
+                    sq = look.saving.sequence if look.saving is not None else None
+                    self.manifest["switchback"]["stopped"] = {
+                        "why": why, "after_s": round(elapsed, 1), "steps": look.steps,
+                        "pairs": sq.pairs if sq is not None else 0,
+                        "decision": sq.decision if sq is not None else None,
+                        "loadavg": [round(min(loadavg), 2), round(sum(loadavg) / len(loadavg), 2),
+                                    round(max(loadavg), 2)]}
+                    self._save()
+                    until.set()
+        finally:
+            if live is not None:
+                live.stop()
+            if last and live is not None and not self.quiet:
+                err_console.print(last, highlight=False)
 
     async def _drive_load_cmd(self, open_window, close_window) -> None:
         """The user's load command with the profiler window around it (expo_prof/record/loadcmd.py)."""

@@ -19,7 +19,8 @@ import asyncio
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -232,6 +233,34 @@ async def _one(client: AsyncClient, payload: dict, prompt_len: int, t0: float) -
     return res
 
 
+async def _until_settled(spec: WorkloadSpec, pool: list[int], rng: random.Random, until: asyncio.Event,
+                         start: Callable[[int, list[int] | str], Coroutine[Any, Any, RequestResult]]) -> list[asyncio.Task]:
+    """Start measured requests, ``max_concurrency`` (else ``num_prompts``) in flight, each as a slot frees, until
+    ``until`` is set; returns every request's task (those in flight still running: the caller awaits them)."""
+    slots = asyncio.Semaphore(spec.max_concurrency or spec.num_prompts)
+    tasks: list[asyncio.Task] = []
+    i = 0
+    while not until.is_set():
+        free = asyncio.ensure_future(slots.acquire())
+        settled = asyncio.ensure_future(until.wait())
+        await asyncio.wait({free, settled}, return_when=asyncio.FIRST_COMPLETED)
+        settled.cancel()
+        if not free.done():
+            free.cancel()
+            break
+        if until.is_set():
+            slots.release()
+            break
+        task = asyncio.create_task(start(i, _prompts(spec, pool, rng, 1)[0]))
+        task.add_done_callback(lambda _t: slots.release())
+        tasks.append(task)
+        i += 1
+        if not math.isinf(spec.request_rate):
+            theta = 1.0 / (spec.request_rate * spec.burstiness)
+            await asyncio.sleep(np.random.default_rng(spec.seed + i).gamma(spec.burstiness, theta))
+    return tasks
+
+
 async def run_workload(
     base_url: str,
     spec: WorkloadSpec,
@@ -240,6 +269,8 @@ async def run_workload(
     on_request_done: Callable[[RequestResult, int], None] | None = None,
     stop: asyncio.Event | None = None,
     collect: list[RequestResult] | None = None,
+    until: asyncio.Event | None = None,
+    on_measuring: Callable[[], None] | None = None,
 ) -> WorkloadResult:
     """Drive the endpoint: warm-up requests, then ``spec.num_prompts`` measured ones.
 
@@ -248,6 +279,11 @@ async def run_workload(
     Setting ``stop`` ends the run early; finished requests are kept. Each
     finished request is also appended to ``collect`` as it completes, so a
     caller that is interrupted keeps every result obtained so far.
+
+    ``until`` (a sequential switchback): the measured requests go on — ``spec.num_prompts`` in flight at once
+    (or ``max_concurrency``), a new one as each finishes, at ``request_rate`` if set — until ``until`` is set;
+    then no new request starts and those in flight finish (never cut mid-request). ``on_measuring`` runs when
+    the measured load starts.
     """
     rng = random.Random(spec.seed)
     notes: list[str] = []
@@ -294,8 +330,8 @@ async def run_workload(
         if on_warmup_done:
             on_warmup_done()
 
-        prompts = _prompts(spec, pool, rng, spec.num_prompts)
-        sem = asyncio.Semaphore(spec.max_concurrency) if spec.max_concurrency else None
+        prompts = _prompts(spec, pool, rng, spec.num_prompts) if until is None else []
+        sem = asyncio.Semaphore(spec.max_concurrency) if spec.max_concurrency and until is None else None
         done_count = 0
         t0 = time.perf_counter()
         wall0 = time.time_ns()
@@ -315,6 +351,10 @@ async def run_workload(
             return r
 
         tasks: list[asyncio.Task] = []
+        if on_measuring:
+            on_measuring()
+        if until is not None:
+            tasks = await _until_settled(spec, pool, rng, until, guarded)
         for i, prompt in enumerate(prompts):
             if stop is not None and stop.is_set():
                 break
@@ -323,7 +363,7 @@ async def run_workload(
                 # Same inter-arrival law as vllm bench serve: gamma(shape=burstiness, mean=1/rate).
                 theta = 1.0 / (spec.request_rate * spec.burstiness)
                 await asyncio.sleep(np.random.default_rng(spec.seed + i).gamma(spec.burstiness, theta))
-        if stop is None:
+        if stop is None or until is not None:
             measured = await asyncio.gather(*tasks)
         else:
             stopper = asyncio.create_task(stop.wait())

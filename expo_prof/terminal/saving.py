@@ -12,6 +12,7 @@ from rich.table import Table
 
 from expo_prof.analysis.natural import Natural
 from expo_prof.analysis.switchback import Interval, Saving, StepParts
+from expo_prof.analysis.switchback import tokps_of
 from expo_prof.analysis.switchback_words import DROPPED_WORDS, across_zero, settle_words, tokps_ci_text
 from expo_prof.words import fmt_ns, plural
 
@@ -35,13 +36,13 @@ def _parts_rows(t: Table, p: StepParts | None) -> None:
     t.add_row("  rest", fmt_ns(p.rest_ns), "vLLM's host time outside both")
 
 
-#: What each arm's steps are, in the table (two arms: "off" is vLLM's own path as shipped).
+#: What each arm's steps run, in the table (two arms: "off" is the engine's sampling as shipped).
 ARM_WORDS = {"on": "overlay", "native": "engine as shipped", "off": "inline draw"}
 
 
 def arm_words(sv: Saving, arm: str) -> str:
     """How the table names ``arm`` of ``sv``'s run."""
-    return "vLLM's own path" if arm == "off" and len(sv.arms) == 2 else ARM_WORDS.get(arm, arm)
+    return ARM_WORDS["native"] if arm == "off" and len(sv.arms) == 2 else ARM_WORDS.get(arm, arm)
 
 
 def saving_table(sv: Saving, several: bool = False) -> Table:
@@ -60,9 +61,17 @@ def saving_table(sv: Saving, several: bool = False) -> Table:
     _parts_rows(t, sv.off_parts)
     t.add_row(f"step, {arm_words(sv, arm)}", fmt_ns(sv.on_step_ns), f"{plural(sv.on_steps, 'step')} ({arm} blocks)")
     _parts_rows(t, sv.on_parts)
-    if sv.saving is not None:
+    sq = sv.sequence
+    if sq is not None:
+        cs = ("–" if sq.lo_ns is None or sq.hi_ns is None
+              else f"95% confidence sequence {fmt_ns(sq.lo_ns, signed=True)} to {fmt_ns(sq.hi_ns, signed=True)}")
+        t.add_row("saved / step", fmt_ns(sq.mean_ns), cs)
+        m_tok = tokps_of(sq.margin_ns, sv.off_step_ns)
+        t.add_row("margin", f"±{fmt_ns(sq.margin_ns)}",
+                  "no effect inside it" + (f" (±{m_tok:.1f}% output tok/s)" if m_tok is not None else ""))
+    elif sv.saving is not None:
         t.add_row("saved / step", fmt_ns(sv.saving.mean_ns), _ci(sv.saving))
-    if sv.tokps_change_pct is not None:
+    if sv.tokps_change_pct is not None and sq is None:
         # One decimal, as the headline under the block prints it: one figure, never "+29.95%" above "+29.9%".
         t.add_row("output tok/s", f"{sv.tokps_change_pct:+.1f}%",
                   tokps_ci_text(sv.tokps_ci_pct, sv.tokps_ci_note, digits=1))

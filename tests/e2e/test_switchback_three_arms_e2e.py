@@ -31,7 +31,7 @@ def test_three_arm_switchback_on_the_cpu_engine(vllm_available, vllm_lock, tiny_
     # GIVEN / WHEN one recorded server run in three-arm switchback (blocks of 3 steps)
     with vllm_lock(timeout_s=900):
         rec = _cli("-q", "record", "--overlay", "switchback", "--arms", "native, on,off", "--block-steps", str(K),
-                   "--profiler", "none", "--no-analyze", "--num-prompts", "4", "--input-len", "16",
+                   "--profiler", "none", "--no-analyze", "--fixed-length", "--num-prompts", "4", "--input-len", "16",
                    "--output-len", "72", "--warmup", "1", "-o", str(run), "--",
                    sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model),
                    "--dtype", "float32", "--max-model-len", "256", "--port", str(free_port()), "--enforce-eager",

@@ -65,8 +65,8 @@ def measured(vllm_available, vllm_lock, tmp_path_factory) -> tuple[Measured, str
     with vllm_lock(timeout_s=1800):
         ab, ab_s = _expo_prof(["-q", "ab", "--repeat", str(REPEAT), *WORKLOAD, "--session-dir", str(ab_dir),
                                "--json", "--", *_server(model, free_port(), args)])
-        sb, sb_s = _expo_prof(["ab", "--switchback", "--block-steps", str(K), *WORKLOAD, "--session-dir",
-                               str(sb_dir), "--", *_server(model, free_port(), args)])
+        sb, sb_s = _expo_prof(["ab", "--switchback", "--block-steps", str(K), "--budget", "60s", *WORKLOAD,
+                               "--session-dir", str(sb_dir), "--", *_server(model, free_port(), args)])
     doc = json.loads(_cli("compare", str(sb_dir), "--json").stdout)
     return Measured(CONFIG, json.loads(ab.stdout), doc, ab_s, sb_s, ab_dir, sb_dir, [ab.stderr, sb.stderr]), sb.stdout
 

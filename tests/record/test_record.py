@@ -156,6 +156,14 @@ def test_command_not_found_is_one_clear_line(tmp_path):
     (["--overlay", "switchback", "--repeat", "2"], "--overlay switchback measures both sides in one run"),
     (["--overlay", "switchback", "--block-steps", "1"], "--block-steps must be at least 2"),
     (["--overlay", "on", "--block-steps", "8"], "--block-steps only applies with --overlay switchback"),
+    (["--overlay", "on", "--margin", "2%"], "--margin only applies with --overlay switchback"),
+    (["--overlay", "on", "--budget", "3m"], "--budget only applies with --overlay switchback"),
+    (["--overlay", "switchback", "--budget", "soon"], "--budget 'soon' is neither a time (90s, 3m, 1h) nor a number"),
+    (["--overlay", "switchback", "--budget", "0 steps"], "--budget '0 steps': at least 1 step"),
+    (["--overlay", "switchback", "--margin", "150%"], "--margin '150%' must be between 0 and 100 %"),
+    (["--overlay", "switchback", "--margin", "fast"], "--margin 'fast' is neither a share of the step (1%) nor a time"),
+    (["--overlay", "switchback", "--fixed-length", "--budget", "3m"], "--fixed-length judges the run's own length"),
+    (["--overlay", "switchback", "--no-load", "--margin", "2%"], "--margin / --budget need the built-in load"),
 ])
 def test_switchback_options_that_do_not_fit_are_one_line(tmp_path, args, needle):
     # GIVEN switchback options that contradict each other WHEN recorded

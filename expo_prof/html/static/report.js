@@ -26,14 +26,46 @@
   const signedPct = (x) => (x === null || x === undefined ? "-" : (x > 0 ? "+" : x < 0 ? "−" : "") + Math.abs(100 * x).toFixed(2) + "%");
   const cards = document.getElementById("cards");
   const draw = D.op === null || D.op === undefined;  // the exponential draw, or another op (--op)
+  // What the overlay saves, measured by switchback in this run: the page's answer, so its first card — above the
+  // overlap figures (hidden, the tok/s bound), which say what they are and never lead a measured figure.
+  function savingCard(sv) {
+    const pct = (x) => x === null ? "–" : (x > 0 ? "+" : "") + x.toFixed(2) + "%";
+    let ci, value;
+    const q = sv.sequence;
+    if (q) {
+      // A run that decided as it went: its confidence sequence, and the margin of "no effect" in both units.
+      value = Expo.fmtNs(q.mean_ns);
+      ci = (q.lo_ns === null ? "no confidence sequence (fewer than 6 block pairs)"
+        : "95% confidence sequence " + Expo.fmtNs(q.lo_ns) + " to " + Expo.fmtNs(q.hi_ns)) +
+        " · margin ±" + Expo.fmtNs(q.margin_ns) + (q.settled_at ? " · settled at block pair " + q.settled_at : "");
+    } else {
+      const c = sv.saving.ci_ns;
+      value = Expo.fmtNs(sv.saving.mean_ns);
+      // Words that follow the CI: an interval holding zero shows no difference (with its width).
+      ci = !c ? "no CI (too few block pairs)" : "95% CI " + Expo.fmtNs(c[0]) + " to " + Expo.fmtNs(c[1]) +
+        (c[0] <= 0 && c[1] >= 0 ? ": no difference shown (width " + Expo.fmtNs(c[1] - c[0]) + ")" : "");
+    }
+    const tci = !q && sv.tokps_ci_pct ? " (95% CI " + pct(sv.tokps_ci_pct[0]) + " to " + pct(sv.tokps_ci_pct[1]) + ")" : "";
+    const tok = sv.tokps_change_pct === null ? "" : " · output tok/s " + pct(sv.tokps_change_pct) + tci +
+      (!q && sv.tokps_ci_note ? "; " + sv.tokps_ci_note : "");
+    // Each arm's step: forward + sampler (its wait included) + the rest.
+    const parts = (p, arm) => !p ? "" : " · step " + arm + " " + Expo.fmtNs(p.step_ns) + " = forward " +
+      Expo.fmtNs(p.forward_ns) + " + sampler " + Expo.fmtNs(p.sampler_ns) + " + rest " + Expo.fmtNs(p.rest_ns);
+    const steps = parts(sv.off_parts, sv.compared[0]) + parts(sv.on_parts, sv.compared[1]);
+    const arms = sv.arms && sv.arms.length > 2 ? ", " + sv.compared[1] + " vs " + sv.compared[0] : "";  // 3 arms: the first comparison
+    return card("c-saving", "saved per step (switchback" + arms + "): " + sv.decision, value, ci + tok + steps);
+  }
+  const sv0 = (P.saving || [])[0];
+  const measured = !!(draw && P.analysis && sv0 && sv0.saving);
   const what = draw ? "exponential" : "op";
   if (!P.analysis) {
     cards.appendChild(Expo.el("div", { className: "warn" }, "no analysis for this run: " + (P.error || "no traces")));
   } else {
     const ofRanks = H.across_ranks ? " — mean of ranks" : "";
     const slowest = (ns) => (H.across_ranks ? "slowest rank " + Expo.fmtNs(ns) + " · " : "");
+    if (measured) cards.append(savingCard(sv0));
     cards.append(
-      card("c-hidden", "hidden fraction", Expo.fmtPct(H.hidden_fraction), H.line || ""),
+      card("c-hidden", "hidden fraction (overlap, not saving)", Expo.fmtPct(H.hidden_fraction), H.line || ""),
       card("c-exposed", "exposed time per step" + ofRanks, Expo.fmtNs(H.exposed_per_step_ns),
         slowest(H.exposed_slowest_per_step_ns) + "p50 " + Expo.fmtNs(H.exposed_p50_ns) + " · p99 " + Expo.fmtNs(H.exposed_p99_ns)),
       card("c-forward", F.label + " per step" + ofRanks, Expo.fmtNs(H.forward_per_step_ns),
@@ -71,22 +103,8 @@
     }
     if (draw) {
       // What the overlay saves: measured by switchback in this run, or said not to be measured (overlap is not saving).
-      const sv = (P.saving || [])[0];
-      if (sv && sv.saving) {
-        const c = sv.saving.ci_ns;
-        // Words that follow the CI: an interval holding zero shows no difference (with its width).
-        const ci = !c ? "no CI (too few block pairs)" : "95% CI " + Expo.fmtNs(c[0]) + " to " + Expo.fmtNs(c[1]) +
-          (c[0] <= 0 && c[1] >= 0 ? ": no difference shown (width " + Expo.fmtNs(c[1] - c[0]) + ")" : "");
-        const pct = (x) => x === null ? "–" : (x > 0 ? "+" : "") + x.toFixed(2) + "%";
-        const tci = sv.tokps_ci_pct ? " (95% CI " + pct(sv.tokps_ci_pct[0]) + " to " + pct(sv.tokps_ci_pct[1]) + ")" : "";
-        const tok = sv.tokps_change_pct === null ? "" : " · output tok/s " + pct(sv.tokps_change_pct) + tci +
-          (sv.tokps_ci_note ? "; " + sv.tokps_ci_note : "");
-        // Each arm's step: forward + sampler (its wait included) + the rest.
-        const parts = (p, arm) => !p ? "" : " · step " + arm + " " + Expo.fmtNs(p.step_ns) + " = forward " +
-          Expo.fmtNs(p.forward_ns) + " + sampler " + Expo.fmtNs(p.sampler_ns) + " + rest " + Expo.fmtNs(p.rest_ns);
-        const steps = parts(sv.off_parts, sv.compared[0]) + parts(sv.on_parts, sv.compared[1]);
-        const arms = sv.arms && sv.arms.length > 2 ? ", " + sv.compared[1] + " vs " + sv.compared[0] : "";  // 3 arms: the first comparison
-        cards.append(card("c-saving", "saved per step (switchback" + arms + "): " + sv.decision, Expo.fmtNs(sv.saving.mean_ns), ci + tok + steps));
+      if (measured) {
+        // The measured saving is the page's first card (above).
       } else if (noNoise) {
         // No noise to draw asynchronously: nothing can be saved; the saving line gives the sampling cost.
         cards.append(card("c-saving", "saved per step — none possible", Expo.fmtNs(0), P.saving_line || ""));
