@@ -66,7 +66,14 @@ import numpy as np
 from expo_prof import stats
 from expo_prof.analysis.sequential import ALPHA as CS_ALPHA
 from expo_prof.analysis.sequential import DEFAULT_MARGIN_SHARE, DEFAULT_OPTIMAL_PAIRS, Sequence, sequence
-from expo_prof.analysis.switchback_words import across_zero, diff_words, left_out_words, tokps_ci_text
+from expo_prof.analysis.switchback_words import (
+    across_zero,
+    diff_words,
+    left_out_words,
+    margin_words,
+    sequence_words,
+    tokps_ci_text,
+)
 from expo_prof.words import ENABLE, INCONCLUSIVE, KEEP_OFF, NO_DIFFERENCE, NO_EFFECT, UNDECIDED, fmt_ns, plural
 
 CONFIDENCE = 0.95
@@ -454,30 +461,13 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
     )
 
 
-def tokps_of(saving_ns: float, baseline_step_ns: float | None) -> float | None:
-    """The output tok/s change (%) a saving per step implies against the baseline's step (null where it has none,
-    or the arm's step would be zero or less)."""
-    if not baseline_step_ns or saving_ns >= baseline_step_ns:
-        return None
-    return 100.0 * (baseline_step_ns / (baseline_step_ns - saving_ns) - 1.0)
-
-
 def sequential_statement(seq: Sequence, baseline_step_ns: float | None, subject: str, steps: int,
                          steps_needed: int | None, fwd: Interval | None, wait_on: float | None) -> str:
     """The verdict of a sequential switchback in one sentence: the decision, the saving with its confidence
     sequence, what each means for output tok/s, and the margin in both units."""
-    sign = 1 if seq.mean_ns >= 0 else -1
-    cs = ""
-    if seq.lo_ns is not None and seq.hi_ns is not None:
-        lo, hi = sorted((sign * seq.lo_ns, sign * seq.hi_ns))
-        cs = f" (95% confidence sequence {fmt_ns(lo)} to {fmt_ns(hi)})"
-    what = f"{'saves' if sign > 0 else 'costs'} {fmt_ns(sign * seq.mean_ns)} per step{cs}"
-    tok = tokps_of(seq.mean_ns, baseline_step_ns)
-    if tok is not None:
-        what += f", output tok/s {tok:+.1f}%"
-    m_tok = tokps_of(seq.margin_ns, baseline_step_ns)
-    margin = f"±{fmt_ns(seq.margin_ns)}/step" + (f" (±{m_tok:.1f}% output tok/s)" if m_tok is not None else "")
-    base = f"{seq.decision}: {subject} {what}; {plural(seq.pairs, 'block pair')}, {plural(steps, 'step')}"
+    margin = margin_words(seq.margin_ns, baseline_step_ns)
+    base = (f"{seq.decision}: {subject} {sequence_words(seq, baseline_step_ns, ' per step')}; "
+            f"{plural(seq.pairs, 'block pair')}, {plural(steps, 'step')}")
     if seq.decision == NO_EFFECT:
         base += f"; it lies inside the margin {margin}: the overlay does not matter here"
     elif seq.decision == UNDECIDED:

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 from expo_prof.words import fmt_ns
 
 if TYPE_CHECKING:
+    from expo_prof.analysis.sequential import Sequence
     from expo_prof.analysis.switchback import Interval, Saving
 
-__all__ = ["DROPPED_WORDS", "across_zero", "diff_words", "left_out_words", "settle_words", "tokps_ci_text"]
+__all__ = ["DROPPED_WORDS", "across_zero", "diff_words", "left_out_words", "margin_words", "sequence_words",
+           "settle_words", "tokps_ci_text", "tokps_of"]
 
 
 #: Why a step line was left out, in one short clause each (the keys of ``Saving.dropped``; docs/ab.md).
@@ -53,6 +55,33 @@ def diff_words(iv: Interval, more: str, less: str, per: str = "") -> str:
                 f"to {fmt_ns(hi, signed=True)}, width {fmt_ns(hi - lo)})")
     a, b = sorted((abs(lo), abs(hi)))
     return f"{fmt_ns(abs(iv.mean_ns))}{per} {word} (95% CI {fmt_ns(a)} to {fmt_ns(b)} {word})"
+
+
+def tokps_of(saving_ns: float, baseline_step_ns: float | None) -> float | None:
+    """The output tok/s change (%) a saving per step implies against the baseline's step (null where it has none,
+    or the arm's step would be zero or less)."""
+    if not baseline_step_ns or saving_ns >= baseline_step_ns:
+        return None
+    return 100.0 * (baseline_step_ns / (baseline_step_ns - saving_ns) - 1.0)
+
+
+def sequence_words(seq: Sequence, baseline_step_ns: float | None, per: str = "/step") -> str:
+    """A sequential switchback's saving in one clause, said the same everywhere: ``costs 266.2 µs/step (95%
+    confidence sequence 101.6 µs to 430.9 µs), output tok/s -10.5%``."""
+    sign = 1 if seq.mean_ns >= 0 else -1
+    cs = ""
+    if seq.lo_ns is not None and seq.hi_ns is not None:
+        lo, hi = sorted((sign * seq.lo_ns, sign * seq.hi_ns))
+        cs = f" (95% confidence sequence {fmt_ns(lo)} to {fmt_ns(hi)})"
+    words = f"{'saves' if sign > 0 else 'costs'} {fmt_ns(sign * seq.mean_ns)}{per}{cs}"
+    tok = tokps_of(seq.mean_ns, baseline_step_ns)
+    return words if tok is None else f"{words}, output tok/s {tok:+.1f}%"
+
+
+def margin_words(margin_ns: float, baseline_step_ns: float | None) -> str:
+    """The margin of "no effect" in both units: ``±22.7 µs/step (±1.0% output tok/s)``."""
+    tok = tokps_of(margin_ns, baseline_step_ns)
+    return f"±{fmt_ns(margin_ns)}/step" + (f" (±{tok:.1f}% output tok/s)" if tok is not None else "")
 
 
 def settle_words(sv: Saving) -> tuple[str, str]:

@@ -188,26 +188,19 @@ def answer_line(sv: Saving | None, under: str = "") -> str:
 
 def _sequential_answer(sv: Saving, where: str) -> str:
     """The answer of a switchback that decided as it went: its decision first, then the figures."""
-    from expo_prof.analysis.switchback import tokps_of
+    from expo_prof.analysis.switchback_words import margin_words, sequence_words
     from expo_prof.words import ENABLE, KEEP_OFF, NO_EFFECT
 
     sq = sv.sequence
     assert sq is not None
-    tok = tokps_of(sq.mean_ns, sv.off_step_ns)
-    tok_text = "" if tok is None else f": output tok/s {tok:+.1f}% with it on"
-    m_tok = tokps_of(sq.margin_ns, sv.off_step_ns)
-    margin = f"±{fmt_ns(sq.margin_ns)}/step" + (f" (±{m_tok:.1f}% output tok/s)" if m_tok is not None else "")
+    margin = margin_words(sq.margin_ns, sv.off_step_ns)
     if sq.lo_ns is None or sq.hi_ns is None:
         return (f"undecided: {plural(sq.pairs, 'block pair')} are too few for a confidence sequence (at least 6), "
                 f"{where}; run longer: expo-prof demo --budget 5m")
     if sq.decision in (ENABLE, KEEP_OFF):
-        sign = 1 if sq.decision == ENABLE else -1
-        lo, hi = sorted((sign * sq.lo_ns, sign * sq.hi_ns))
-        verb = "saves" if sign > 0 else "costs"
-        tail = "" if sign > 0 else " — keep it off here"
-        return (f"{sq.decision}: the overlay {verb} {fmt_ns(sign * sq.mean_ns)}/step (95% confidence sequence "
-                f"{fmt_ns(lo)} to {fmt_ns(hi)}){tok_text}, {where}{tail}; another machine or load may differ in size, "
-                "only the sign carries over")
+        tail = "" if sq.decision == ENABLE else " — keep it off here"
+        return (f"{sq.decision}: the overlay {sequence_words(sq, sv.off_step_ns)} with it on, {where}{tail}; another "
+                "machine or load may differ in size, only the sign carries over")
     lo_hi = f"{fmt_ns(sq.lo_ns, signed=True)} to {fmt_ns(sq.hi_ns, signed=True)}"
     if sq.decision == NO_EFFECT:
         return (f"{sq.decision} {margin}: the saving's 95% confidence sequence {lo_hi}/step lies inside it — the "

@@ -17,8 +17,8 @@ from expo_prof.analysis.bound import SamplingBound, noise_free, sampling_bound
 from expo_prof.analysis.hidden import TimelineAnalysis
 from expo_prof.analysis.model import AnalysisResult, Summary
 from expo_prof.analysis.natural import Natural
-from expo_prof.analysis.switchback import Saving, tokps_of
-from expo_prof.analysis.switchback_words import across_zero, diff_words, tokps_ci_text
+from expo_prof.analysis.switchback import Saving
+from expo_prof.analysis.switchback_words import across_zero, diff_words, margin_words, sequence_words, tokps_ci_text
 from expo_prof.pipeline.options import Options
 from expo_prof.runs.recordings import Recording
 from expo_prof.words import fmt_ns, plural
@@ -140,18 +140,8 @@ def _sequence_part(s: Saving) -> str:
     """A sequential switchback's verdict: the saving with its 95% confidence sequence, tok/s, the margin."""
     sq = s.sequence
     assert sq is not None
-    sign = 1 if sq.mean_ns >= 0 else -1
-    cs = ""
-    if sq.lo_ns is not None and sq.hi_ns is not None:
-        lo, hi = sorted((sign * sq.lo_ns, sign * sq.hi_ns))
-        cs = f" (95% confidence sequence {fmt_ns(lo)} to {fmt_ns(hi)})"
-    line = f"{sq.decision} — {'saves' if sign > 0 else 'costs'} {fmt_ns(sign * sq.mean_ns)}/step{cs}"
-    tok = tokps_of(sq.mean_ns, s.off_step_ns)
-    if tok is not None:
-        line += f", output tok/s {tok:+.1f}%"
-    m_tok = tokps_of(sq.margin_ns, s.off_step_ns)
-    line += f", margin ±{fmt_ns(sq.margin_ns)}" + (f" (±{m_tok:.1f}% tok/s)" if m_tok is not None else "")
-    return f"{line}, {plural(s.pairs, 'block pair')}"
+    return (f"{sq.decision} — {sequence_words(sq, s.off_step_ns)}, margin {margin_words(sq.margin_ns, s.off_step_ns)}, "
+            f"{plural(s.pairs, 'block pair')}")
 
 
 @dataclass

@@ -12,8 +12,7 @@ from rich.table import Table
 
 from expo_prof.analysis.natural import Natural
 from expo_prof.analysis.switchback import Interval, Saving, StepParts
-from expo_prof.analysis.switchback import tokps_of
-from expo_prof.analysis.switchback_words import DROPPED_WORDS, across_zero, settle_words, tokps_ci_text
+from expo_prof.analysis.switchback_words import DROPPED_WORDS, across_zero, settle_words, tokps_ci_text, tokps_of
 from expo_prof.words import fmt_ns, plural
 
 
