@@ -15,7 +15,7 @@ HEADLINE = re.compile(r"\d+ instances?, [\d.]+ % hidden; critical path (?:–|-?
 #: step with its 95 % confidence sequence, output tok/s, the margin in both units.
 SAVING = re.compile(r"saving \(switchback\): (?:enable|keep off|no effect beyond the margin|undecided) — "
                     r"(?:saves|costs) [\d.]+ (?:ns|µs|ms)/step \(95% confidence sequence [^)]+\), output tok/s "
-                    r"[+-][\d.]+%, margin ±[\d.]+ (?:ns|µs|ms) \(±[\d.]+% tok/s\)")
+                    r"[+-][\d.]+%, margin ±[\d.]+ (?:ns|µs|ms)/step \(±[\d.]+% output tok/s\)")
 #: The demo's last line: a decision — never "no difference shown" — with the saving and its confidence sequence.
 ANSWER = re.compile(r"answer: (?:(?:enable|keep off): the overlay (?:saves|costs) [\d.]+ (?:ns|µs|ms)/step \(95% "
                     r"confidence sequence [^)]+\)(?:: output tok/s [+-][\d.]+% with it on)?"
