@@ -15,7 +15,7 @@ the running mean with the running standard deviation in place of the known one:
     mean_n ± sd_n · sqrt( 2(nρ² + 1) / (n²ρ²) · log( sqrt(nρ² + 1) / α ) )
 
 with ``n`` block pairs, ``mean_n`` and ``sd_n`` (ddof 1) of their differences, and ``ρ²`` chosen so the
-sequence is tightest near ``n*`` pairs: ``ρ² = (−2 log α + log(−2 log α + 1)) / n*`` (their eq. (25)).
+sequence is tightest near ``n*`` pairs: ``ρ² = (−2 log α + log(−2 log α + 1)) / n*`` (their choice of ρ for a width optimal near n*).
 The boundary is two-sided at level α. It is asymptotic (it needs ``sd_n`` to be a good estimate), so no
 decision is taken before :data:`MIN_PAIRS` pairs. The run stops at the first look that settles, and that
 decision stands: the analysis after the run finds the same first settling look (the same first pairs) and
@@ -80,7 +80,7 @@ class Sequence(msgspec.Struct, kw_only=True):
 
 
 def rho2_for(optimal_pairs: int, alpha: float = ALPHA) -> float:
-    """The ρ² that makes the boundary tightest at ``optimal_pairs`` (Waudby-Smith et al., eq. (25))."""
+    """The ρ² that makes the boundary tightest at ``optimal_pairs`` (Waudby-Smith et al.: the width is smallest near that many pairs)."""
     a = -2.0 * math.log(alpha)
     return (a + math.log(a + 1.0)) / max(1, optimal_pairs)
 

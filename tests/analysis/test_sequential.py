@@ -20,7 +20,7 @@ from expo_prof.words import ENABLE, KEEP_OFF, NO_EFFECT, UNDECIDED
 
 
 def test_boundary_is_the_published_formula():
-    # GIVEN sd, n, alpha and the rho^2 tuned for n* = 50 (Waudby-Smith et al., eq. (25))
+    # GIVEN sd, n, alpha and the rho^2 tuned for n* = 50 (Waudby-Smith et al.: the width is smallest near that many pairs)
     alpha, n, sd = 0.05, 37, 3.0
     rho2 = sq.rho2_for(50, alpha)
     assert rho2 == pytest.approx((-2 * math.log(alpha) + math.log(-2 * math.log(alpha) + 1)) / 50)

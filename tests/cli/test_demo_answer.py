@@ -45,4 +45,33 @@ def test_a_ci_across_zero_says_no_difference_shown_with_its_width():
     assert answer_line(cost).startswith(f"the overlay costs {fmt_ns(sv.saving.mean_ns)}/step")
     assert answer_line(cost).endswith("keep it off here")
     assert answer_line(msgspec.structs.replace(sv, saving=None)).startswith("saving not measured")
-    assert "--output-len" in answer_line(None)
+    assert "--budget" in answer_line(None)
+
+
+def _sequential():
+    (sv,) = run([REPO / "traces/samples/tiny-cpu-sequential"]).recordings[0].savings
+    return sv
+
+
+def test_a_sequential_run_leads_with_its_decision():
+    """GIVEN the committed sequential sample (keep off, settled) WHEN the demo words it THEN the decision comes
+    first, then the cost with its confidence sequence and the tok/s; the load it was measured under; and only the
+    sign carries to another machine. GIVEN the same sequence moved inside the margin, or left undecided, THEN
+    "no effect beyond the margin" / "undecided" with the margin in both units and the steps still needed."""
+    from expo_prof.analysis.switchback_words import margin_words
+
+    sv = _sequential()
+    sq = sv.sequence
+    assert sq is not None and sq.decision == "keep off" and sq.lo_ns < sq.hi_ns < 0
+    line = answer_line(sv, "4 requests in flight")
+    assert line.startswith(f"keep off: the overlay costs {fmt_ns(-sq.mean_ns)}/step (95% confidence sequence "
+                           f"{fmt_ns(-sq.hi_ns)} to {fmt_ns(-sq.lo_ns)}), output tok/s ")
+    assert "on this machine under 4 requests in flight" in line and line.endswith("only the sign carries over")
+    inside = msgspec.structs.replace(sq, decision="no effect beyond the margin", lo_ns=-1.0, hi_ns=1.0, mean_ns=0.0)
+    line = answer_line(msgspec.structs.replace(sv, sequence=inside))
+    assert line.startswith(f"no effect beyond the margin {margin_words(sq.margin_ns, sv.off_step_ns)}")
+    assert "the overlay does not matter here" in line
+    open_ = msgspec.structs.replace(sq, decision="undecided", settled_at=None, pairs_needed=10)
+    line = answer_line(msgspec.structs.replace(sv, sequence=open_))
+    assert line.startswith("undecided when the budget ended")
+    assert f"about {10 * 2 * sv.block_steps} more steps would settle it" in line
