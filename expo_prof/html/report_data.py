@@ -23,7 +23,7 @@ and the manifest's workload metrics; docs/html.md explains each):
 * **step time** — mean of the steps' own time (``steps[].step_ns``: start to the end of the step's last part),
   else of their windows; the **step** card gives its p50, the critical path's share of it, prefill and decode
   steps apart, the batch and q's shape and dtype (``summary.step``), and what the source cannot give;
-* **tok/s upper bound** — ``(exposed + wait) / step time``: the most decode
+* **tok/s upper bound** — ``(exposed ∪ wait) / step time`` (the critical path, time in both counted once): the most decode
   throughput could gain if that time left the step entirely (first order,
   steps of equal size). It is an *upper bound*: it ignores what overlapping
   costs the forward pass, which only an off/on pair measures — the A/B section.

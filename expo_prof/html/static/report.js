@@ -97,7 +97,7 @@
             "none: this sampler draws no noise over the vocabulary, so no draw can leave the step (sampling costs " +
             Expo.fmtNs(H.critical_per_step_ns) + "/step)" + measured)
           : card("c-toks", "tok/s upper bound", H.tok_s_upper_bound === null ? "–" : "≤ +" + Math.abs(100 * H.tok_s_upper_bound).toFixed(2) + "%",
-            "if exposed + wait (" + Expo.fmtNs(H.critical_per_step_ns) + "/step" + (H.across_ranks ? ", mean of ranks" : "") + ") left the step; ignores the forward-pass cost of overlap" +
+            "if exposed ∪ wait (" + Expo.fmtNs(H.critical_per_step_ns) + "/step" + (H.across_ranks ? ", mean of ranks" : "") + ") left the step; ignores the forward-pass cost of overlap" +
             measured),
       );
     }
