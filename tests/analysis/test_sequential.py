@@ -74,6 +74,7 @@ def test_settle_estimate_is_the_first_settling_pair_count():
     assert m is not None and float(sq.half_width(100.0, m, rho2)) < 20.0
 
 
+@pytest.mark.slow  # ~8 s of a core: 400 series looked at 115 times each
 def test_peeking_keeps_the_error_with_the_sequence_not_with_the_fixed_ci():
     # GIVEN 400 GENERATED series of 120 pairs with no effect (t-distributed, 5 degrees of freedom: heavier tails
     # than normal), looked at after every pair from MIN_PAIRS on

@@ -13,6 +13,7 @@ import math
 import sys
 
 import numpy as np
+import pytest
 
 from shared_paths import REPO
 
@@ -20,6 +21,7 @@ sys.path.insert(0, str(REPO / "bench"))
 import sim_sequential as sim  # noqa: E402
 
 
+@pytest.mark.slow  # ~3 s of a core: 150 bootstrapped runs
 def test_peeking_holds_the_error_on_real_steps():
     (src, *_) = sim.sources([sim.SAMPLES / "tiny-cpu-sequential"])
     assert src.name.endswith(" off") and len(src.cadences) > 500
