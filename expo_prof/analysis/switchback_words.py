@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from expo_prof.analysis.sequential import MIN_PAIRS
 from expo_prof.words import fmt_ns
 
 if TYPE_CHECKING:
@@ -91,12 +92,12 @@ def settle_words(sv: Saving) -> tuple[str, str]:
     sq = sv.sequence
     if sq is not None:
         if sq.lo_ns is None:
-            return "–", f"a confidence sequence needs 6 block pairs ({sq.pairs} here)"
+            return "–", f"a confidence sequence needs {MIN_PAIRS} block pairs ({sq.pairs} here)"
         if sq.settled_at is not None:
             return "settled", f"at block pair {sq.settled_at}: {sq.method}, alpha {sq.alpha:g}"
-        if sq.pairs_needed is None:
+        if sv.steps_needed is None:
             return "> 10⁶ pairs", "of blocks, for a saving this small"
-        return f"~{sq.pairs_needed * len(sv.arms) * sv.block_steps}", "more steps, at the saving and spread seen"
+        return f"~{sv.steps_needed}", "more steps, at the saving and spread seen"
     if sv.saving is None:
         return "–", "no block pair ran a common batch shape: run longer"
     if sv.saving.significant is None:

@@ -188,6 +188,7 @@ def answer_line(sv: Saving | None, under: str = "") -> str:
 
 def _sequential_answer(sv: Saving, where: str) -> str:
     """The answer of a switchback that decided as it went: its decision first, then the figures."""
+    from expo_prof.analysis.sequential import MIN_PAIRS
     from expo_prof.analysis.switchback_words import margin_words, sequence_words
     from expo_prof.words import ENABLE, KEEP_OFF, NO_EFFECT
 
@@ -195,7 +196,7 @@ def _sequential_answer(sv: Saving, where: str) -> str:
     assert sq is not None
     margin = margin_words(sq.margin_ns, sv.off_step_ns)
     if sq.lo_ns is None or sq.hi_ns is None:
-        return (f"undecided: {plural(sq.pairs, 'block pair')} are too few for a confidence sequence (at least 6), "
+        return (f"undecided: {plural(sq.pairs, 'block pair')} are too few for a confidence sequence (at least {MIN_PAIRS}), "
                 f"{where}; run longer: expo-prof demo --budget 5m")
     if sq.decision in (ENABLE, KEEP_OFF):
         tail = "" if sq.decision == ENABLE else " — keep it off here"
@@ -205,7 +206,6 @@ def _sequential_answer(sv: Saving, where: str) -> str:
     if sq.decision == NO_EFFECT:
         return (f"{sq.decision} {margin}: the saving's 95% confidence sequence {lo_hi}/step lies inside it — the "
                 f"overlay does not matter here, {where}")
-    needed = (f"; about {sq.pairs_needed * len(sv.arms) * sv.block_steps} more steps would settle it"
-              if sq.pairs_needed is not None else "")
+    needed = f"; about {sv.steps_needed} more steps would settle it" if sv.steps_needed is not None else ""
     return (f"{sq.decision} when the budget ended: saving {fmt_ns(sq.mean_ns, signed=True)}/step, 95% confidence "
             f"sequence {lo_hi} — neither outside 0 nor inside the margin {margin}, {where}{needed}")

@@ -112,6 +112,5 @@ def progress_line(look: Look, elapsed_s: float, budget: Budget) -> str:
             f"margin ±{fmt_ns(sq.margin_ns)}")
     if sq.decision != UNDECIDED:
         return f"{line}: {sq.decision} ({spent})"
-    more = (f", ~{sq.pairs_needed * len(sv.arms) * sv.block_steps} more steps to decide" if sq.pairs_needed
-            else "")
+    more = f", ~{sv.steps_needed} more steps to decide" if sv.steps_needed else ""
     return f"{line}{more} ({spent})"

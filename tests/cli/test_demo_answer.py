@@ -72,6 +72,6 @@ def test_a_sequential_run_leads_with_its_decision():
     assert line.startswith(f"no effect beyond the margin {margin_words(sq.margin_ns, sv.off_step_ns)}")
     assert "the overlay does not matter here" in line
     open_ = msgspec.structs.replace(sq, decision="undecided", settled_at=None, pairs_needed=10)
-    line = answer_line(msgspec.structs.replace(sv, sequence=open_))
+    line = answer_line(msgspec.structs.replace(sv, sequence=open_, steps_needed=10 * 2 * sv.block_steps))
     assert line.startswith("undecided when the budget ended")
     assert f"about {10 * 2 * sv.block_steps} more steps would settle it" in line
