@@ -201,6 +201,9 @@ class RunEntry(msgspec.Struct, kw_only=True):
     saving_line: str = ""
     #: Switchback's measurement of what the overlay saves, per rank (expo_prof/analysis/switchback.py).
     saving: list[Saving] = []
+    #: The load the saving was measured under, in words (requests in flight or their rate, the mean batch of the
+    #: compared steps, the host's load average during the run); "" without a saving.
+    measured_under: str = ""
     #: The forward with and without the lane, from steps that launched nothing, per rank.
     natural: list[Natural] = []
     #: Where the instances are whole fused sampling kernels (MRV2, FlashInfer, vLLM CPU's fused ops): their time on

@@ -52,6 +52,15 @@ def counted_steps(parts: Sequence[TimelineAnalysis]) -> set[int]:
     return {int(s) for a in parts for s in np.unique(a.step).tolist() if s >= 0}
 
 
+def _shipped_words(meta: dict, phase: str) -> str:
+    """Why a switchback block other than ``on`` holds no draw, naming what that arm runs (docs/overlay.md)."""
+    header = (meta.get("overlay") or {}).get("header") or {}
+    three = isinstance(header.get("arms"), list) and len(header["arms"]) > 2
+    if phase == "off" and three:
+        return "switchback's off blocks (the inline draw after the forward; no lane draw to count)"
+    return f"switchback's {phase} blocks (the engine sampled as shipped; the overlay drew none)"
+
+
 def _why_drawless(a: TimelineAnalysis, ids: list[int]) -> list[str]:
     """The reasons the windows ``ids`` of ``a`` hold no draw, each with its steps."""
     tl = a.tl
@@ -63,8 +72,8 @@ def _why_drawless(a: TimelineAnalysis, ids: list[int]) -> list[str]:
         phase = [None] * len(cols["step"]) if phase is None else list(phase)
         for sid in ids:
             i = by_id.get(sid)
-            if i is not None and phase[i] == "off":
-                why = "switchback's off blocks (vLLM drew its noise inline; the overlay drew none)"
+            if i is not None and phase[i] in ("off", "native"):
+                why = _shipped_words(tl.meta, phase[i])
             elif i is not None and not cols["launched"][i]:
                 why = "the overlay launched no draw"
             else:

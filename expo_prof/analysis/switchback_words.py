@@ -31,6 +31,10 @@ DROPPED_WORDS = {
     "unmatched_shape": "unmatched shape: the other block never ran it",
 }
 
+#: What a switchback's interval holds under: the size is this load's on this machine; launches under other loads
+#: (ab --switchback --repeat) measure how much it moves, and only the decision's sign is claimed to carry.
+SIGN_ONLY = "the size holds for this load; across runs only its sign carries"
+
 
 def left_out_words(dropped: Mapping[str, int]) -> list[str]:
     """``["200 outside the measured load (…)", …]``: each non-zero reason of ``dropped``, with what it means."""

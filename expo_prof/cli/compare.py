@@ -201,7 +201,7 @@ def switchback_comparison(path: Path, kw: dict, settings, shown: bool = False) -
     if kw["output"] is not None:
         buf = io.StringIO()
         con = TextConsole(file=buf, width=100, highlight=False)
-    render_saving(con, entry.saving, entry.natural)
+    render_saving(con, entry.saving, entry.natural, entry.measured_under)
     con.print(entry.saving_line, markup=False)
     if buf is not None:
         write(kw["output"], buf.getvalue())

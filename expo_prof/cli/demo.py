@@ -33,7 +33,7 @@ import click
 from expo_prof.errors import import_extra
 from expo_prof.cli.base import command as cli_command
 from expo_prof.cli.record import sequential_options
-from expo_prof.analysis.switchback_words import tokps_ci_text
+from expo_prof.analysis.switchback_words import SIGN_ONLY, tokps_ci_text
 from expo_prof.words import fmt_ns, plural
 
 if TYPE_CHECKING:
@@ -122,38 +122,16 @@ def _answer(result) -> None:
     """Print the demo's last line (:func:`answer_line`) for the run's lowest rank."""
     from expo_prof.console import console, safe
 
-    savings = [s for rr in result.recordings for s in rr.savings]
-    manifest = next((rr.recording.manifest.raw for rr in result.recordings if rr.recording.manifest is not None), None)
-    sv = savings[0] if savings else None
-    console.print(f"[bold]answer:[/] {safe(answer_line(sv, measured_under(sv, manifest)))}", highlight=False)
-
-
-def measured_under(sv: Saving | None, manifest: dict | None) -> str:
-    """The load an answer was measured under, in words: requests in flight or their rate, the batch the compared
-    steps ran (mean requests), and the host's load average during the run (its manifest's ``switchback.stopped``)."""
-    if sv is None or not isinstance(manifest, dict):
-        return ""
-    words = []
-    w = manifest.get("workload") or {}
-    if w.get("builtin"):
-        rate = w.get("request_rate")
-        words.append(f"{w.get('max_concurrency') or w.get('num_prompts')} requests in flight"
-                     + ("" if rate in (None, "inf") else f" at {rate} req/s"))
-    steps = sum(sh.off_steps + sh.on_steps for sh in sv.shapes)
-    if steps:
-        words.append(f"batch {sum(sh.reqs * (sh.off_steps + sh.on_steps) for sh in sv.shapes) / steps:.1f} requests "
-                     "on average")
-    stopped = (manifest.get("switchback") or {}).get("stopped") or {}
-    la = stopped.get("loadavg")
-    if isinstance(la, list) and len(la) == 3:
-        words.append(f"host load average {la[0]:g}–{la[2]:g}")
-    return ", ".join(words)
+    measured = [rr for rr in result.recordings if rr.savings]
+    sv = measured[0].savings[0] if measured else None
+    under = measured[0].measured_under if measured else ""
+    console.print(f"[bold]answer:[/] {safe(answer_line(sv, under))}", highlight=False)
 
 
 def answer_line(sv: Saving | None, under: str = "") -> str:
     """What the switchback run measured, in one line: its decision, the saving per step with its 95% confidence
     sequence (a run that decided as it went) or CI (a fixed length), and the output tok/s it means; words that
-    follow the interval; ``under``: the load it was measured under (:func:`measured_under`). Where nothing could
+    follow the interval; ``under``: the load it was measured under (:func:`expo_prof.pipeline.result.measured_under`). Where nothing could
     be measured, it says why and what to run instead."""
     more = "run longer: expo-prof demo --budget 5m"
     if sv is None:
@@ -162,7 +140,8 @@ def answer_line(sv: Saving | None, under: str = "") -> str:
         return f"saving not measured: no pair of switchback blocks ran a batch shape in common ({more})"
     where = f"on this machine and load ({plural(sv.pairs, 'block pair')} of {sv.block_steps} steps)"
     if under:
-        where = f"on this machine under {under} ({plural(sv.pairs, 'block pair')} of {sv.block_steps} steps)"
+        where = (f"on this machine under {under} ({plural(sv.pairs, 'block pair')} of {sv.block_steps} steps; "
+                 f"{SIGN_ONLY})")
     if sv.sequence is not None:
         return _sequential_answer(sv, where)
     mean = sv.saving.mean_ns

@@ -84,7 +84,37 @@ def cost_line(b: SamplingBound) -> str:
     return f"{NO_SWITCHBACK}{b.engine}, {NOTHING_TO_SAVE}; {cost_words(b)}{tail}"
 
 
-def saving_line(savings: list[Saving], op: str | None = None, bound: SamplingBound | None = None) -> str:
+def measured_under(sv: Saving | None, manifest: dict | None) -> str:
+    """The load a saving was measured under, in words: requests in flight or their rate, the batch the compared
+    steps ran (mean requests), and the host's load average during the run (its manifest's ``switchback.stopped``).
+
+    A switchback's interval holds for this load on this machine; another run under another load may measure
+    another size (docs/ab.md, 'What an answer holds under'), which is why every answer names it.
+    """
+    if sv is None:
+        return ""
+    words = []
+    m = manifest if isinstance(manifest, dict) else {}
+    w = m.get("workload") or {}
+    if w.get("builtin"):
+        rate = w.get("request_rate")
+        words.append(f"{w.get('max_concurrency') or w.get('num_prompts')} requests in flight"
+                     + ("" if rate in (None, "inf") else f" at {rate} req/s"))
+    elif w.get("load_cmd"):
+        words.append("your load command")
+    steps = sum(sh.off_steps + sh.on_steps for sh in sv.shapes)
+    if steps:
+        words.append(f"batch {sum(sh.reqs * (sh.off_steps + sh.on_steps) for sh in sv.shapes) / steps:.1f} requests "
+                     "on average")
+    stopped = (m.get("switchback") or {}).get("stopped") or {}
+    la = stopped.get("loadavg")
+    if isinstance(la, list) and len(la) == 3:
+        words.append(f"host load average {la[0]:g}–{la[2]:g}")
+    return ", ".join(words)
+
+
+def saving_line(savings: list[Saving], op: str | None = None, bound: SamplingBound | None = None,
+                under: str = "") -> str:
     """The line under the headline: what the overlay saves per step (switchback), or that nothing measured it.
 
     Empty for ``--op`` targets (the overlay is about the exponential draw). With several ranks the lowest
@@ -92,7 +122,8 @@ def saving_line(savings: list[Saving], op: str | None = None, bound: SamplingBou
     fused sampling kernel (``bound``) the line states its bound; it names switchback only where the overlay
     can run on that engine, and otherwise says that no switchback exists there. Where that kernel draws no noise
     over the vocabulary (``bound.noise`` false) there is no bound: the line says nothing can be saved and gives
-    the sampling cost (:func:`cost_line`).
+    the sampling cost (:func:`cost_line`). ``under``: the load it was measured under (:func:`measured_under`),
+    said at the end of a measured saving.
     """
     if op is not None:
         return ""
@@ -107,11 +138,12 @@ def saving_line(savings: list[Saving], op: str | None = None, bound: SamplingBou
     first = [s for s in savings if s.rank == savings[0].rank]
     ranks = len({s.rank for s in savings})
     who = f", rank {first[0].rank} of {ranks}" if ranks > 1 else ""
+    tail = f"; measured under {under}" if under else ""
     if len(first[0].arms) == 2:
-        return f"saving (switchback{who}): " + _saving_part(first[0])
+        return f"saving (switchback{who}): " + _saving_part(first[0]) + tail
     # Three arms: each comparison, baseline last ("on vs off: ...").
     return f"saving (switchback, {len(first[0].arms)} arms{who}): " + "; ".join(
-        f"{s.compared[1]} vs {s.compared[0]}: {_saving_part(s)}" for s in first)
+        f"{s.compared[1]} vs {s.compared[0]}: {_saving_part(s)}" for s in first) + tail
 
 
 def _saving_part(s: Saving) -> str:
@@ -174,8 +206,15 @@ class RecordingResult:
         return sampling_bound(self.analysis)
 
     @property
+    def measured_under(self) -> str:
+        """The load the lowest rank's saving was measured under (:func:`measured_under`); "" without a saving."""
+        man = self.recording.manifest
+        return measured_under(self.savings[0] if self.savings else None, man.raw if man is not None else None)
+
+    @property
     def saving_line(self) -> str:
-        return saving_line(self.savings, self.analysis.op if self.analysis is not None else None, self.bound)
+        return saving_line(self.savings, self.analysis.op if self.analysis is not None else None, self.bound,
+                           self.measured_under)
 
     @property
     def lines(self) -> list[str]:

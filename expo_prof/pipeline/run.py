@@ -162,7 +162,7 @@ def _entry(rr: RecordingResult) -> RunEntry:
     return RunEntry(label=rec.label, path=rec.path, overlay=rec.overlay, ranks=ranks,
                     summary=a.summary if a is not None else None, error=rr.error,
                     headline=rr.headline, saving_line=rr.saving_line, saving=rr.savings, natural=rr.natural,
-                    bound=rr.bound)
+                    bound=rr.bound, measured_under=rr.measured_under)
 
 
 def _document(plist: list[Path], opts: Options, results: list[RecordingResult], warnings: list[str],

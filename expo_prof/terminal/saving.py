@@ -12,7 +12,7 @@ from rich.table import Table
 
 from expo_prof.analysis.natural import Natural
 from expo_prof.analysis.switchback import Interval, Saving, StepParts
-from expo_prof.analysis.switchback_words import DROPPED_WORDS, across_zero, settle_words, tokps_ci_text, tokps_of
+from expo_prof.analysis.switchback_words import SIGN_ONLY, DROPPED_WORDS, across_zero, settle_words, tokps_ci_text, tokps_of
 from expo_prof.words import fmt_ns, plural
 
 
@@ -44,7 +44,7 @@ def arm_words(sv: Saving, arm: str) -> str:
     return ARM_WORDS["native"] if arm == "off" and len(sv.arms) == 2 else ARM_WORDS.get(arm, arm)
 
 
-def saving_table(sv: Saving, several: bool = False) -> Table:
+def saving_table(sv: Saving, several: bool = False, under: str = "") -> Table:
     """One rank's switchback result: verdict, each arm's step (forward, sampler, rest), saving, tok/s, the
     forward and sampler changes in words that follow their CIs, what was left out and why, what would settle it."""
     who = f", rank {sv.rank}" if several else ""
@@ -86,13 +86,17 @@ def saving_table(sv: Saving, several: bool = False) -> Table:
         if n:
             t.add_row("left out", str(n), DROPPED_WORDS.get(reason, reason.replace("_", " ")))
     t.add_row("to settle", *settle_words(sv))
+    if under:
+        # What the interval holds under: another load may measure another size; a decision carries only in sign.
+        t.add_row("measured under", "", f"{under}; {SIGN_ONLY}")
     return t
 
 
-def render_saving(con: Console, savings: list[Saving], natural: list[Natural]) -> None:
-    """Every rank's saving table, then the forward-beside-the-draw line of each rank."""
+def render_saving(con: Console, savings: list[Saving], natural: list[Natural], under: str = "") -> None:
+    """Every rank's saving table, then the forward-beside-the-draw line of each rank; ``under``: the load the
+    lowest rank's saving was measured under (RunEntry.measured_under)."""
     for sv in savings:
-        con.print(saving_table(sv, len(savings) > 1))
+        con.print(saving_table(sv, len(savings) > 1, under if sv.rank == savings[0].rank else ""))
         con.print()
     for nat in natural:
         who = f" (rank {nat.rank})" if len(natural) > 1 else ""

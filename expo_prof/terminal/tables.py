@@ -102,6 +102,9 @@ class TableReporter:
             if entry.summary is None:
                 con.print(f"{escape(entry.label)}: {escape(entry.error or 'no instance found')}")
                 continue
+            if entry.saving and entry.saving_line:
+                # The answer leads (issue 39): what the overlay saves, measured, before any overlap figure.
+                con.print(f"[bold]{escape(entry.saving_line)}[/]")
             run = entry.label if several else None
             ranks = [r for r in result.ranks if r.run == run]
             # Forward is named by its source wherever it is printed: a forward span, or compute-busy time.
@@ -110,9 +113,9 @@ class TableReporter:
             view = next((v for v in result.cluster if v.run == run), None)
             if view is not None:
                 self._cluster(con, view, fwd)
-            render_saving(con, entry.saving, entry.natural)
+            render_saving(con, entry.saving, entry.natural, entry.measured_under)
             con.print(f"[bold]{escape(entry.headline)}[/]")
-            if entry.saving_line:
+            if entry.saving_line and not entry.saving:
                 con.print(escape(entry.saving_line))
         if several or result.skipped:
             misses(con, result, self.files)

@@ -142,7 +142,7 @@ def _export_windows(tmp_path: Path, path: Path) -> tuple[str, list[str], int]:
 
 
 def test_analyze_and_export_count_the_same_steps_of_the_switchback_sample(tmp_path):
-    """GIVEN the switchback sample (its log marks every step; switchback's off blocks draw nothing on the lane)
+    """GIVEN the switchback sample (its log marks every step; switchback's off blocks, the engine as shipped, draw nothing on the lane)
     WHEN analyze and export run on it
     THEN export's line counts the steps analyze counts (those with a draw) and names the step windows of its
     steps track apart; and a warning on both says the others are switchback's off-block steps, as many as the
@@ -156,7 +156,7 @@ def test_analyze_and_export_count_the_same_steps_of_the_switchback_sample(tmp_pa
     for ws in (warns, warnings_of(cli("analyze", str(SWITCHBACK)).stderr)):
         note = [w for w in ws if "step windows the inputs mark" in w]
         assert len(note) == 1 and f"{n} steps counted" in note[0]
-        assert f"switchback's off blocks (vLLM drew its noise inline; the overlay drew none): {off} steps" in note[0]
+        assert f"switchback's off blocks (the engine sampled as shipped; the overlay drew none): {off} steps" in note[0]
 
 
 @pytest.mark.slow

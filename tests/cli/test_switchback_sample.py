@@ -119,3 +119,14 @@ def test_every_command_says_the_same_saving_line(tmp_path):
     # AND compare --json of the run is the same saving, in the documented switchback schema
     sb = json.loads(cli("compare", str(RUN), "--json").stdout)
     assert (sb["schema_name"], sb["saving_line"], sb["saving"]) == ("expo-prof.switchback", line, entry["saving"])
+
+
+def test_the_answer_leads_the_terminal(tmp_path):
+    """GIVEN the switchback sample WHEN analyze prints its tables THEN the first thing on stdout is the saving line
+    (the measured decision with its interval), and every overlap figure (hidden, the critical path) comes after it."""
+    doc = json.loads(cli("analyze", str(RUN), "--json").stdout)
+    line = " ".join(doc["runs"][0]["saving_line"].split())
+    out = " ".join(cli("analyze", str(RUN)).stdout.split())
+    assert out.startswith(line), out[:400]
+    assert out.count(line) == 1  # said once: not again under the headline
+    assert out.find("hidden") > len(line) and out.find("critical path") > len(line)

@@ -74,11 +74,11 @@ def test_demo_in_a_terminal_records_a_switchback_run_and_ends_with_the_measured_
     runs = sorted((tmp_path / "traces").glob("*-demo"))
     assert len(runs) == 1
     run = runs[0]
-    # THEN the status came in order, the run's tables end with the headline, and the answer comes last
+    # THEN the status came in order, the run's saving leads its tables (the answer first), and the answer ends it
     flat = out.replace("\r", "")
     order = [flat.find("waiting for the server"), flat.find("server ready at"), flat.find("workload: 4 requests in"),
-             flat.find("run:"), flat.find("Hidden vs exposed time"), flat.find("What the overlay saves"),
-             flat.find("saving (switchback)"), flat.find("answer:")]
+             flat.find("run:"), flat.find("saving (switchback)"), flat.find("Hidden vs exposed time"),
+             flat.find("What the overlay saves"), flat.find("answer:")]
     assert all(i >= 0 for i in order) and order == sorted(order), (order, flat[-3000:])
     assert HEADLINE.search(flat) and run.name in flat.replace("\n", "") and "Traceback" not in flat
     # AND the saving is a decision, against the engine as shipped: per step with its confidence sequence, and
