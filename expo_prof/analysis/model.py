@@ -13,6 +13,7 @@ import msgspec
 from expo_prof.analysis.bound import SamplingBound
 from expo_prof.analysis.natural import Natural
 from expo_prof.analysis.switchback import Saving
+from expo_prof.analysis.spread import Spread
 
 #: Version of the ``analyze --json`` schema (docs/json-output.md).
 SCHEMA = 2
@@ -287,6 +288,31 @@ class AnalysisResult(msgspec.Struct, kw_only=True):
 #: Version of the document ``compare RUN --json`` writes for a switchback run (docs/ab.md, "Switchback").
 SWITCHBACK_SCHEMA = 1
 SWITCHBACK_SCHEMA_NAME = "expo-prof.switchback"
+
+
+SWITCHBACK_RUNS_SCHEMA_NAME = "expo-prof.switchback-runs"
+
+
+class SwitchbackRun(msgspec.Struct, kw_only=True):
+    """One run of ``compare RUN1 RUN2 …`` of switchback runs: its line and its savings per rank."""
+
+    run: str
+    saving_line: str
+    saving: list[Saving]
+
+
+class SwitchbackRuns(msgspec.Struct, kw_only=True):
+    """Top level of ``compare RUN1 RUN2 … --json`` of switchback runs (``ab --switchback --repeat N --json``):
+    each run's saving and the spread between them (expo_prof/analysis/spread.py)."""
+
+    schema: int = SWITCHBACK_SCHEMA
+    schema_name: str = SWITCHBACK_RUNS_SCHEMA_NAME
+    tool_version: str
+    runs: list[SwitchbackRun]
+    #: The spread line (analysis.spread.spread_words), and its figures; null with fewer than 2 measured runs.
+    spread_line: str
+    spread: Spread | None
+    warnings: list[str]
 
 
 class SwitchbackResult(msgspec.Struct, kw_only=True):

@@ -33,6 +33,7 @@ from expo_prof.errors import BadInput
         "expo-prof ab --repeat 2 --num-prompts 8 --input-len 64 --output-len 32 -- "
         "python -m vllm.entrypoints.openai.api_server --model ./tiny",
         "expo-prof ab --repeat 3 --json -o ab.json -- vllm serve MODEL",
+        "expo-prof ab --switchback --repeat 3 -- vllm serve MODEL   # 3 launches: does the saving hold across them?",
     ],
     context_settings={"ignore_unknown_options": False},
 )
@@ -43,7 +44,9 @@ from expo_prof.errors import BadInput
               help="With --switchback: steps per block (default 8; the first of each is washout).")
 @click.option("--arms", default=None, metavar="ARMS",
               help="With --switchback: off,on (default) or off,on,native (docs/overlay.md, 'Switchback').")
-@click.option("--repeat", type=int, default=3, show_default=True, help="Runs per side (off, on, off, on … = 2×N runs).")
+@click.option("--repeat", type=int, default=3, show_default=True,
+              help="Runs per side (off, on, off, on … = 2×N runs); with --switchback: N launches, each a whole "
+                   "switchback, and whether they differ more than their intervals allow (the between-run spread).")
 @click.option("--session-dir", "--out", "out", type=click.Path(path_type=Path), default=None, metavar="DIR",
               help="Session directory of the runs (default: traces/<UTC stamp>-<name>); -o is the comparison's file.")
 @click.option("--traces-dir", type=click.Path(path_type=Path), default=Path("traces"), show_default=True,
@@ -75,9 +78,12 @@ def command(settings, switchback, block_steps, arms, repeat, out, traces_dir, pr
     if repeat < 1:
         raise BadInput("--repeat must be at least 1")
     ctx = click.get_current_context()
+    launches = 1
     if switchback:
-        refuse_together(ctx, "switchback", ("repeat", "paired", "unpaired", "drop_warmup", "drop_outliers", "primary"),
+        refuse_together(ctx, "switchback", ("paired", "unpaired", "drop_warmup", "drop_outliers", "primary"),
                         "one switchback run measures both sides")
+        # --repeat N with --switchback: N launches, each a whole switchback, and the spread between them.
+        launches = repeat if ctx.get_parameter_source("repeat") == click.core.ParameterSource.COMMANDLINE else 1
     block = switchback_block("switchback" if switchback else "on", block_steps, 1, "--switchback")
     arms_env = switchback_arms_env("switchback" if switchback else "on", arms, "--switchback")
     wl = {k: kw.pop(k) for k in list(kw) if k not in _COMPARISON_KEYS}
@@ -102,10 +108,18 @@ def command(settings, switchback, block_steps, arms, repeat, out, traces_dir, pr
     if to_stdout:
         console.file = sys.stderr  # stdout carries only the JSON; the recording's lines go to stderr
     try:
-        record_session(argv, opts, modes=[True] if switchback else [False, True], repeat=1 if switchback else repeat,
+        record_session(argv, opts, modes=[True] if switchback else [False, True],
+                       repeat=launches if switchback else repeat,
                        out=top, traces_dir=traces_dir, quiet=quiet, analyze_after=True, after_run=after_run(quiet))
     finally:
         console.file = saved
+    if switchback and launches > 1:
+        from expo_prof.cli.compare import switchback_runs, switchback_runs_comparison
+
+        runs = switchback_runs([top])
+        if runs is None:
+            raise BadInput(f"{top}: fewer than 2 of its switchback launches ended ok; see session.json")
+        return switchback_runs_comparison(runs, kw, shown=not quiet)
     if switchback:
         # The run's summary (after_run) already printed the switchback block and the saving line unless quiet:
         # the comparison then only writes what was asked elsewhere (JSON, -o FILE), so each block shows once.

@@ -136,6 +136,11 @@ def command(settings, paths, a_paths, b_paths, labels, **kw) -> int:
     paths = list(paths)
     if paths and (a_paths or b_paths):
         raise BadInput("give the sides either as two arguments (A B) or with -a/-b, not both")
+    several = None if a_paths or b_paths else switchback_runs(paths)
+    if several is not None:  # runs of one configuration, each measuring both sides: the spread between them
+        kw["fmt"] = resolve_format(kw["fmt"], kw.pop("as_json"), kw["output"])
+        check_out(kw["output"], paths, kw["fmt"])
+        return switchback_runs_comparison(several, kw)
     if a_paths or b_paths:
         a_list, b_list = list(a_paths), list(b_paths)
     elif len(paths) == 1:
@@ -153,6 +158,73 @@ def command(settings, paths, a_paths, b_paths, labels, **kw) -> int:
         return switchback_comparison(a_list[0], kw, settings)
     loaded = load(a_list, b_list, paired=pairing(kw), labels=names)
     return run_comparison(loaded, kw, settings, every)
+
+
+def switchback_runs(paths: list[Path]) -> list[Path] | None:
+    """The run directories of ``paths`` when they are two or more switchback runs (session directories of
+    switchback runs stand for their runs, in the order they ran); None otherwise."""
+    from expo_prof.runs.manifest import is_session_dir, read_session
+
+    found: list[Path] = []
+    if len({p.resolve() for p in paths}) < len(paths):
+        return None  # the same run twice: the A/B path refuses it in its own words
+    for p in paths:
+        if is_session_dir(p):
+            runs = [p / r.dir for r in read_session(p).runs if r.status == "ok"]
+            if not runs or not all(is_switchback_run(r) for r in runs):
+                return None
+            found.extend(runs)
+        elif is_switchback_run(p):
+            found.append(p)
+        else:
+            return None
+    return found if len(found) >= 2 else None
+
+
+def switchback_runs_comparison(paths: list[Path], kw: dict, shown: bool = False) -> int:
+    """``compare RUN1 RUN2 …`` of switchback runs (``ab --switchback --repeat N``): each run's saving line, then
+    the spread between them — whether they differ more than their intervals allow (analysis/spread.py).
+
+    ``shown``: each run's block is already on the terminal; the spread line is still printed.
+    """
+    import msgspec
+
+    from expo_prof.analysis.model import SwitchbackRun, SwitchbackRuns
+    from expo_prof.analysis.spread import between_runs, spread_words
+    from expo_prof.console import TextConsole, console
+    from expo_prof.output import write
+    from expo_prof.pipeline import run
+
+    if kw["fmt"] == "html":
+        raise BadInput("several switchback runs have no page of their own: `expo-prof report RUN1 RUN2 -o PAGE.html`")
+    result = run(paths)
+    entries = [e for e in result.document.runs if e.saving]
+    if len(entries) < 2:
+        raise BadInput(f"{len(entries)} of {len(paths)} switchback runs measured a saving: at least 2 are needed to "
+                       "compare runs (see each run's server.log)")
+    spread = between_runs([(e.label, e.saving[0]) for e in entries])
+    line = spread_words(spread) if spread is not None else "between runs: fewer than 2 runs measured a saving"
+    doc = SwitchbackRuns(tool_version=__version__, runs=[SwitchbackRun(run=e.path, saving_line=e.saving_line,
+                                                                       saving=e.saving) for e in entries],
+                         spread_line=line, spread=spread, warnings=result.warnings)
+    if kw["fmt"] == "json":
+        data = msgspec.json.format(msgspec.json.encode(doc)).decode() + "\n"
+        if kw["output"] is None:
+            sys.stdout.write(data)
+        else:
+            write(kw["output"], data)
+        return 0
+    import io
+
+    buf = io.StringIO() if kw["output"] is not None else None
+    con = TextConsole(file=buf, width=100, highlight=False) if buf is not None else console
+    con.print(line, markup=False)  # the answer across runs leads; each run's own line follows
+    if not shown or buf is not None:
+        for e in entries:
+            con.print(f"{e.label}: {e.saving_line}", markup=False)
+    if buf is not None:
+        write(kw["output"], buf.getvalue())
+    return 0
 
 
 def is_switchback_run(path: Path) -> bool:

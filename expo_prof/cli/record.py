@@ -145,10 +145,10 @@ def sequential_settings(switchback: bool, kw: dict, flag: str = "--overlay switc
         if given - {"fixed_length"}:
             raise BadInput("--fixed-length judges the run's own length: drop --margin / --budget")
         return None, None
-    if kw.get("no_load") or kw.get("load_cmd") is not None:
+    if kw.get("no_load"):
         if given - {"fixed_length"}:
-            raise BadInput("--margin / --budget need the built-in load, which runs until the switchback settles; "
-                           "your own load sets its own length")
+            raise BadInput("--margin / --budget need a load that expo-prof drives (the built-in one or --load-cmd), "
+                           "which runs until the switchback settles; traffic of your own sets its own length")
         return None, None
     return parse_margin(margin), parse_budget(budget or default_budget or DEFAULT_BUDGET)
 

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shlex
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,9 +45,11 @@ def expand(argv: list[str], values: dict[str, str]) -> list[str]:
     return [_PLACEHOLDER.sub(lambda m: values[m.group(1)], a) for a in argv]
 
 
-async def run(argv: list[str], cwd: Path, values: dict[str, str], server_alive: Callable[[], bool]) -> int:
+async def run(argv: list[str], cwd: Path, values: dict[str, str], server_alive: Callable[[], bool],
+              stop: asyncio.Event | None = None) -> int:
     """Run the load command to its end; returns its exit code. Stopped (terminate, then kill) when the
-    server dies or the recording is interrupted."""
+    server dies or the recording is interrupted; asked to end (SIGINT, the Ctrl-C a benchmark client already
+    handles, then terminate) once ``stop`` is set: a sequential switchback that settled or spent its budget."""
     env = {**os.environ, **{f"EXPO_PROF_{k.upper()}": v for k, v in values.items()}}
     cwd.mkdir(parents=True, exist_ok=True)
     with open(cwd / "load.log", "ab") as log:
@@ -62,9 +65,24 @@ async def run(argv: list[str], cwd: Path, values: dict[str, str], server_alive: 
                 except asyncio.TimeoutError:
                     if not server_alive():
                         return await _stop(proc)
+                    if stop is not None and stop.is_set():
+                        return await _interrupt(proc)
         finally:
             if proc.returncode is None:
                 await _stop(proc)
+
+
+async def _interrupt(proc: asyncio.subprocess.Process) -> int:
+    """SIGINT first: a client like ``vllm bench serve`` ends as on Ctrl-C; terminate after STOP_GRACE_S."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        return await asyncio.wait_for(proc.wait(), timeout=STOP_GRACE_S)
+    except asyncio.TimeoutError:
+        return await _stop(proc)
+
+
+#: Seconds a load command has to end after SIGINT before it is terminated.
+STOP_GRACE_S = 10.0
 
 
 async def _stop(proc: asyncio.subprocess.Process) -> int:

@@ -160,10 +160,10 @@ class Recorder:
     # ------------------------------------------------------------------ helpers
 
     def _sequential(self) -> bool:
-        """A switchback with the built-in load that runs until it is settled."""
+        """A switchback whose load (built-in, or the user's --load-cmd) runs until it is settled."""
         o = self.opts
         return bool(o.overlay and o.switchback_block and o.sequential is not None and o.budget is not None
-                    and o.workload is not None and o.load_cmd is None and o.driver is None)
+                    and (o.workload is not None or o.load_cmd is not None) and o.driver is None)
 
     def _device_kind(self) -> str:
         v = self.versions
@@ -370,7 +370,7 @@ class Recorder:
         """Look at the overlay's logs every LOOK_S seconds; set ``until`` once settled or out of budget (the load
         then starts no new request). One live line on a terminal, a plain line per change when piped."""
         from expo_prof.pipeline.live import Look, Settler
-        from expo_prof.record.settle import LOOK_S, NO_STEPS_S, progress_line
+        from expo_prof.record.settle import LOOK_S, NO_STEPS_S, load_ended_line, progress_line
 
         opts = self.opts
         assert opts.sequential is not None and opts.budget is not None
@@ -406,20 +406,36 @@ class Recorder:
                     elif look.steps == 0 and elapsed > NO_STEPS_S:
                         why = "no switchback steps"
                 if why is not None:
-                    sq = look.saving.sequence if look.saving is not None else None
-                    self.manifest["switchback"]["stopped"] = {
-                        "why": why, "after_s": round(elapsed, 1), "steps": look.steps,
-                        "pairs": sq.pairs if sq is not None else 0,
-                        "decision": sq.decision if sq is not None else None,
-                        "loadavg": [round(min(loadavg), 2), round(sum(loadavg) / len(loadavg), 2),
-                                    round(max(loadavg), 2)]}
-                    self._save()
+                    self._stopped(why, elapsed, look, loadavg)
                     until.set()
+            if why is None and not self._exited():
+                # The load ended before the run settled (the user's command finished, or the load failed): one
+                # last look at what it gave, and one line saying what it would still take.
+                try:
+                    look = await loop.run_in_executor(None, settler.look, [wall0_ns, time.time_ns()])
+                except Exception as exc:  # noqa: BLE001 - the run keeps what it recorded; the analysis decides
+                    self.manifest["notes"].append(f"switchback look failed: {type(exc).__name__}: {exc}")
+                loadavg.append(os.getloadavg()[0])
+                self._stopped("load ended", time.monotonic() - t0, look, loadavg)
+                if not look.settled and not self.quiet:
+                    last = ""
+                    err_console.print(load_ended_line(look), highlight=False)
         finally:
             if live is not None:
                 live.stop()
             if last and live is not None and not self.quiet:
                 err_console.print(last, highlight=False)
+
+    def _stopped(self, why: str, elapsed: float, look, loadavg: list[float]) -> None:
+        """The manifest's ``switchback.stopped``: why the load ended, after what, the decision then, the host load."""
+        sq = look.saving.sequence if look.saving is not None else None
+        self.manifest["switchback"]["stopped"] = {
+            "why": why, "after_s": round(elapsed, 1), "steps": look.steps,
+            "pairs": sq.pairs if sq is not None else 0,
+            "decision": sq.decision if sq is not None else None,
+            "loadavg": [round(min(loadavg), 2), round(sum(loadavg) / len(loadavg), 2), round(max(loadavg), 2)]
+            if loadavg else None}
+        self._save()
 
     async def _drive_load_cmd(self, open_window, close_window) -> None:
         """The user's load command with the profiler window around it (expo_prof/record/loadcmd.py)."""
@@ -432,15 +448,30 @@ class Recorder:
         self.say(f"load: {' '.join(argv)} (output in {self.run_dir / loadcmd.LOAD_DIR / 'load.log'})")
         await open_window()
         self._load_t0 = time.perf_counter()
+        # A sequential switchback stops the command once settled (or out of budget); its end stops the looks.
+        until = asyncio.Event() if self._sequential() else None
+        settle = None if until is None else asyncio.ensure_future(
+            self._settle(until, time.time_ns(), time.monotonic()))
+        if until is not None:
+            assert self.opts.budget is not None
+            self.say(f"load: until the switchback is settled (budget {self.opts.budget.words()}), or the command ends")
         try:
             self._load_rc = await loadcmd.run(argv, self.run_dir / loadcmd.LOAD_DIR, values,
-                                              lambda: not self._exited())
+                                              lambda: not self._exited(), stop=until)
         finally:
             self._load_argv = argv
+            stopped_by_us = until is not None and until.is_set()
+            if until is not None and settle is not None:
+                until.set()
+                await asyncio.wait({settle}, timeout=self.opts.stop_profile_timeout_s)
             await close_window()
         if self._exited():
             raise ExpoProfError(self._crash_message(), EXIT_RUN_FAILED)
-        if self._load_rc != 0:
+        if stopped_by_us:
+            # Ended by expo-prof (SIGINT) because the switchback had its answer: not the command's failure.
+            self.manifest["notes"].append(f"the load command was stopped (exit {self._load_rc}) once the switchback "
+                                          "was settled or its budget spent")
+        elif self._load_rc != 0:
             log = self.run_dir / loadcmd.LOAD_DIR / "load.log"
             tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:]) if log.exists() else ""
             raise ExpoProfError(f"the load command exited with code {self._load_rc}; log {log}: {tail}",

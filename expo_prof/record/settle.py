@@ -20,7 +20,7 @@ from expo_prof.errors import BadInput
 from expo_prof.pipeline.live import Look, SequentialSpec
 from expo_prof.words import UNDECIDED, fmt_ns, plural
 
-__all__ = ["Budget", "Look", "SequentialSpec", "manifest_entry", "parse_budget", "parse_margin",
+__all__ = ["Budget", "Look", "SequentialSpec", "load_ended_line", "manifest_entry", "parse_budget", "parse_margin",
            "progress_line"]
 
 #: Seconds between two looks at the event logs.
@@ -114,3 +114,18 @@ def progress_line(look: Look, elapsed_s: float, budget: Budget) -> str:
         return f"{line}: {sq.decision} ({spent})"
     more = f", ~{sv.steps_needed} more steps to decide" if sv.steps_needed else ""
     return f"{line}{more} ({spent})"
+
+
+def load_ended_line(look: Look) -> str:
+    """The one line for a load that ended before the switchback settled: where it stood, what it still needs."""
+    sv = look.saving
+    sq = sv.sequence if sv is not None else None
+    if sv is None or sq is None:
+        return ("switchback: the load ended before any block pair could be compared; a longer load (or the "
+                "built-in one) would measure it")
+    where = f"{plural(sq.pairs, 'block pair')}, saving {fmt_ns(sq.mean_ns, signed=True)}/step"
+    if sq.lo_ns is not None and sq.hi_ns is not None:
+        where += f" (95% CS {fmt_ns(sq.lo_ns, signed=True)} to {fmt_ns(sq.hi_ns, signed=True)})"
+    more = (f"about {sv.steps_needed} more steps would settle it" if sv.steps_needed
+            else "more steps would settle it")
+    return f"switchback: the load ended before it settled — {where}; {more}: a longer load, or the built-in one"

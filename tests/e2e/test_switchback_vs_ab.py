@@ -35,11 +35,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from support import server_cli  # noqa: E402
 from switchback_proof import CONFIGS, ENV, WORKLOAD, Measured, _server, model_dir  # noqa: E402
 
-#: Five server launches (ab 2 + 2, one switchback run): ~6 min on an idle 2-core machine, past pytest-timeout's
+#: Six server launches (ab 2 + 2, two switchback runs): ~6 min on an idle 2-core machine, past pytest-timeout's
 #: 900 s default on a loaded one (the module fixture counts in the first test's time).
 pytestmark = pytest.mark.timeout(1800)
 #: ab's runs per side here (the proof's 3 are `make proof`'s): two pairs still pair, alternate and give a CI.
 REPEAT = 2
+#: ab --switchback's launches: two, so the spread between launches is measured (issue 39, item 4).
+LAUNCHES = 2
 CONFIG = "lane-free-fp64"
 K = 8
 
@@ -65,10 +67,12 @@ def measured(vllm_available, vllm_lock, tmp_path_factory) -> tuple[Measured, str
     with vllm_lock(timeout_s=1800):
         ab, ab_s = _expo_prof(["-q", "ab", "--repeat", str(REPEAT), *WORKLOAD, "--session-dir", str(ab_dir),
                                "--json", "--", *_server(model, free_port(), args)])
-        sb, sb_s = _expo_prof(["ab", "--switchback", "--block-steps", str(K), "--budget", "60s", *WORKLOAD,
-                               "--session-dir", str(sb_dir), "--", *_server(model, free_port(), args)])
-    doc = json.loads(_cli("compare", str(sb_dir), "--json").stdout)
-    return Measured(CONFIG, json.loads(ab.stdout), doc, ab_s, sb_s, ab_dir, sb_dir, [ab.stderr, sb.stderr]), sb.stdout
+        sb, sb_s = _expo_prof(["ab", "--switchback", "--repeat", str(LAUNCHES), "--block-steps", str(K),
+                               "--budget", "45s", *WORKLOAD, "--session-dir", str(sb_dir), "--",
+                               *_server(model, free_port(), args)])
+    first = sb_dir / "01-on"  # the first launch: the run the tests below read as one switchback run
+    doc = json.loads(_cli("compare", str(first), "--json").stdout)
+    return Measured(CONFIG, json.loads(ab.stdout), doc, ab_s, sb_s, ab_dir, first, [ab.stderr, sb.stderr]), sb.stdout
 
 
 def test_the_ab_session_is_what_ab_promises(measured):
@@ -164,9 +168,10 @@ def test_ab_switchback_prints_its_block_once_with_the_step_broken_down(measured)
 
     m, out = measured
     flat = " ".join(out.split())
-    # THEN the block and the saving line once each
-    assert out.count("What the overlay saves") == 1, out
-    assert flat.count("saving (switchback): ") == 1, out
+    # THEN the block and the saving line once per launch, and the spread between the launches once
+    assert out.count("What the overlay saves") == LAUNCHES, out
+    assert flat.count("saving (switchback): ") == LAUNCHES, out
+    assert flat.count(f"between runs: {LAUNCHES} runs saved ") == 1, out
     # AND the block is whole: the to-settle row, and the step of each arm as forward + sampler + rest
     assert "to settle" in flat and "forward beside the draw" not in flat
     (sv,) = m.switchback["saving"]
@@ -180,3 +185,31 @@ def test_ab_switchback_prints_its_block_once_with_the_step_broken_down(measured)
         if n:
             clause = flat.split(f"left out {n} ", 1)[1].split(" left out ")[0]
             assert len(clause.split()) >= 4, (key, clause)
+
+
+def test_ab_switchback_launches_give_the_spread_between_them(measured):
+    """THEN the launches of ``ab --switchback --repeat 2`` are compared with each other: each one's saving and
+    standard error from its own CI, and whether they differ more than their intervals allow — Cochran's Q and its
+    p-value, worked out here with scipy from the two runs' JSON."""
+    from scipy import stats as sps
+
+    m, _ = measured
+    session = m.switchback_dir.parent
+    s = json.loads((session / "session.json").read_text())
+    assert [(r["dir"], r["status"]) for r in s["runs"]] == [(f"{i:02d}-on", "ok") for i in range(1, LAUNCHES + 1)]
+    doc = json.loads(_cli("compare", str(session), "--json").stdout)
+    assert doc["schema_name"] == "expo-prof.switchback-runs" and len(doc["runs"]) == LAUNCHES
+    means, ses = [], []
+    for r in doc["runs"]:
+        sv = r["saving"][0]
+        lo, hi = sorted(sv["saving"]["ci_ns"])
+        means.append(sv["saving"]["mean_ns"])
+        ses.append((hi - lo) / 2 / sps.t.ppf(0.975, sv["pairs"] - 1))
+    w = 1 / np.square(ses)
+    pooled = float(np.sum(w * means) / np.sum(w))
+    q = float(np.sum(w * np.square(np.array(means) - pooled)))
+    sp = doc["spread"]
+    assert sp["q"] == pytest.approx(q, rel=1e-9) and sp["p"] == pytest.approx(sps.chi2.sf(q, 1), rel=1e-9)
+    assert sp["differ"] == (sp["p"] < 0.05) and sp["sd_ns"] == pytest.approx(np.std(means, ddof=1), rel=1e-9)
+    words = "differ more than their intervals allow" if sp["differ"] else "agree within their intervals"
+    assert words in doc["spread_line"] and doc["spread_line"].startswith(f"between runs: {LAUNCHES} runs saved ")
