@@ -35,6 +35,16 @@ DROPPED_WORDS = {
 #: (ab --switchback --repeat) measure how much it moves, and only the decision's sign is claimed to carry.
 SIGN_ONLY = "the size holds for this load; across runs only its sign carries"
 
+#: What each switchback arm's steps run (two arms: ``off`` is the engine's sampling as shipped; three arms: ``off``
+#: is the exponential drawn inline after the forward, ``native`` the engine as shipped). The one wording of the
+#: terminal's saving table, the timeline's phase row and the export's phase track.
+ARM_WORDS = {"on": "overlay", "native": "engine as shipped", "off": "inline draw"}
+
+
+def arm_words_of(arm: str, n_arms: int) -> str:
+    """What ``arm``'s steps run in a switchback of ``n_arms`` arms (:data:`ARM_WORDS`)."""
+    return ARM_WORDS["native"] if arm == "off" and n_arms == 2 else ARM_WORDS.get(arm, arm)
+
 
 def left_out_words(dropped: Mapping[str, int]) -> list[str]:
     """``["200 outside the measured load (…)", …]``: each non-zero reason of ``dropped``, with what it means."""

@@ -29,6 +29,7 @@ from expo_prof.errors import BadInput
     summary="Should the overlay be on here? Record off, on, off, on … runs, then compare them.",
     examples=[
         "expo-prof ab --switchback -- vllm serve Qwen/Qwen3-32B --port 8000   # one launch: blocks off/on",
+        "expo-prof ab --margin 2% --budget 16launches -- vllm serve MODEL   # launch pairs until settled",
         "expo-prof ab --repeat 3 -- vllm serve Qwen/Qwen3-32B --port 8000",
         "expo-prof ab --repeat 2 --num-prompts 8 --input-len 64 --output-len 32 -- "
         "python -m vllm.entrypoints.openai.api_server --model ./tiny",
@@ -44,9 +45,11 @@ from expo_prof.errors import BadInput
               help="With --switchback: steps per block (default 8; the first of each is washout).")
 @click.option("--arms", default=None, metavar="ARMS",
               help="With --switchback: off,on (default) or off,on,native (docs/overlay.md, 'Switchback').")
-@click.option("--repeat", type=int, default=3, show_default=True,
-              help="Runs per side (off, on, off, on … = 2×N runs); with --switchback: N launches, each a whole "
-                   "switchback, and whether they differ more than their intervals allow (the between-run spread).")
+@click.option("--repeat", type=int, default=None, metavar="N",
+              help="A fixed number of runs per side (off, on, off, on … = 2×N runs), judged by the fixed-horizon "
+                   "CI. Without it, ab launches pairs until their confidence sequence settles (--margin, --budget: "
+                   "20 launches by default). With --switchback: N launches, each a whole switchback, and whether "
+                   "they differ more than their intervals allow (the between-run spread).")
 @click.option("--session-dir", "--out", "out", type=click.Path(path_type=Path), default=None, metavar="DIR",
               help="Session directory of the runs (default: traces/<UTC stamp>-<name>); -o is the comparison's file.")
 @click.option("--traces-dir", type=click.Path(path_type=Path), default=Path("traces"), show_default=True,
@@ -75,7 +78,7 @@ def command(settings, switchback, block_steps, arms, repeat, out, traces_dir, pr
     from expo_prof.record.runner import RecordOptions
     from expo_prof.record.session import record_session
 
-    if repeat < 1:
+    if repeat is not None and repeat < 1:
         raise BadInput("--repeat must be at least 1")
     ctx = click.get_current_context()
     launches = 1
@@ -83,11 +86,12 @@ def command(settings, switchback, block_steps, arms, repeat, out, traces_dir, pr
         refuse_together(ctx, "switchback", ("paired", "unpaired", "drop_warmup", "drop_outliers", "primary"),
                         "one switchback run measures both sides")
         # --repeat N with --switchback: N launches, each a whole switchback, and the spread between them.
-        launches = repeat if ctx.get_parameter_source("repeat") == click.core.ParameterSource.COMMANDLINE else 1
+        launches = repeat or 1
     block = switchback_block("switchback" if switchback else "on", block_steps, 1, "--switchback")
     arms_env = switchback_arms_env("switchback" if switchback else "on", arms, "--switchback")
     wl = {k: kw.pop(k) for k in list(kw) if k not in _COMPARISON_KEYS}
-    sequential, budget = sequential_settings(switchback, wl, "--switchback")
+    rule = None if switchback else launch_rule(ctx, wl)
+    sequential, budget = sequential_settings(switchback, wl, "--switchback") if switchback else (None, None)
     if wl["no_load"] or wl["duration"] is not None:
         raise BadInput("ab measures a load: --no-load / --duration do not apply (use --load-cmd for your own)")
     refuse_together(click.get_current_context(), "load_cmd", LOAD_OPTIONS, "your load command sets its own load")
@@ -97,6 +101,14 @@ def command(settings, switchback, block_steps, arms, repeat, out, traces_dir, pr
     kw["fmt"] = resolve_format(kw["fmt"], kw.pop("as_json"), kw["output"])
     check_out(kw["output"], [out] if out is not None else [], kw["fmt"])
     top = out if out is not None else new_dir(traces_dir, short_name(argv))
+    if rule is not None:
+        from expo_prof.record.launches import Settler
+
+        settler = Settler(top, rule)
+        # Pairs up to the launch budget (a time budget: the settler's clock ends it).
+        repeat = rule.launches // 2 if rule.launches is not None else 10_000
+    elif repeat is None:
+        repeat = DEFAULT_REPEAT  # a fixed length without --repeat: --fixed-length, or the user's load command
     opts = RecordOptions(profiler=profiler, workload=spec, load_cmd=load_argv(wl), ready_timeout_s=ready_timeout,
                          profile_requests=profile_requests, switchback_block=block, extra_env=arms_env,
                          sequential=sequential, budget=budget)
@@ -110,9 +122,20 @@ def command(settings, switchback, block_steps, arms, repeat, out, traces_dir, pr
     try:
         record_session(argv, opts, modes=[True] if switchback else [False, True],
                        repeat=launches if switchback else repeat,
-                       out=top, traces_dir=traces_dir, quiet=quiet, analyze_after=True, after_run=after_run(quiet))
+                       out=top, traces_dir=traces_dir, quiet=quiet, analyze_after=True, after_run=after_run(quiet),
+                       stop=settler if rule is not None else None)
     finally:
         console.file = saved
+    if rule is not None:
+        from expo_prof.console import err_console
+        from expo_prof.record.launches import line
+
+        # The answer leads: the sequence's decision, before the per-metric tables (fixed-horizon, looked at once).
+        if settler.last is not None:
+            con = err_console if to_stdout else console
+            con.print(line(settler.last), markup=False, highlight=False)
+            con.print("(the comparison below judges these launches as one fixed set, looked at once: the decision "
+                      "is the confidence sequence's above)", markup=False, highlight=False)
     if switchback and launches > 1:
         from expo_prof.cli.compare import switchback_runs, switchback_runs_comparison
 
@@ -126,6 +149,28 @@ def command(settings, switchback, block_steps, arms, repeat, out, traces_dir, pr
         return switchback_comparison(top, kw, settings, shown=not quiet)
     loaded = load([top], [], paired=pairing(kw))
     return run_comparison(loaded, kw, settings, [top])
+
+
+#: Runs per side of a fixed-length ab without --repeat (--fixed-length, --load-cmd): ab's old default.
+DEFAULT_REPEAT = 3
+
+
+def launch_rule(ctx: click.Context, wl: dict):
+    """The sequential rule of ab across launches (expo_prof/record/launches.py), or None for a fixed length:
+    ``--repeat N`` given, or ``--fixed-length``, or the user's own load command (its length is its own)."""
+    from expo_prof.cli.record import SEQUENTIAL_OPTIONS
+    from expo_prof.record.launches import parse_rule
+
+    given = {n for n in SEQUENTIAL_OPTIONS if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE}
+    fixed = ctx.params.get("repeat") is not None or wl["fixed_length"]
+    margin, budget = wl.pop("margin"), wl.pop("budget")
+    wl.pop("fixed_length")
+    if fixed or wl.get("load_cmd") is not None:
+        if given - {"fixed_length"}:
+            raise BadInput("--margin / --budget decide as the launches go; --repeat N (or --fixed-length) fixes "
+                           "their number instead: give one or the other")
+        return None
+    return parse_rule(margin, budget)
 
 
 _COMPARISON_KEYS = {

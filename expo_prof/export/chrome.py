@@ -30,7 +30,8 @@ through, the top-level keys the export could not keep at the top).
   the same rank) get the inert category ``expo_prof_source`` (the original
   in ``args.source_cat``) so that reading the export back counts nothing twice.
 * **The analysis** (:mod:`.tracks`): per counted part a process
-  ``expo-prof analysis · rank R (fmt)`` at pid ``ANALYSIS_PID + i``.
+  ``expo-prof analysis · rank R (fmt)`` at pid ``ANALYSIS_PID + i``, with
+  a switchback run's phase track beside the steps.
 
 Reading the export back through ``expo_prof.readers`` gives the same
 instances (rank, step, start, total/hidden/exposed ns), for one rank or
@@ -49,7 +50,7 @@ import orjson
 from expo_prof.clocks import clock_offsets
 from expo_prof.errors import BadInput
 from expo_prof.export import raw_trace
-from expo_prof.export.tracks import ADDED_CAT, analysis_tracks, names_cut_note
+from expo_prof.export.tracks import ADDED_CAT, analysis_tracks, names_cut_note, phase_track
 from expo_prof.pipeline.result import RecordingResult
 from expo_prof.readers.long_names import WRITTEN_BUDGET, LongNames
 from expo_prof.timeline import Kind, LaneKind, Timeline
@@ -261,10 +262,15 @@ def _chunks(rr: RecordingResult, op: str | None, plan: _Plan, stats: dict) -> It
             stats[key] += st[key]
         if st["names_cut"]:
             plan.warnings.append(names_cut_note(st["names_cut"]))
-        for tr in tracks:
+        on_clock = [(tr, off) for tr in tracks]
+        phase = phase_track(a, plan.tls)
+        if phase is not None:  # on its overlay log's clock, which may not be the part's
+            pi = next((j for j, t in enumerate(plan.tls) if t is phase[1]), ti)
+            on_clock.insert(0, (phase[0], plan.offs[pi] if pi is not None else off))
+        for tr, o in on_clock:
             evs.append(_meta(apid, tr.sort, "thread_name", tr.name))
             evs.append(_meta(apid, tr.sort, "thread_sort_index", tr.sort))
-            ts = _us(tr.start + off - plan.base)
+            ts = _us(tr.start + o - plan.base)
             dur = _us(tr.end - tr.start)
             evs += [{"ph": "X", "cat": ADDED_CAT, "name": n, "pid": apid, "tid": tr.sort, "ts": s, "dur": d, "args": g}
                     for n, s, d, g in zip(tr.names, ts, dur, tr.args)]

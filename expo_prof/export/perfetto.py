@@ -15,7 +15,8 @@ unchanged). What it holds, following Perfetto's track-event rules
   unique uuid and its parent is described before it. One process track per
   rank (``rank R``) with one child track per lane of each source; one
   process track per analysed part (``expo-prof analysis · rank R``) with
-  the steps / instances / hidden / exposed tracks (:mod:`.tracks`).
+  the steps / instances / hidden / exposed tracks and, for a switchback run,
+  the phase track (:mod:`.tracks`).
 * Slices are ``TYPE_SLICE_BEGIN`` / ``TYPE_SLICE_END`` pairs. Perfetto wants
   them strictly nested per track; events of one lane that overlap without
   nesting (possible in any trace) go to the lane's next overflow track
@@ -50,7 +51,7 @@ from expo_prof.errors import BadInput
 from expo_prof.export import raw_trace
 from expo_prof.export.chrome import _cat
 from expo_prof.export.perfetto_carry import Carried, carry
-from expo_prof.export.tracks import ADDED_CAT, analysis_tracks, names_cut_note
+from expo_prof.export.tracks import ADDED_CAT, analysis_tracks, names_cut_note, phase_track
 from expo_prof.pipeline.result import RecordingResult
 from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED
 from expo_prof.timeline import LaneKind, Timeline
@@ -452,8 +453,13 @@ def export_perfetto(rr: RecordingResult, op: str | None,
             stats[key] += st[key]
         if st["names_cut"]:
             warnings.append(names_cut_note(st["names_cut"]))
-        for tr in tracks:
-            w.slices(tr.name, pt, tr.start + off, tr.end + off, tr.names, [ADDED_CAT] * len(tr.names),
+        on_clock = [(tr, off) for tr in tracks]
+        phase = phase_track(a, tls)
+        if phase is not None:  # on its overlay log's clock, which may not be the part's
+            pi = next((j for j, t in enumerate(tls) if t is phase[1]), ti)
+            on_clock.insert(0, (phase[0], offs[pi] if pi is not None else off))
+        for tr, o in on_clock:
+            w.slices(tr.name, pt, tr.start + o, tr.end + o, tr.names, [ADDED_CAT] * len(tr.names),
                      list(tr.args), rank=tr.sort)
     stats["tracks"] = len(w.descriptors)
     stats["events"] = w.count()

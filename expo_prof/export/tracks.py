@@ -4,8 +4,11 @@ Per counted part (one rank's analysed Timeline): one ``steps`` track (args: the 
 decode, batch and q where the source gives them: :func:`step_args`) and, for
 each lane that holds instances, three tracks — ``instances`` (one slice per
 draw; args: step, total/hidden/exposed ns), ``hidden`` and ``exposed`` (the
-pieces of :func:`expo_prof.html.segments.instance_pieces`). Times stay in the
-Timeline's own ns; each writer maps them onto its output clock.
+pieces of :func:`expo_prof.html.segments.instance_pieces`). A switchback run
+adds a ``switchback phase`` track (:func:`phase_track`): one slice per block of
+consecutive steps in one phase, named by what its arm runs, from the overlay
+log of the rank (the counted part, or read beside a counted trace). Times stay
+in the Timeline's own ns; each writer maps them onto its output clock.
 
 The slices of one track never overlap (instances of one lane do not; step
 windows are clipped to the next step's start), so every track is a proper
@@ -14,6 +17,7 @@ one-level slice track in Perfetto too.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,11 +25,16 @@ import numpy as np
 from expo_prof.analysis.hidden import TimelineAnalysis
 from expo_prof.analysis.pieces import instance_pieces
 from expo_prof.html.names import LONG
+from expo_prof.html.timeline_data import phase_blocks, phase_source
+from expo_prof.timeline import Timeline
 from expo_prof.words import cut, plural
 
 #: The category of every added slice; no target rule matches it or its names, so reading an export back
 #: does not count them (the Kineto reader gives unknown categories the inert kind OTHER).
 ADDED_CAT = "expo_prof"
+#: The phase track's name, and its sort key (above the steps track, 1).
+PHASE_TRACK = "switchback phase"
+PHASE_SORT = 0
 
 
 @dataclass
@@ -80,6 +89,19 @@ def analysis_tracks(a: TimelineAnalysis, op: str | None) -> tuple[list[Track], d
                              pcs.end[m].copy(), pa))
             stats[what] += len(m)
     return out, stats
+
+
+def phase_track(a: TimelineAnalysis, timelines: Sequence[Timeline]) -> tuple[Track, Timeline] | None:
+    """Part ``a``'s switchback phase track (one slice per block, named by its arm: ``on (overlay)``; args: the
+    phase, its first and last step and how many) and the Timeline whose clock its times are on — the overlay log,
+    which is ``a.tl`` or a log of the same rank among ``timelines``; None when the rank ran no switchback."""
+    src = phase_source(a, list(timelines))
+    blocks = phase_blocks(*src) if src is not None else None
+    if not blocks or src is None:
+        return None
+    args = [{"phase": p, "first_step": int(f), "last_step": int(la), "steps": int(n)}
+            for p, f, la, n in zip(blocks.phase, blocks.first.tolist(), blocks.last.tolist(), blocks.n.tolist())]
+    return Track(PHASE_TRACK, PHASE_SORT, list(blocks.label), blocks.start.copy(), blocks.end.copy(), args), src[0]
 
 
 def step_args(a: TimelineAnalysis, sid: int) -> dict:

@@ -67,7 +67,8 @@ def timeline_document(
             "saving_line": rr.saving_line, "target": result.options.op}
     name = title or f"expo-prof timeline — {Path(rec.label).name or rec.label}"
     payload = timeline_data.build_payload(
-        rr.parts, title=name, detail_budget=detail_budget, busy_budget=busy_budget, warnings=result.warnings, run=meta
+        rr.parts, title=name, detail_budget=detail_budget, busy_budget=busy_budget, warnings=result.warnings, run=meta,
+        timelines=rr.timelines,  # the overlay log read beside a profiler trace: its switchback phases
     )
     return Document(timeline_page.render(payload), payload, list(payload["warnings"]), [], rr.lines, result.info)
 

@@ -26,6 +26,8 @@ Columns (all sorted by lane, then start):
 ``fwd``    forward-pass windows: lane, start, dur, name
 ``wait``   the sampler's waits for ``q``: lane, start, dur, name
 ``step``   step windows per group: group, id, start, dur
+``phase``  a switchback run's phase track: lane, start, dur, name (the arm's label), phase (index into
+           ``phases``), first, last (step ids), n (steps) — one row per run of consecutive steps in one phase
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from expo_prof.analysis.switchback_words import arm_words_of
+
 from expo_prof.analysis.aggregate import FORMAT_PRIORITY
-from expo_prof.analysis.hidden import TimelineAnalysis, forward_span_rows
+from expo_prof.analysis.hidden import Steps, TimelineAnalysis, forward_span_rows, step_windows
 from expo_prof.analysis.hidden import wait_rows as sampler_wait_rows
 from expo_prof.clocks import EPOCH_2001_NS as _EPOCH_2001_NS
 from expo_prof.clocks import clock_offsets
@@ -55,6 +59,93 @@ _CAT_OF_KIND = np.array(
 )
 _LANE_ORDER = {LaneKind.STREAM: 0, LaneKind.LOGICAL: 1, LaneKind.THREAD: 2, LaneKind.OVERLAY: 3}
 _LANE_KIND_NAME = {LaneKind.STREAM: "stream", LaneKind.LOGICAL: "logical", LaneKind.THREAD: "thread", LaneKind.OVERLAY: "overlay"}
+
+
+#: The phases a switchback step line may say (overlay.contract PHASE_*), in the order the page colours them.
+PHASES = ("off", "on", "native")
+def arm_label(phase: str, n_arms: int) -> str:
+    """``off (engine as shipped)``: the phase and what its steps run, as the terminal's saving table names an arm
+    (analysis/switchback_words.py ``ARM_WORDS``)."""
+    return f"{phase} ({arm_words_of(phase, n_arms)})"
+
+
+def step_phases(tl: Timeline) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """(step ids, phase per step — None where the step is in no switchback block —, number of arms) of a
+    switchback run's overlay event log; None for any other Timeline (no step lines, or no step in a block)."""
+    ov = tl.meta.get("overlay") if isinstance(tl.meta, dict) else None
+    cols = (ov or {}).get("steps")
+    if not cols or "phase" not in cols or "block" not in cols:
+        return None
+    block = np.asarray(cols["block"], dtype=np.int64)
+    phase = np.array(cols["phase"], dtype=object)  # a copy: the reader's column stays as read
+    inside = (block >= 0) & np.isin(phase, PHASES)
+    if not inside.any():
+        return None
+    arms = ((ov or {}).get("header") or {}).get("arms")
+    # As the estimator reads the header (analysis/savings.py): three arms only when it names all three.
+    n_arms = 3 if isinstance(arms, list) and sorted(map(str, arms)) == sorted(PHASES) else 2
+    phase[~inside] = None
+    return np.asarray(cols["step"], dtype=np.int64), phase, n_arms
+
+
+@dataclass
+class PhaseBlocks:
+    """A switchback run's phase track on its overlay log's clock: per run of consecutive steps in one phase, the
+    phase, its label, the first step's window start and the last step's window end, and its steps."""
+
+    phase: list[str]
+    label: list[str]
+    start: np.ndarray
+    end: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    n: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.phase)
+
+
+def clipped_ends(steps: Steps) -> np.ndarray:
+    """Each step window's end, clipped to the next step's start (windows may overlap their successor; one track
+    holds them), never before its own start."""
+    end = steps.end.copy()
+    end[:-1] = np.minimum(end[:-1], steps.start[1:])
+    return np.maximum(end, steps.start)
+
+
+def phase_blocks(tl: Timeline, steps: Steps | None = None) -> PhaseBlocks | None:
+    """The phase track of a switchback run's overlay log ``tl`` (None for any other Timeline): its step windows
+    (``steps``, the analysis' own when ``tl`` was counted; else :func:`step_windows`, the same rule) in order, a
+    block at every change of phase; steps outside the blocks (no phase) end a block and start none."""
+    found = step_phases(tl)
+    if found is None:
+        return None
+    ids, phase, n_arms = found
+    st = steps if steps is not None else step_windows(tl)
+    of = dict(zip(ids.tolist(), phase.tolist()))
+    ph = [of.get(i) for i in st.ids.tolist()]
+    end = clipped_ends(st)
+    runs: list[tuple[int, int]] = []  # [first, last] window of each block
+    for k, p in enumerate(ph):
+        if p is not None and k and ph[k - 1] == p:
+            runs[-1] = (runs[-1][0], k)
+        elif p is not None:
+            runs.append((k, k))
+    a = np.array([r[0] for r in runs], dtype=np.int64)
+    b = np.array([r[1] for r in runs], dtype=np.int64)
+    phases = [str(ph[k]) for k in a.tolist()]
+    return PhaseBlocks(phases, [arm_label(p, n_arms) for p in phases], st.start[a], end[b], st.ids[a], st.ids[b],
+                       b - a + 1)
+
+
+def phase_source(a: TimelineAnalysis, timelines: list[Timeline]) -> tuple[Timeline, Steps | None] | None:
+    """Where part ``a``'s phase track comes from: its own Timeline when that is a switchback run's overlay log
+    (with the analysis' steps), else the first such log of the same rank among ``timelines`` (a profiler trace
+    counted, the log read beside it); None when the rank has none."""
+    if step_phases(a.tl) is not None:
+        return a.tl, a.steps
+    log = next((t for t in timelines if t is not a.tl and t.rank == a.tl.rank and step_phases(t) is not None), None)
+    return None if log is None else (log, None)
 
 
 def forward_rows(a: TimelineAnalysis) -> np.ndarray:
@@ -115,12 +206,17 @@ def build_payload(
     busy_budget: int = lod.BUSY_BUDGET,
     warnings: list[str] | None = None,
     run: dict | None = None,
+    timelines: list[Timeline] | None = None,
 ) -> dict:
-    """The timeline page's data (see the module docstring)."""
+    """The timeline page's data (see the module docstring). ``timelines``: every Timeline of the recording
+    (``RecordingResult.timelines``), where a switchback run's overlay log read beside a counted profiler trace
+    gives that rank its phase track."""
     order = _order([a.tl for a in analyses])
     analyses = [analyses[i] for i in order]
     tls = [a.tl for a in analyses]
     offs, clock_note = clock_offsets(tls)
+    phase_src = [phase_source(a, list(timelines or [])) for a in analyses]
+    log_off = _log_offsets(tls, offs, [src[0] for src in phase_src if src is not None])
     starts = [int(t.start.min()) + o for t, o in zip(tls, offs) if len(t)]
     origin = min(starts) if starts else 0
     ranks_sources: dict[int, int] = {}
@@ -136,6 +232,7 @@ def build_payload(
     fwd = _Cols(("lane", "start", "dur", "name"))
     wait = _Cols(("lane", "start", "dur", "name"))
     step = _Cols(("group", "id", "start", "dur"))
+    phase = _Cols(("lane", "start", "dur", "name", "phase", "first", "last", "n"))
     inst_base = 0
 
     for gi, (a, off) in enumerate(zip(analyses, offs)):
@@ -156,6 +253,10 @@ def build_payload(
         lane_ids = sorted(np.flatnonzero(used).tolist(), key=lambda i: (_LANE_ORDER.get(tl.lanes[i].kind, 9), i))
         prefix = f"rank {tl.rank}" + (f" · {tl.fmt}" if ranks_sources[tl.rank] > 1 else "")
         lane0 = len(lanes)
+        src = phase_src[gi]
+        blocks = phase_blocks(*src) if src is not None and id(src[0]) in log_off else None
+        if src is not None and blocks:
+            _add_phase_row(phase, names, lanes, blocks, log_off[id(src[0])] - origin, gi, prefix)
         f_lane = w_lane = -1
         if len(f_rows):
             f_lane = len(lanes)
@@ -228,8 +329,9 @@ def build_payload(
     # ... and past a cap the cut ones share one entry (a million distinct long names: one name, not a million).
     page_names, remap, folded = fold_cut_names(page_names)
     fwd_cols, wait_cols = fwd.sorted_by("lane", "start"), wait.sorted_by("lane", "start")
+    phase_cols = _in_span(phase.sorted_by("lane", "start"), t_end)
     if remap is not None:
-        for tab in (ic, work, fwd_cols, wait_cols):
+        for tab in (ic, work, fwd_cols, wait_cols, phase_cols):
             if len(tab["name"]):
                 tab["name"] = remap[tab["name"]]
         cut_note = (f"{cut_note}; past {FOLD_AFTER >> 20} Mi characters of cut names, {folded:,} more share one "
@@ -265,9 +367,42 @@ def build_payload(
         "fwd": fwd_cols,
         "wait": wait_cols,
         "step": step.sorted_by("group", "start"),
+        "phase": phase_cols,
+        "phases": list(PHASES),
+        # A switchback recording's header leads with the answer: the saving line every command prints.
+        "answer": ((run or {}).get("saving_line") or None) if len(phase_cols["start"]) else None,
         "warnings": list(warnings or []) + ([cut_note] if cut_note else []),
         "run": run or {},
     }
+
+
+def _add_phase_row(cols: _Cols, names: Interner, lanes: list[dict], blocks: PhaseBlocks, shift: int, group: int,
+                   prefix: str) -> None:
+    """A group's phase row (its first: which arm each step ran) and its blocks, ``shift`` ns onto the page's clock;
+    the labels interned like every other name."""
+    cols.add(lane=np.full(len(blocks), len(lanes)), start=blocks.start + shift, dur=blocks.end - blocks.start,
+             name=np.array([names(x) for x in blocks.label]), phase=np.array([PHASES.index(x) for x in blocks.phase]),
+             first=blocks.first, last=blocks.last, n=blocks.n)
+    lanes.append({"label": f"{prefix} · switchback phase", "group": group, "kind": "phase"})
+
+
+def _log_offsets(tls: list[Timeline], offs: list[int], logs: list[Timeline]) -> dict[int, int]:
+    """{id(log): ns to add to put it on the page's clock} for the phase logs: a counted one's own offset; one read
+    beside a counted trace placed as :func:`clock_offsets` places sources, left out (no phase track) when adding
+    it would move the counted sources (another clock)."""
+    out = {id(t): o for t, o in zip(tls, offs)}
+    extra = [t for t in logs if id(t) not in out]
+    if extra:
+        both, _ = clock_offsets(tls + extra)
+        if both[: len(tls)] == offs:
+            out.update({id(t): o for t, o in zip(extra, both[len(tls):])})
+    return {id(t): out[id(t)] for t in logs if id(t) in out}
+
+
+def _in_span(cols: dict[str, np.ndarray], t_end: int) -> dict[str, np.ndarray]:
+    """The phase blocks that overlap the page's time range (a log read beside a trace outlasts its window)."""
+    keep = (cols["start"] < t_end) & (cols["start"] + cols["dur"] > 0) if len(cols["start"]) else np.zeros(0, bool)
+    return {k: v[keep] for k, v in cols.items()}
 
 
 #: Tables whose ``start`` column the page receives as differences to the previous row.

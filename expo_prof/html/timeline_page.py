@@ -9,6 +9,7 @@ from expo_prof.html.timeline_data import encode_for_page
 #: Our own markup only: every text that comes from a trace is set by the page's JavaScript via textContent.
 BODY = """<header>
 <h1 id="title">expo-prof timeline</h1>
+<div class="verdict" id="answer" hidden></div>
 <div class="sub" id="summary"></div>
 <div class="sub" id="headline"></div>
 <div class="controls">

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from expo_prof.analysis.savings import savings_of
+from expo_prof.analysis.sequential import MIN_PAIRS
 from expo_prof.analysis.switchback import NATIVE, OFF, ON, Saving, SequentialSpec
 from expo_prof.words import UNDECIDED
 
-__all__ = ["DECIDING", "Look", "SequentialSpec", "Settler"]
+__all__ = ["DECIDING", "MIN_PAIRS", "Look", "SequentialSpec", "Settler", "launch_sequence"]
 
 #: The comparison that decides, by number of arms: (baseline, arm), the baseline being the engine as shipped.
 DECIDING = {2: (OFF, ON), 3: (NATIVE, ON)}
@@ -72,3 +73,13 @@ class Settler:
         return Look(deciding, deciding.off_steps + deciding.on_steps)
 
 
+
+
+def launch_sequence(changes, margin_pct: float, optimal_pairs: int):
+    """The confidence sequence on launch pairs' output tok/s changes (%) — ``ab`` across launches
+    (expo_prof/record/launches.py) — the same rule as a switchback's pairs (analysis/sequential.py)."""
+    import numpy as np
+
+    from expo_prof.analysis.sequential import sequence
+
+    return sequence(np.asarray(changes, dtype=float), margin_pct, optimal_pairs=optimal_pairs)

@@ -34,6 +34,7 @@ def record_session(
     analyze_after: bool = True,
     name: str | None = None,
     after_run: Callable[[Path], None] | None = None,
+    stop: Callable[[list[tuple[bool, Path]]], str | None] | None = None,
 ) -> int:
     """Record every planned run; returns the exit code of the session.
 
@@ -41,7 +42,8 @@ def record_session(
     earlier one are kept, and ``session.json`` says how far it got).
     ``after_run(run_dir)`` is called after each successful run when ``analyze_after``: the CLI passes
     the run summary (the pipeline's analysis, analysis.json, the tables, timeline.html;
-    expo_prof/cli/run_summary.py), which record itself never draws.
+    expo_prof/cli/run_summary.py), which record itself never draws. ``stop(runs so far)``, asked after each
+    run, ends the session early when it returns a reason (a sequential ab: expo_prof/record/launches.py).
     """
     from expo_prof.record.command import parse_target
 
@@ -52,11 +54,13 @@ def record_session(
     single = len(runs) == 1
     session = new_session(top, argv, utc_stamp())
     code = 0
+    done: list[tuple[bool, Path]] = []
     for i, overlay in enumerate(runs, 1):
         run_dir = top if single else top / f"{i:02d}-{'on' if overlay else 'off'}"
         if not single:
             run_dir.mkdir()
-            err_console.rule(f"run {i}/{len(runs)}: overlay {'on' if overlay else 'off'}")
+            most = f"up to {len(runs)}" if stop is not None else str(len(runs))
+            err_console.rule(f"run {i}/{most}: overlay {'on' if overlay else 'off'}")
         rec = Recorder(argv, run_dir, RecordOptions(**{**opts.__dict__, "overlay": overlay}), quiet=quiet)
         try:
             rec.run()
@@ -75,11 +79,14 @@ def record_session(
             describe_run(run_dir, rec)
         if analyze_after and after_run is not None:
             after_run(run_dir)
+        done.append((overlay, run_dir))
+        if stop is not None and stop(done) is not None:
+            break
     session.status = "ok"
     if not single:
         write_session(session)
         if not quiet:
-            console.print(f"[bold]session:[/] {top} ({plural(len(runs), 'run')})")
+            console.print(f"[bold]session:[/] {top} ({plural(len(done), 'run')})")
     return code
 
 

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from expo_prof.analysis.natural import Natural
 from expo_prof.analysis.switchback import Interval, Saving, StepParts
-from expo_prof.analysis.switchback_words import SIGN_ONLY, DROPPED_WORDS, across_zero, settle_words, tokps_ci_text, tokps_of
+from expo_prof.analysis.switchback_words import SIGN_ONLY, DROPPED_WORDS, arm_words_of, across_zero, settle_words, tokps_ci_text, tokps_of
 from expo_prof.words import fmt_ns, plural
 
 
@@ -35,13 +35,9 @@ def _parts_rows(t: Table, p: StepParts | None) -> None:
     t.add_row("  rest", fmt_ns(p.rest_ns), "vLLM's host time outside both")
 
 
-#: What each arm's steps run, in the table (two arms: "off" is the engine's sampling as shipped).
-ARM_WORDS = {"on": "overlay", "native": "engine as shipped", "off": "inline draw"}
-
-
 def arm_words(sv: Saving, arm: str) -> str:
-    """How the table names ``arm`` of ``sv``'s run."""
-    return ARM_WORDS["native"] if arm == "off" and len(sv.arms) == 2 else ARM_WORDS.get(arm, arm)
+    """How the table names ``arm`` of ``sv``'s run (analysis/switchback_words.py ``ARM_WORDS``)."""
+    return arm_words_of(arm, len(sv.arms))
 
 
 def saving_table(sv: Saving, several: bool = False, under: str = "") -> Table:

@@ -39,7 +39,9 @@
     hidden: "#2ca02c", exposed: "#d62728", step: "rgba(31,41,51,0.45)",
   };
   COL.match = "#ff9f1c"; COL.cur = "#7a3e00";
-  // Layers switched off in the page's legend (data-layer of each entry: hidden, exposed, fwd, wait, step, w0–w2, busy).
+  // A switchback run's phases (D.phases: off, on, native), light enough for their labels' dark text.
+  COL.phase = ["#cfcfcf", "#f2cf5b", "#d4a6c8"];
+  // Layers switched off in the page's legend (data-layer of each entry: hidden, exposed, fwd, wait, step, w0–w2, busy, phase).
   const hiddenLayers = new Set();
 
   // ------------------------------------------------------------------ columns
@@ -84,6 +86,11 @@
   const busy = new Table(D.busy);
   const fwd = new Table(D.fwd);
   const wait = new Table(D.wait);
+  const phaseTab = new Table(D.phase);
+  const phaseIdx = Int8Array.from(D.phase.phase);
+  // The phase row of each group (-1: none): hover says which arm a step ran.
+  const phaseLane = D.groups.map(() => -1);
+  D.lanes.forEach((l, i) => { if (l.kind === "phase") phaseLane[l.group] = i; });
   const workCat = Int8Array.from(D.work.cat);
   const pieceHidden = Int8Array.from(D.piece.hidden);
 
@@ -219,6 +226,7 @@
     }
     if (!hiddenLayers.has("fwd")) rects += paintLayer(ctx, F, fwd, COL.fwd, 0.7, null, false);
     if (!hiddenLayers.has("wait")) rects += paintLayer(ctx, F, wait, COL.wait, 0.7, null, false);
+    if (!hiddenLayers.has("phase")) rects += paintPhases(ctx, F, true);
     stats.stepLabels = [];
     if (!hiddenLayers.has("step")) paintSteps(F);
     const r = paintInstances(ctx, F, 0.86, true);
@@ -227,6 +235,47 @@
     stats.frames++; stats.inst = r.ni; stats.pieces = r.np; stats.bucketedLanes = r.bucketed; stats.rects = rects + r.np;
     stats.lastMs = performance.now() - t0;
     stats.range = [xr[0], xr[1]];
+  }
+
+  /** The phase track: one bar per block in its phase's colour, labelled with its arm where the label fits. */
+  function paintPhases(g, F, labelled) {
+    let rects = 0;
+    for (let p = 0; p < COL.phase.length; p++) {
+      rects += paintLayer(g, F, phaseTab, COL.phase[p], 0.8, (i) => phaseIdx[i] === p, false);
+    }
+    if (!labelled) return rects;
+    g.fillStyle = "#1f2933";
+    g.font = "11px system-ui, sans-serif";
+    g.textBaseline = "middle";
+    const drawn = [];
+    for (const l of phaseLane) {
+      if (l < 0) continue;
+      phaseTab.each(l, F.x0, F.x1, (i) => {
+        const a = Math.max(F.l + (phaseTab.s[i] - F.x0) * F.sx, F.l), b = Math.min(F.l + (phaseTab.e[i] - F.x0) * F.sx, F.l + F.w);
+        // The arm's label, else only its phase word where the label does not fit.
+        for (const label of [D.names[D.phase.name[i]], D.phases[phaseIdx[i]]]) {
+          if (g.measureText(label).width + 8 > b - a) continue;
+          g.fillText(label, a + 4, F.yc(l));
+          drawn.push([i, label]);
+          break;
+        }
+      });
+    }
+    g.textBaseline = "alphabetic";
+    stats.phaseLabels = drawn;
+    return rects;
+  }
+  /** The phase block of group g at ns (its row in D.phase), or null: no phase track, or between blocks. */
+  function phaseAt(g, ns) {
+    if (phaseLane[g] < 0) return null;
+    let found = null;
+    phaseTab.each(phaseLane[g], ns * MS, ns * MS, (i) => { if (found === null) found = i; });
+    return found;
+  }
+  /** " · on (overlay)": the arm that ran at ns in group g (empty where none is known). */
+  function phaseWords(g, ns) {
+    const i = phaseAt(g, ns);
+    return i === null ? "" : " · " + D.names[D.phase.name[i]];
   }
 
   function paintSteps(F) {
@@ -291,6 +340,7 @@
     paintLayer(octx, F, busy, COL.busy, 0.6, null, true);
     paintLayer(octx, F, work, COL.w0, 0.6, null, false);
     paintLayer(octx, F, fwd, COL.fwd, 0.7, null, false);
+    paintPhases(octx, F, false);
     paintInstances(octx, F, 1.0, false);
   }
 
@@ -316,7 +366,7 @@
     const out = [
       ["t", Expo.show(D.names[D.inst.name[i]], TIP_NAME)],
       ["", "lane: " + D.lanes[inst.lane[i]].label],
-      ["", "rank " + g.rank + " · " + g.fmt + " · step " + (step >= 0 ? step : "-")],
+      ["", "rank " + g.rank + " · " + g.fmt + " · step " + (step >= 0 ? step : "-") + phaseWords(D.inst.group[i], D.inst.start[i])],
       ["", "start: " + Expo.fmtAt(D.inst.start[i])],
       ["", "duration: " + Expo.fmtNs(dur)],
       ["", "hidden: " + Expo.fmtNs(hid) + " (" + Expo.fmtPct(dur ? hid / dur : null) + ")"],
@@ -335,9 +385,20 @@
     return [
       ["t", Expo.show(name, TIP_NAME)],
       ["", what + " · lane: " + D.lanes[lane].label],
-      ["", "step " + (step === null ? "-" : step)],
+      ["", "step " + (step === null ? "-" : step) + phaseWords(g, s)],
       ["", "start: " + Expo.fmtAt(s)],
       ["", "duration: " + Expo.fmtNs(d)],
+    ];
+  }
+  /** A phase block's tooltip: its arm, its steps, start and duration. */
+  function phaseLines(i, lane) {
+    const P = D.phase, n = P.n[i];
+    return [
+      ["t", D.names[P.name[i]]],
+      ["", "switchback phase · lane: " + D.lanes[lane].label],
+      ["", "steps " + P.first[i] + "–" + P.last[i] + " (" + n + " step" + (n === 1 ? "" : "s") + ")"],
+      ["", "start: " + Expo.fmtAt(P.start[i])],
+      ["", "duration: " + Expo.fmtNs(P.dur[i])],
     ];
   }
   /** What is under (x ms, lane): instance first, then windows, then the innermost work event. */
@@ -354,6 +415,9 @@
       piece.each(lane, xs, xs, (k) => { if (D.piece.inst[k] === best) part = k; });
       return { kind: "instance", index: best, lines: pieceLines(best, part) };
     }
+    let ph = null;
+    phaseTab.each(lane, x - tol, x + tol, (i) => { if (ph === null) ph = i; });
+    if (ph !== null) return { kind: "phase", index: ph, lines: phaseLines(ph, lane) };
     for (const [what, tab, cols] of [["forward pass", fwd, D.fwd], ["sampler wait", wait, D.wait]]) {
       let found = null;
       tab.each(lane, x - tol, x + tol, (i) => { if (found === null) found = i; });
@@ -488,6 +552,17 @@
   document.getElementById("sprev").addEventListener("click", () => { if (search.query !== sbox.value.trim().toLowerCase()) runSearch(sbox.value); jumpMatch(-1); });
 
   // ------------------------------------------------------------------ the one legend: click an entry to hide that layer
+  if (D.phase.start.length) {
+    // One entry for the phase track: a swatch and the label of each phase the run has.
+    const parts = ["switchback phase: "];
+    for (let p = 0; p < COL.phase.length; p++) {
+      const i = phaseIdx.indexOf(p);
+      if (i < 0) continue;
+      parts.push(Expo.el("span", { style: "margin-right:10px" }, Expo.el("span", { className: "sw", style: "background:" + COL.phase[p] }),
+        D.names[D.phase.name[i]]));
+    }
+    document.getElementById("legend").appendChild(Expo.el("span", { "data-layer": "phase" }, ...parts));
+  }
   for (const e of document.querySelectorAll(".legend [data-layer]")) {
     e.addEventListener("click", () => {
       const k = e.getAttribute("data-layer");
@@ -498,6 +573,8 @@
   }
 
   // ------------------------------------------------------------------ header text
+  /** What the overlap figures are, said before them where the measured saving leads (the report's words). */
+  const OVERLAP = "overlap, not saving — ";
   Expo.setText("title", D.title);
   const nInst = D.inst.start.length;
   const summary = D.groups.map((g) => {
@@ -505,9 +582,18 @@
     return "rank " + g.rank + " (" + g.fmt + "): " + g.instances + " instances, hidden " + Expo.fmtPct(frac) +
       ", exposed " + Expo.fmtNs(g.exposed_ns) + " of " + Expo.fmtNs(g.total_ns);
   });
-  Expo.setText("summary", summary.join(" · "));
-  // The pipeline's headline (overlap beside what the step pays) and what the overlay saves, as every command says.
-  if (D.run) Expo.setText("headline", [D.run.headline, D.run.saving_line].filter((x) => x).join(" — "));
+  if (D.answer) {
+    // A switchback recording: the answer first (the saving line every command prints: the decision, the measured
+    // saving and its interval), then the overlap figures, each saying what it is.
+    const answer = Expo.setText("answer", D.answer);
+    answer.hidden = false;
+    Expo.setText("summary", OVERLAP + summary.join(" · "));
+    Expo.setText("headline", OVERLAP + D.run.headline);
+  } else {
+    Expo.setText("summary", summary.join(" · "));
+    // The pipeline's headline (overlap beside what the step pays) and what the overlay saves, as every command says.
+    if (D.run) Expo.setText("headline", [D.run.headline, D.run.saving_line].filter((x) => x).join(" — "));
+  }
   const nSteps = Array.from(stepWins.values()).reduce((m, w) => Math.max(m, w.size), 0);
   const target = D.run && D.run.target ? "matched-op" : "exponential";
   const notes = [D.lod.text + ".", nInst + " " + target + " instances drawn individually.", nSteps + " steps."];
@@ -539,7 +625,7 @@
     gd.on("plotly_afterplot", () => { ensureCanvas(); paint(currentRange()); paintOverview(); });
     if (!stats.frames) { ensureCanvas(); paint(currentRange()); paintOverview(); } // afterplot has usually painted
     window.expoTimeline = {
-      data: D, stats, hit, paint: () => paint(currentRange()), goStep, stepIds: () => stepIds, useStepSource,
+      data: D, stats, hit, phaseAt, paint: () => paint(currentRange()), goStep, stepIds: () => stepIds, useStepSource,
       search, runSearch, jumpMatch, matches: () => matches,
       /** Page coordinates (CSS px) of (x ms, lane) — for tests that move a real mouse there. */
       toClient(xms, lane) {
