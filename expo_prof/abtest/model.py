@@ -23,6 +23,11 @@ WORSE = "worse"
 SAME = "no significant difference"
 UNTESTABLE = "not testable"
 MISSING = "missing"
+#: The outcome of an ITL p50 / mean row whose significant change comes with a change in how tokens arrive
+#: (:class:`TokenArrival`): several tokens reach the client together after a longer wait, which moves these
+#: figures without any token coming sooner — neither better nor worse (judging/flags.py, docs/ab.md "Bursty
+#: tokens").
+BURSTS = "tokens arrive in bursts"
 
 
 class Test(msgspec.Struct, kw_only=True):
@@ -134,6 +139,54 @@ class Verdict(msgspec.Struct, kw_only=True):
 MIXED_SOURCES_NOTE = "forward time comes from different sources in these runs"
 
 
+class ArrivalSide(msgspec.Struct, kw_only=True):
+    """How one side's tokens reach the client: its inter-token gaps (one per streamed chunk after the first),
+    pooled over the measured requests of its runs that kept them."""
+
+    name: str
+    #: Runs of the side whose inputs kept their gaps (of ``runs_total``).
+    runs: int
+    runs_total: int
+    gaps: int
+    #: Mean gap (ms): the decode time per gap, which bursts leave as it is (the same tokens in the same time).
+    mean_ms: float
+    #: The near-zero threshold of this side (ms): ``NEAR_ZERO_SHARE_OF_MEAN`` × ``mean_ms``.
+    near_zero_ms: float
+    #: Share of its gaps below ``near_zero_ms`` (0…1): tokens that came with the one before, no decode step between.
+    near_zero_share: float
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    #: ``p99_ms / p50_ms``: how far the tail is from the typical gap; null when p50 is 0.
+    tail_ratio: float | None
+
+
+class TokenArrival(msgspec.Struct, kw_only=True):
+    """Whether the two sides' tokens arrive alike, or one side's in bursts (judging/flags.py; docs/ab.md
+    "Bursty tokens")."""
+
+    #: Both sides kept enough inter-token gaps to judge (``min_gaps`` each); false: not measurable, nothing said.
+    measured: bool
+    #: The flag: one side's gaps changed shape (near-zero share up, or p50 down while p99 up); null when not measured.
+    bursts: bool | None
+    #: The side whose tokens arrive in bursts (null when none).
+    bursty_side: str | None
+    #: Which rule fired, in words, with the figures.
+    reasons: list[str]
+    #: The metrics not to be read as a speed-up or a slow-down while the flag stands (ITL p50, ITL mean).
+    metrics: list[str]
+    a: ArrivalSide | None
+    b: ArrivalSide | None
+    #: The rules' thresholds: near zero below this share of the side's mean gap; a rise of the near-zero share by
+    #: more than ``share_rise`` (0.25 = 25 points); p50 falling and p99 rising each by more than ``shape_change``
+    #: of the other side's; at least ``min_gaps`` gaps per side.
+    near_zero_share_of_mean: float
+    share_rise: float
+    shape_change: float
+    min_gaps: int
+    statement: str
+
+
 class Mechanism(msgspec.Struct, kw_only=True):
     """Why: exponential time the overlay hides per step vs how much the forward pass slowed under overlap."""
 
@@ -162,6 +215,8 @@ class Mechanism(msgspec.Struct, kw_only=True):
     rest_change_us: float | None = None
     #: The sentence saying how a falling critical path and slower steps both hold; null when they do not meet.
     reconcile: str | None = None
+    #: How each side's tokens reach the client, and the "tokens arrive in bursts" flag (null: not looked at).
+    token_arrival: TokenArrival | None = None
 
 
 class Design(msgspec.Struct, kw_only=True):
@@ -201,3 +256,28 @@ class ComparisonResult(msgspec.Struct, kw_only=True):
     #: The note when the sides were swapped to follow the run manifests (and --labels with them); null when the
     #: inputs were taken in the order given.
     reordered: str | None = None
+
+    def __post_init__(self) -> None:
+        """The verdict says no speed-up where the tokens only arrive differently: its caveats (written before
+        the token-arrival check) call an ITL p50 / mean change significantly better or worse, which the flag
+        withdraws — such a caveat is said as the change and the reason instead, and a verdict on one of those
+        metrics (``--primary median_itl_ms``) carries the flag as a caveat. Idempotent (also runs on decoding)."""
+        arrival = self.mechanism.token_arrival
+        if arrival is None or not arrival.bursts:
+            return
+        flagged = [r.label for r in self.metrics if r.name in arrival.metrics]
+        why = f"{BURSTS} on the {arrival.bursty_side} side, a change in how tokens arrive, not a speed-up"
+        caveats = []
+        for c in self.verdict.caveats:
+            # verdict_of's words: "<label> is significantly better: <change> (95% CI …)"
+            label = next((lb for lb in flagged if c.startswith(f"{lb} is significantly ")), None)
+            if label is not None:
+                change = c.split(": ", 1)[1] if ": " in c else ""
+                c = f"{label} {change}: {why}" if change else f"{label}: {why}"
+            caveats.append(c)
+        primary = next((r for r in self.metrics if r.name == self.verdict.metric), None)
+        if primary is not None and primary.name in arrival.metrics:
+            head = f"{primary.label}: {why}"
+            if head not in caveats:
+                caveats.append(head)
+        self.verdict.caveats = caveats

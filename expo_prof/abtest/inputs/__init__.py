@@ -27,6 +27,8 @@ Modules, in the order a comparison reads its inputs:
 * :mod:`~expo_prof.abtest.inputs.run_dirs` — a run directory as one run;
 * :mod:`~expo_prof.abtest.inputs.result_files` — result files and tables as runs;
 * :mod:`~expo_prof.abtest.inputs.table_rows` — the rows of a plain table (CSV, JSON list) as runs;
+* :mod:`~expo_prof.abtest.inputs.gaps` — the inter-token gaps a run kept (``workload.json``, ``vllm bench serve
+  --save-detailed``), for the token-arrival check;
 * :mod:`~expo_prof.abtest.inputs.loader` — both sides from the command line's paths (:func:`load`);
 * :mod:`~expo_prof.abtest.inputs.workloads` — refuse to compare different workloads.
 """

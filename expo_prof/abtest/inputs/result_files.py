@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from expo_prof.abtest.inputs import table_rows
+from expo_prof.abtest.inputs import gaps, table_rows
 from expo_prof.abtest.inputs.sides import Run
 from expo_prof.errors import BadInput
 
@@ -32,7 +32,7 @@ def _bench_run(data: dict, source: str, label: str) -> Run:
                 workload[key] = t / done
                 derived.add(key)
     return Run(label=str(data.get("label") or label), source=source, values=values, workload=workload,
-               derived=derived, started=data.get("date"))
+               derived=derived, started=data.get("date"), itl_s=gaps.from_bench(data))
 
 
 def load_file(path: Path, warnings: list[str]) -> list[Run]:

@@ -8,7 +8,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from expo_prof.abtest.inputs import table_rows
+import numpy as np
+
+from expo_prof.abtest.inputs import gaps, table_rows
 from expo_prof.abtest.inputs.sides import Run
 from expo_prof.abtest.metrics import METRICS
 from expo_prof.errors import BadInput, ExpoProfError
@@ -106,6 +108,30 @@ def run_mechanism(path: Path, warnings: list[str]) -> tuple[dict[str, float], di
     return {}, {}
 
 
+#: The folder of a run directory the user's load command ran in (``record --load-cmd``: expo_prof/record/loadcmd.py).
+_LOAD_DIR = "load"
+
+
+def run_gaps(path: Path, wl: Any) -> np.ndarray | None:
+    """The inter-token gaps (s) of a run's measured requests: the built-in load's ``workload.json``, or the
+    ``vllm bench serve`` result a user's load command left in the run's ``load/`` folder (its ``itls``, kept
+    with ``--save-detailed``); None when the run kept none (the token-arrival check is then not measurable)."""
+    if not isinstance(wl, dict):
+        return None
+    if wl.get("source") != "load-cmd":
+        return gaps.from_workload(wl)
+    result_file = wl.get("result_file")
+    if not isinstance(result_file, str) or not Path(result_file).name:
+        return None
+    # Only the file's name is taken from the record, and only inside this run's load folder: a run directory
+    # received from elsewhere may name any path.
+    try:
+        saved = own_file(path, f"{_LOAD_DIR}/{Path(result_file).name}", [])
+        return gaps.from_bench(read_json(saved)) if saved is not None else None
+    except BadInput:  # unreadable: the gaps are an extra, not what the run is compared on
+        return None
+
+
 def load_run_dir(path: Path, warnings: list[str]) -> Run | None:
     """One run directory; None (with a warning) when the run did not end ok."""
     m = read_manifest(path)
@@ -131,5 +157,5 @@ def load_run_dir(path: Path, warnings: list[str]) -> Run | None:
         warnings.append(f"{path}: no workload metrics and no analysis (recorded with --no-load?); left out")
         return None
     return Run(label=path.name, source=str(path), values=values, workload=workload,
-               started=manifest.get("started"), info=info, manifest=manifest)
+               started=manifest.get("started"), info=info, manifest=manifest, itl_s=run_gaps(path, wl))
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 
 @dataclass
 class Run:
@@ -30,6 +32,11 @@ class Run:
     #: What was read, whatever the spelling: (device, inode) of the run directory or file, and the row within
     #: it ("" for a whole file). Two runs with the same identity are one run given twice.
     identity: tuple = ()
+    #: Inter-token gaps (s) of the run's measured requests, pooled: one per streamed chunk after the first, as
+    #: the built-in load (``workload.json`` ``requests[].itl_s``) and ``vllm bench serve --save-detailed``
+    #: (``itls``) keep them. None when the input keeps no gaps (tables, older or summary-only files): the
+    #: token-arrival check (judging/flags.py) is then not measurable.
+    itl_s: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass

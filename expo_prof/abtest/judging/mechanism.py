@@ -19,6 +19,7 @@ The numbers are the per-run means over steps from each run's
 from __future__ import annotations
 
 from expo_prof.abtest.inputs.sides import Loaded
+from expo_prof.abtest.judging.flags import token_arrival, withdraw_speedup
 from expo_prof.abtest.model import MIXED_SOURCES_NOTE, Mechanism, MetricResult
 from expo_prof.words import MIXED, common_forward_source, fmt_ns, forward_label, forward_source_words
 
@@ -62,7 +63,11 @@ def forward_metric_label(loaded: Loaded) -> str | None:
 
 
 def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
-    """The mechanism summary from the per-metric results (mechanism metrics) of both sides."""
+    """The mechanism summary from the per-metric results (mechanism metrics) of both sides, with how each side's
+    tokens arrive (:func:`~expo_prof.abtest.judging.flags.token_arrival`; where one side's arrive in bursts, the
+    ITL p50 / mean results are withdrawn as speed-ups: :func:`~expo_prof.abtest.judging.flags.withdraw_speedup`)."""
+    arrival = token_arrival(loaded, set(results))
+    withdraw_speedup(results, arrival)
     crit = results.get("critical_us_per_step")
     hid = results.get("hidden_exp_us_per_step")
     wait = results.get("wait_us_per_step")
@@ -99,7 +104,7 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
         return Mechanism(available=False, exp_removed_us=None, removed_basis=None, forward_off_us=f_off,
                          forward_on_us=f_on, forward_slowdown_us=None, forward_slowdown_pct=None,
                          forward_slowdown_significant=None, net_us=None, tpot_change_us=tpot_us,
-                         statement=statement, notes=notes)
+                         statement=statement, notes=notes, token_arrival=arrival)
     parts = []
     if removed is not None:
         parts.append(f"the overlay takes {fmt_ns(removed * 1e3)} of exponential off the critical path per step"
@@ -161,4 +166,4 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
                      forward_on_us=f_on, forward_slowdown_us=slow, forward_slowdown_pct=slow_pct,
                      forward_slowdown_significant=sig, net_us=net, tpot_change_us=tpot_us,
                      statement=statement[0].upper() + statement[1:], notes=notes, cause_missing=missing,
-                     rest_change_us=rest, reconcile=reconcile)
+                     rest_change_us=rest, reconcile=reconcile, token_arrival=arrival)

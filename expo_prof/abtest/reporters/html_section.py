@@ -10,8 +10,8 @@ from __future__ import annotations
 import html
 
 from expo_prof.abtest.metrics import METRICS
-from expo_prof.abtest.model import BETTER, ENABLE, KEEP_OFF, WORSE, ComparisonResult
-from expo_prof.abtest.reporters.tables import num, pct
+from expo_prof.abtest.model import BETTER, BURSTS, ENABLE, KEEP_OFF, WORSE, ComparisonResult
+from expo_prof.abtest.reporters.tables import bursty_metrics, num, pct
 from expo_prof.words import fmt_ns, visible
 
 _COLORS = {"a": "#7f7f7f", "b": "#1f77b4"}
@@ -111,12 +111,13 @@ def tradeoff_figure(result: ComparisonResult):
 def _table_html(result: ComparisonResult) -> str:
     a, b = _t(result.a.name), _t(result.b.name)
     rows = []
+    flagged = bursty_metrics(result)
     for r in result.metrics:
-        if not METRICS[r.name].main and r.name != result.primary_metric:
+        if not METRICS[r.name].main and r.name != result.primary_metric and r.name not in flagged:
             continue
         ci = "–" if r.ci_pct is None else f"{r.ci_pct[0]:+.2f} … {r.ci_pct[1]:+.2f}%"
         p = "–" if r.t_test is None else f"{r.t_test.p:.3g}"
-        cls = "good" if r.outcome == BETTER else "bad" if r.outcome == WORSE else ""
+        cls = "good" if r.outcome == BETTER else "bad" if r.outcome == WORSE else "unsure" if r.outcome == BURSTS else ""
         runs_a = " ".join(num(v) for v in r.a.values)
         runs_b = " ".join(num(v) for v in r.b.values)
         rows.append(
@@ -127,6 +128,36 @@ def _table_html(result: ComparisonResult) -> str:
     head = (f"<tr><th>metric</th><th>{a} runs</th><th>{b} runs</th><th>{a} mean</th><th>{b} mean</th>"
             "<th>change</th><th>95% CI</th><th>p</th><th>outcome</th></tr>")
     return f"<table class='ab'>{head}{''.join(rows)}</table>"
+
+
+def _arrival_html(result: ComparisonResult) -> str:
+    """How each side's tokens arrive (a table of their inter-token gaps) and the burst flag; "" when not
+    measurable (nothing is said then)."""
+    arrival = result.mechanism.token_arrival
+    if arrival is None or not arrival.measured:
+        return ""
+
+    def ms(v: float) -> str:
+        return _t(fmt_ns(v * 1e6))
+
+    rows = []
+    for s in (arrival.a, arrival.b):
+        if s is None:
+            continue
+        ratio = "–" if s.tail_ratio is None else f"{s.tail_ratio:.1f}"
+        mark = " (bursts)" if arrival.bursty_side == s.name else ""
+        rows.append(f"<tr><td>{_t(s.name)}{mark}</td><td>{s.gaps}</td><td>{ms(s.mean_ms)}</td>"
+                    f"<td>{100 * s.near_zero_share:.1f}% (&lt; {ms(s.near_zero_ms)})</td><td>{ms(s.p50_ms)}</td>"
+                    f"<td>{ms(s.p99_ms)}</td><td>{ms(s.max_ms)}</td><td>{ratio}</td></tr>")
+    head = ("<tr><th>side</th><th>gaps</th><th>mean</th>"
+            f"<th>near zero (under {100 * arrival.near_zero_share_of_mean:g}% of the mean gap)</th>"
+            "<th>p50</th><th>p99</th><th>max</th><th>p99/p50</th></tr>")
+    parts = [f"<p><b>how tokens arrive:</b> inter-token gaps of the measured requests</p>"
+             f"<table class='ab arrival'>{head}{''.join(rows)}</table>"]
+    if arrival.bursts:
+        rest = arrival.statement.removeprefix(BURSTS)  # the statement begins with the flag's name: said once
+        parts.append(f"<p class='flag unsure'><b>flag: {_t(BURSTS)}</b>{_t(rest)}</p>")
+    return "".join(parts)
 
 
 def section_html(result: ComparisonResult, *, include_plotlyjs: bool | str = False) -> str:
@@ -144,6 +175,9 @@ def section_html(result: ComparisonResult, *, include_plotlyjs: bool | str = Fal
     if result.reordered:
         parts.append(f"<p class='note'>{_t(result.reordered)}</p>")
     parts.append(_table_html(result))
+    arrival = _arrival_html(result)
+    if arrival:
+        parts.append(arrival)
     parts.append(f"<p><b>why:</b> {_t(result.mechanism.statement)}</p>")
     for s in result.sensitivity:
         parts.append(f"<p class='note'>{_t(s.statement)}</p>")

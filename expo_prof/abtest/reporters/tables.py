@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from expo_prof.words import plural, visible
+from expo_prof.words import fmt_ns, plural, visible
 
 from rich import box
 from rich.console import Console
@@ -16,12 +16,14 @@ from expo_prof.abtest.metrics import METRICS
 from expo_prof.abtest.model import (
     MIXED_SOURCES_NOTE,
     BETTER,
+    BURSTS,
     ENABLE,
     KEEP_OFF,
     MISSING,
     SAME,
     UNTESTABLE,
     WORSE,
+    ArrivalSide,
     ComparisonResult,
     MetricResult,
 )
@@ -35,7 +37,7 @@ def escape(text: object) -> str:
 
 _MARK = {"warm-up": "ʷ", "outlier": "°"}
 _SHORT = {SAME: "n.s.", UNTESTABLE: "not testable"}
-_OUTCOME_STYLE = {BETTER: "green", WORSE: "red", UNTESTABLE: "yellow", MISSING: "dim"}
+_OUTCOME_STYLE = {BETTER: "green", WORSE: "red", UNTESTABLE: "yellow", MISSING: "dim", BURSTS: "yellow"}
 _DECISION_STYLE = {ENABLE: "bold green", KEEP_OFF: "bold red"}
 
 
@@ -63,9 +65,17 @@ def _p_cell(r: MetricResult) -> str:
     return s
 
 
+def bursty_metrics(result: ComparisonResult) -> set[str]:
+    """The metrics the "tokens arrive in bursts" flag withdraws as speed-ups (empty when it does not stand)."""
+    arrival = result.mechanism.token_arrival
+    return set(arrival.metrics) if arrival is not None and arrival.bursts else set()
+
+
 def _shown(result: ComparisonResult, all_metrics: bool) -> list[MetricResult]:
+    # A row the burst flag speaks of is shown with it, main or not: the flag names it.
+    flagged = bursty_metrics(result)
     return [r for r in result.metrics
-            if all_metrics or METRICS[r.name].main or r.name == result.primary_metric]
+            if all_metrics or METRICS[r.name].main or r.name == result.primary_metric or r.name in flagged]
 
 
 def _name(result: ComparisonResult, r: MetricResult) -> str:
@@ -127,6 +137,35 @@ def metric_table(result: ComparisonResult, *, all_metrics: bool = False) -> Tabl
     return t
 
 
+def _share(v: float) -> str:
+    return f"{100 * v:.1f}%"
+
+
+def _ms(v: float) -> str:
+    return fmt_ns(v * 1e6)
+
+
+def arrival_table(result: ComparisonResult) -> Table | None:
+    """How each side's tokens arrive: its inter-token gaps (mean, near-zero share, p50, p99, max, p99/p50); None
+    when not measurable."""
+    arrival = result.mechanism.token_arrival
+    if arrival is None or not arrival.measured:
+        return None
+    t = Table(title="how tokens arrive: inter-token gaps of the measured requests", title_justify="left",
+              caption=f"near zero: under {100 * arrival.near_zero_share_of_mean:g}% of the side's mean gap",
+              caption_justify="left", box=box.SIMPLE_HEAD)
+    t.add_column("side")
+    for col in ("gaps", "mean", "near zero", "p50", "p99", "max", "p99/p50"):
+        t.add_column(col, justify="right", no_wrap=True)
+    sides: list[ArrivalSide] = [s for s in (arrival.a, arrival.b) if s is not None]
+    for s in sides:
+        bursty = arrival.bursty_side == s.name
+        t.add_row(escape(s.name) + (" [yellow](bursts)[/]" if bursty else ""), str(s.gaps), _ms(s.mean_ms),
+                  f"{_share(s.near_zero_share)} [dim](< {_ms(s.near_zero_ms)})[/]", _ms(s.p50_ms), _ms(s.p99_ms),
+                  _ms(s.max_ms), "–" if s.tail_ratio is None else f"{s.tail_ratio:.1f}")
+    return t
+
+
 def render(result: ComparisonResult, console: Console, *, all_metrics: bool = False) -> None:
     """Everything: design, metric table, flags, sensitivity, mechanism, verdict, warnings."""
     d = result.design
@@ -144,6 +183,15 @@ def render(result: ComparisonResult, console: Console, *, all_metrics: bool = Fa
         console.print(f"[dim]left out of the main analysis: {escape(', '.join(d.excluded))}[/]")
     console.print(runs_table(result, all_metrics=all_metrics))
     console.print(metric_table(result, all_metrics=all_metrics))
+    arrival = result.mechanism.token_arrival
+    if arrival is not None and arrival.measured and (arrival.bursts or all_metrics):
+        table = arrival_table(result)
+        if table is not None:
+            console.print(table)
+        if arrival.bursts:
+            # The statement begins with the flag's name: said once, in the flag's colour.
+            rest = arrival.statement.removeprefix(BURSTS)
+            console.print(f"[bold yellow]flag: {BURSTS}[/]{escape(rest)}")
     if result.flags:
         console.print("[bold]flagged runs[/] ([yellow]ʷ[/] warm-up, [yellow]°[/] outlier):")
         for f in result.flags[:MAX_SHOWN]:
