@@ -12,7 +12,7 @@ import pytest
 
 from expo_prof.serving.client import ServerError
 from expo_prof.serving.launch import free_port
-from expo_prof.serving.load import WorkloadError, WorkloadSpec, run_workload
+from expo_prof.serving.load import WARMUP_TOKENS, WorkloadError, WorkloadSpec, run_workload
 from support.openai_standin import MODEL, StandIn  # type: ignore[import-not-found]  (tests/ is on sys.path)
 
 
@@ -23,7 +23,8 @@ def _run(url: str, spec: WorkloadSpec):
 def test_streamed_requests_are_timed_and_counted():
     """GIVEN a stand-in and 3 measured prompts of 6 tokens → 4 tokens after one warm-up WHEN the load runs THEN
     3 completed, 12 output tokens (the usage chunks), 6 input tokens each as token-id lists from /tokenize, every
-    request with a first-token time and 3 inter-token gaps, and a measured window."""
+    request with a first-token time and 3 inter-token gaps, and a measured window; the warm-up asks for
+    WARMUP_TOKENS only."""
     spec = WorkloadSpec(num_prompts=3, input_len=6, output_len=4, warmup=1, max_concurrency=2, seed=3)
     with StandIn() as s:
         res = _run(s.base_url + "/", spec)
@@ -33,6 +34,8 @@ def test_streamed_requests_are_timed_and_counted():
     assert all(r.ok and r.ttft_s > 0 and len(r.itl_s) == 3 and r.latency_s >= r.ttft_s for r in measured)
     sent = [b for m_, p, b in s.requests if p == "/v1/completions"]
     assert len(sent) == 4  # the warm-up and the three measured
+    # the warm-up is a full-length prompt but only WARMUP_TOKENS out: it must not double a short run (issue 39)
+    assert [b["max_tokens"] for b in sent] == [WARMUP_TOKENS, 4, 4, 4] and WARMUP_TOKENS < 4
     assert all(b["model"] == MODEL and b["stream"] is True and b["stream_options"] == {"include_usage": True}
                and isinstance(b["prompt"], list) and len(b["prompt"]) == 6 for b in sent)
     assert s.paths("POST")[0] == "/tokenize" and res.notes == []
