@@ -29,7 +29,7 @@ from expo_prof.errors import BadInput
     summary="Should the overlay be on here? Record off, on, off, on … runs, then compare them.",
     examples=[
         "expo-prof ab --switchback -- vllm serve Qwen/Qwen3-32B --port 8000   # one launch: blocks off/on",
-        "expo-prof ab --margin 2% --budget 16launches -- vllm serve MODEL   # launch pairs until settled",
+        "expo-prof ab --margin 2% --budget '16 launches' -- vllm serve MODEL   # launch pairs until settled",
         "expo-prof ab --repeat 3 -- vllm serve Qwen/Qwen3-32B --port 8000",
         "expo-prof ab --repeat 2 --num-prompts 8 --input-len 64 --output-len 32 -- "
         "python -m vllm.entrypoints.openai.api_server --model ./tiny",
@@ -58,7 +58,7 @@ from expo_prof.errors import BadInput
               help="Profile every run: gives the off runs' forward time (the 'why'), but slows both sides.")
 @click.option("--profile-requests", type=int, default=None, help="Close the profiler window after this many finished requests.")
 @click.option("--ready-timeout", type=float, default=600.0, show_default=True, help="Seconds to wait for /health.")
-@sequential_options
+@sequential_options(launches=True)
 @workload_options
 @comparison_options
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
@@ -102,9 +102,11 @@ def command(settings, switchback, block_steps, arms, repeat, out, traces_dir, pr
     check_out(kw["output"], [out] if out is not None else [], kw["fmt"])
     top = out if out is not None else new_dir(traces_dir, short_name(argv))
     if rule is not None:
+        from expo_prof.console import err_console as _err
         from expo_prof.record.launches import Settler
 
-        settler = Settler(top, rule)
+        settler = Settler(top, rule, None if quiet_of(settings, kw) else
+                          (lambda text: _err.print(text, markup=False, highlight=False)))
         # Pairs up to the launch budget (a time budget: the settler's clock ends it).
         repeat = rule.launches // 2 if rule.launches is not None else 10_000
     elif repeat is None:
@@ -113,7 +115,7 @@ def command(settings, switchback, block_steps, arms, repeat, out, traces_dir, pr
                          profile_requests=profile_requests, switchback_block=block, extra_env=arms_env,
                          sequential=sequential, budget=budget)
     to_stdout = kw["fmt"] == "json" and kw["output"] is None
-    quiet = bool(getattr(settings, "quiet", False)) or to_stdout
+    quiet = quiet_of(settings, kw)
     from expo_prof.console import console
 
     saved = console.file
@@ -149,6 +151,11 @@ def command(settings, switchback, block_steps, arms, repeat, out, traces_dir, pr
         return switchback_comparison(top, kw, settings, shown=not quiet)
     loaded = load([top], [], paired=pairing(kw))
     return run_comparison(loaded, kw, settings, [top])
+
+
+def quiet_of(settings, kw: dict) -> bool:
+    """Whether ab prints nothing but its result: -q, or the JSON on stdout."""
+    return bool(getattr(settings, "quiet", False)) or (kw["fmt"] == "json" and kw["output"] is None)
 
 
 #: Runs per side of a fixed-length ab without --repeat (--fixed-length, --load-cmd): ab's old default.

@@ -101,20 +101,28 @@ def switchback_block(overlay_mode: str, block_steps: int | None, repeat: int,
     return block_steps or DEFAULT_SWITCHBACK_BLOCK
 
 
-def sequential_options(f):
-    """``--margin``, ``--budget`` and ``--fixed-length``: how a switchback decides (shared by record, ab, demo)."""
+def sequential_options(f=None, *, launches: bool = False):
+    """``--margin``, ``--budget`` and ``--fixed-length``: how a switchback decides (shared by record, ab, demo);
+    ``launches``: ab's help says how they decide across launches too (expo_prof/record/launches.py)."""
     from expo_prof.record.settle import DEFAULT_BUDGET
+
+    if f is None:
+        return lambda g: sequential_options(g, launches=launches)
+    across = (" Across launches (ab without --switchback or --repeat): a share of output tok/s." if launches else "",
+              " Across launches: a number of launches (20 launches, the default; at least 12) or a time (2h)."
+              if launches else "")
 
     opts = [
         click.option("--margin", default="1%", show_default=True, metavar="M",
                      help="With switchback: the band of 'no effect'. The run stops with 'no effect beyond the "
                           "margin' once the saving's 95% confidence sequence lies inside ±M — a share of the step "
-                          "(1%: about ±1% of output tok/s) or a time per step (20us, 0.05ms)."),
+                          "(1%: about ±1% of output tok/s) or a time per step (20us, 0.05ms)." + across[0]),
         click.option("--budget", default=None, metavar="B",
                      help=f"With switchback: the most load to spend deciding — a time (90s, 3m) or a number of "
                           f"steps (5000 steps) [default: {DEFAULT_BUDGET}]. The run stops at the first of: the "
                           "confidence sequence excludes 0 (enable / keep off), it lies inside ±margin, the budget "
-                          "ends (undecided: the interval so far and about how many more steps would settle it)."),
+                          "ends (undecided: the interval so far and about how many more steps would settle it)."
+                          + across[1]),
         click.option("--fixed-length", is_flag=True,
                      help="With switchback: send exactly --num-prompts requests and judge by the fixed-horizon 95% "
                           "CI instead of deciding as the run goes."),

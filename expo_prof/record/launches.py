@@ -22,6 +22,7 @@ import json
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,9 +152,11 @@ def line(sq: LaunchSequence) -> str:
 class Settler:
     """The stop rule ``record_session`` asks after every run of a sequential ab (:func:`look` on the pairs)."""
 
-    def __init__(self, top: Path, rule: LaunchRule) -> None:
+    def __init__(self, top: Path, rule: LaunchRule, say: Callable[[str], None] | None = None) -> None:
         self.top, self.rule, self.t0 = top, rule, time.monotonic()
         self.last: LaunchSequence | None = None
+        #: Where the line of each look goes (one plain line per pair: a launch prints pages between two looks).
+        self.say = say
 
     def __call__(self, runs: list[tuple[bool, Path]]) -> str | None:
         """Why the session stops after ``runs`` (None: launch another pair); writes :data:`FILE` each pair."""
@@ -164,4 +167,8 @@ class Settler:
             "budget" if self.rule.spent(len(runs), time.monotonic() - self.t0) else None)
         sq.stopped = why
         (self.top / FILE).write_bytes(msgspec.json.format(msgspec.json.encode(sq)) + b"\n")
+        if self.say is not None and why is None:
+            used = f"{len(runs)} of {self.rule.budget_words()}" if self.rule.launches is not None else \
+                f"{time.monotonic() - self.t0:.0f} s of {self.rule.budget_words()}"
+            self.say(f"{line(sq)} ({used})")
         return why

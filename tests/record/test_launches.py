@@ -89,3 +89,7 @@ def test_ab_launches_pairs_until_its_budget(tmp_path):
     assert sq["changes_pct"] == pytest.approx(want, rel=1e-12)
     out = " ".join(proc.stdout.split())
     assert out.find(f"ab: {sq['decision']} — {n // 2} launch pairs") < out.find("each run")
+    # AND while it ran, one plain line per launch pair but the last (piped: no live line), saying where it stood
+    looks = [ln for ln in proc.stderr.splitlines() if ln.startswith("ab: ") and " launch pair" in ln]
+    assert len(looks) == n // 2 - 1 and looks[0].startswith("ab: 1 launch pair, output tok/s ")
+    assert looks[-1].endswith(f"({n - 2} of 12 launches)")
