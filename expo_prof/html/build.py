@@ -96,7 +96,7 @@ def report_document(
         manifest = rec.manifest.raw if rec.manifest is not None else None
         entries.append(report_data.run_entry(rec.label, rec.path, rec.overlay, manifest, rr.analysis, rr.error,
                                              op=result.options.op, saving_line=rr.saving_line, saving=rr.savings,
-                                             natural=rr.natural))
+                                             natural=rr.natural, timelines=rr.timelines))
     label = Path(entries[0]["label"]).name if len(entries) == 1 else f"{len(entries)} recordings"
     payload = report_data.build_payload(entries, title=title or f"expo-prof report — {label}",
                                         warnings=result.warnings, compare=compare, op=result.options.op)

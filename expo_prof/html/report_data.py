@@ -40,14 +40,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from expo_prof.analysis.bound import SamplingBound, sampling_bound, step_time
 from expo_prof.analysis.cluster import cluster_view, per_step_means
 from expo_prof.analysis.model import AnalysisResult, ClusterView
 from expo_prof.html.names import budget_names
+from expo_prof.html.timeline_data import PHASES, arm_label, step_phases
+from expo_prof.timeline import Timeline
 from expo_prof.version import __version__
 from expo_prof.words import forward_label, forward_sources_by_rank
 
@@ -179,14 +183,22 @@ def across_ranks(view: ClusterView | None) -> dict | None:
     }
 
 
-def step_columns(result: AnalysisResult | None) -> dict:
-    """Per-step values column-wise (steps outside any step window are left out)."""
-    cols: dict[str, list] = {k: [] for k in ("rank", "step", "instances", "total", "hidden", "exposed", "forward", "wait", "dur")}
+def step_columns(result: AnalysisResult | None, timelines: Sequence[Timeline] = ()) -> dict:
+    """Per-step values column-wise (steps outside any step window are left out).
+
+    A switchback run (``timelines`` holds its overlay event log, ``RecordingResult.timelines``) adds each row's
+    phase (:func:`step_phases`): ``phase`` (an index into ``phases``; null for a step in no block), ``phase_run``
+    (the index of its run of consecutive log steps in one phase, per log: the per-step lines break where it
+    changes, also across a block that has no row, such as an off block without draws), ``arms`` (each phase's
+    arm, :func:`arm_label`) and ``phase_blocks`` ([rank, first step, last step, phase] per run, off blocks
+    included: the chart's phase band). All five are null for any other run, and for rows counted from a source
+    other than the log (a profiler trace numbers its steps its own way)."""
+    cols: dict[str, Any] = {k: [] for k in ("rank", "step", "instances", "total", "hidden", "exposed", "forward", "wait", "dur")}
+    cols.update(phase=None, phase_run=None, phases=None, arms=None, phase_blocks=None)
     if result is None:
         return cols
-    for st in result.steps:
-        if st.step is None:
-            continue
+    rows = [st for st in result.steps if st.step is not None]
+    for st in rows:
         cols["rank"].append(st.rank)
         cols["step"].append(st.step)
         cols["instances"].append(st.instances)
@@ -196,7 +208,59 @@ def step_columns(result: AnalysisResult | None) -> dict:
         cols["forward"].append(st.forward_ns)  # null: not measured
         cols["wait"].append(st.wait_ns)
         cols["dur"].append(st.end_ns - st.start_ns)
+    found = _phases_by_source(timelines)
+    if found:
+        seen = {p for by, _ in found.values() for p, _ in by.values()}
+        names = [p for p in PHASES if p in seen]
+        n_arms = max(n for _, n in found.values())
+        at = {p: i for i, p in enumerate(names)}
+        phase: list[int | None] = []
+        run: list[int | None] = []
+        for st in rows:
+            log = found.get((st.source, st.rank))
+            got = log[0].get(st.step) if log is not None and st.step is not None else None
+            phase.append(None if got is None or got[0] is None else at[got[0]])
+            run.append(None if got is None else got[1])
+        if any(p is not None for p in phase):
+            blocks = [[rank, first, last, at[p]] for (_, rank), (by, _) in sorted(found.items(), key=lambda kv: kv[0][1])
+                      for first, last, p in _runs(by)]
+            cols.update(phase=phase, phase_run=run, phases=names, arms=[arm_label(p, n_arms) for p in names],
+                        phase_blocks=blocks)
     return cols
+
+
+def _phases_by_source(timelines: Sequence[Timeline]) -> dict[tuple[str, int], tuple[dict[int, tuple[str | None, int]], int]]:
+    """{(source, rank): ({step id: (phase or None, run index)}, arms)} of each switchback overlay log among
+    ``timelines``; a run is a stretch of consecutive log steps (in step order) in one phase (steps in no block
+    make runs of their own, phase None)."""
+    out = {}
+    for tl in timelines:
+        found = step_phases(tl)
+        if found is None:
+            continue
+        ids, phase, n_arms = found
+        order = np.argsort(ids, kind="stable")
+        by: dict[int, tuple[str | None, int]] = {}
+        run, prev = -1, object()
+        for i in order.tolist():
+            p = phase[i]
+            if run < 0 or p != prev:
+                run += 1
+            prev = p
+            by[int(ids[i])] = (None if p is None else str(p), run)
+        out[(tl.source, tl.rank)] = (by, n_arms)
+    return out
+
+
+def _runs(by: dict[int, tuple[str | None, int]]) -> list[tuple[int, int, str]]:
+    """(first step, last step, phase) of each run of one log's steps that is in a block."""
+    spans: dict[int, list] = {}
+    for sid, (p, rn) in by.items():
+        if p is None:
+            continue
+        s = spans.setdefault(rn, [sid, sid, p])
+        s[0], s[1] = min(s[0], sid), max(s[1], sid)
+    return [(a, b, p) for _, (a, b, p) in sorted(spans.items())]
 
 
 def rank_step_grid(result: AnalysisResult | None, view: ClusterView | None) -> dict | None:
@@ -220,9 +284,10 @@ def rank_step_grid(result: AnalysisResult | None, view: ClusterView | None) -> d
 
 def run_entry(label: str, path: str, overlay: str | None, manifest: dict | None, result: AnalysisResult | None,
               error: str | None, op: str | None = None, saving_line: str = "", saving: Any = (),
-              natural: Any = ()) -> dict:
+              natural: Any = (), timelines: Sequence[Timeline] = ()) -> dict:
     """One recording of the report (``saving_line``, ``saving``, ``natural``: what the overlay saves, the
-    pipeline's RecordingResult figures)."""
+    pipeline's RecordingResult figures; ``timelines``: the recording's Timelines, ``RecordingResult.timelines``,
+    whose switchback overlay log gives each step its phase — :func:`step_columns`)."""
     from expo_prof.pipeline.result import saving_line as line_of
 
     metrics = (manifest or {}).get("metrics") or {}
@@ -250,7 +315,7 @@ def run_entry(label: str, path: str, overlay: str | None, manifest: dict | None,
         "saving": [to_builtins(x) for x in saving],
         "natural": [to_builtins(x) for x in natural],
         "bound": to_builtins(bound),
-        "steps": step_columns(result),
+        "steps": step_columns(result, timelines),
         "across": across_ranks(view),
         "grid": rank_step_grid(result, view),
     }

@@ -131,14 +131,32 @@
 
   // ------------------------------------------------------------------ per-step chart + distribution
   const S = P.steps;
+  // A switchback run: each step's phase (S.phase, an index into S.phases; null outside the blocks) and its run of
+  // consecutive steps in one phase (S.phase_run). The per-step lines break where the run changes — at a block
+  // change, also across blocks that have no row (an off block without draws) — and hovers name the step's arm.
+  const PH = !!S.phase;
+  const PHASE_COL = { off: "#cfcfcf", on: "#f2cf5b", native: "#d4a6c8" };  // the timeline's phase colours
   const ranks = Array.from(new Set(S.rank)).sort((a, b) => a - b);
   const sel = document.getElementById("rank");
   if (X) sel.appendChild(Expo.el("option", { value: "all" }, "all ranks: mean of ranks and slowest rank"));
   for (const r of ranks) sel.appendChild(Expo.el("option", { value: String(r) }, "rank " + r));
   if (ranks.length <= 1) sel.parentNode.style.display = "none";
   Expo.setText("steps-note", "time per step, split into hidden and exposed; " + F.label + " on the right axis" +
-    (X ? ". All ranks: the mean of ranks per step, and the slowest rank's (a synchronous step lasts as long as its slowest rank); ranks run in parallel, so their times are never summed" : ""));
+    (X ? ". All ranks: the mean of ranks per step, and the slowest rank's (a synchronous step lasts as long as its slowest rank); ranks run in parallel, so their times are never summed" : "") +
+    (PH ? ". Switchback: the band along the axis shows each block's phase (" + S.arms.join(", ") + "); the lines break wherever the phase changes, so no line joins steps across a block of another phase" : ""));
 
+  /** {arm, run} of each step id of one rank (null: no phases); rank null: the lowest rank that has it. */
+  function phaseOf(rank) {
+    const m = new Map();
+    if (!PH) return null;
+    for (let i = 0; i < S.step.length; i++) {
+      if ((rank !== null && S.rank[i] !== rank) || S.phase_run[i] === null) continue;
+      const had = m.get(S.step[i]);
+      if (had && had.rank <= S.rank[i]) continue;
+      m.set(S.step[i], { arm: S.phase[i] === null ? null : S.arms[S.phase[i]], run: S.rank[i] + ":" + S.phase_run[i], rank: S.rank[i] });
+    }
+    return m.size ? m : null;  // none: this rank's steps were counted from another source than its log
+  }
   /** One rank's series per step id (a rank counted from two sources has a row per source: they add up). */
   function rankSteps(rank) {
     const by = new Map();
@@ -152,14 +170,51 @@
     }
     const ids = Array.from(by.keys()).sort((a, b) => a - b);
     const col = (f) => ids.map((k) => by.get(k)[f]);
-    return { ids, hidden: col("hidden"), exposed: col("exposed"), forward: col("forward"), fwd: F.by_rank[String(rank)] || F.label };
+    return { ids, hidden: col("hidden"), exposed: col("exposed"), forward: col("forward"), fwd: F.by_rank[String(rank)] || F.label,
+      phase: phaseOf(rank), blockRank: rank };
   }
   function series(value) {
     if (value === "all") {
+      const low = ranks.length ? ranks[0] : null;
       return { ids: X.step, hidden: X.hidden_mean, exposed: X.exposed_mean, forward: X.forward_mean, fwd: F.label,
-        exposedMax: X.exposed_max, exposedWho: X.exposed_slowest, forwardMax: X.forward_max, forwardWho: X.forward_slowest };
+        exposedMax: X.exposed_max, exposedWho: X.exposed_slowest, forwardMax: X.forward_max, forwardWho: X.forward_slowest,
+        phase: phaseOf(null), blockRank: low };
     }
     return rankSteps(Number(value));
+  }
+  /** A switchback run's traces: every point's customdata [" · its arm" (empty outside the blocks), what the trace
+      had], and each line over step ids broken by a null point (connectgaps off) between consecutive steps of
+      different runs — never drawn across a block change. Other runs' traces are left as they are. */
+  function byPhase(traces, ps) {
+    if (!ps.phase) return traces;
+    const at = ps.ids.map((k) => ps.phase.get(k) || null);
+    const arm = at.map((a) => (a && a.arm ? " · " + Expo.ptext(a.arm) : ""));
+    for (const t of traces) {
+      const cd = ps.ids.map((_, i) => [arm[i], t.customdata ? t.customdata[i] : null]);
+      if (t.type !== "scatter") { t.customdata = cd; continue; }
+      const x = [], y = [], c = [];
+      for (let i = 0; i < ps.ids.length; i++) {
+        const prev = i ? at[i - 1] : null, cur = at[i];
+        if (i && (!prev || !cur || prev.run !== cur.run)) { x.push((ps.ids[i - 1] + ps.ids[i]) / 2); y.push(null); c.push(null); }
+        x.push(ps.ids[i]); y.push(t.y[i]); c.push(cd[i]);
+      }
+      Object.assign(t, { x, y, customdata: c, connectgaps: false });
+    }
+    return traces;
+  }
+  /** The phase band along the x axis: one strip per run of steps in a phase (blocks without rows included), in
+      the timeline's colours, one legend entry per arm. */
+  function phaseBand(rank) {
+    if (!PH || rank === null) return [];
+    const named = new Set();
+    return S.phase_blocks.filter((b) => b[0] === rank).map((b) => {
+      const p = S.phases[b[3]];
+      const first = !named.has(p);
+      named.add(p);
+      return { type: "rect", xref: "x", yref: "paper", x0: b[1] - 0.5, x1: b[2] + 0.5, y0: -0.045, y1: -0.01, layer: "above",
+        line: { width: 0 }, fillcolor: PHASE_COL[p] || "#999", opacity: 0.9, showlegend: first, legendgroup: "phase-" + p,
+        name: "phase: " + Expo.ptext(S.arms[b[3]]) };
+    });
   }
   function drawSteps() {
     const ps = series(sel.value || (X ? "all" : String(ranks[0])));
@@ -167,7 +222,10 @@
     const of = all ? ", mean of ranks" : "";
     const us = (v) => v.map((x) => (x === null ? null : x / 1e3));
     const ms = (v) => v.map((x) => (x === null ? null : x / 1e6));
-    const hover = "step %{x}<br>%{fullData.name}: %{y:.1f} µs<extra></extra>";
+    // A switchback run's hover names the step's arm (customdata[0], byPhase); what a trace carried is customdata[1].
+    const stepHv = ps.phase ? "step %{x}%{customdata[0]}" : "step %{x}";
+    const whoHv = ps.phase ? "%{customdata[1]}" : "%{customdata}";
+    const hover = stepHv + "<br>%{fullData.name}: %{y:.1f} µs<extra></extra>";
     const fwdName = Expo.ptext(ps.fwd);
     const traces = [
       { type: "bar", name: "hidden" + of, x: ps.ids, y: us(ps.hidden), marker: { color: COL.hidden }, hovertemplate: hover },
@@ -176,21 +234,24 @@
     if (all) {
       traces.push({ type: "scatter", mode: "lines+markers", name: "exposed, slowest rank", x: ps.ids, y: us(ps.exposedMax),
         customdata: ps.exposedWho, line: { color: "#7a0f10", width: 1.5, dash: "dot" }, marker: { size: 5, symbol: "triangle-up" },
-        hovertemplate: "step %{x}<br>exposed, slowest rank (rank %{customdata}): %{y:.1f} µs<extra></extra>" });
+        hovertemplate: stepHv + "<br>exposed, slowest rank (rank " + whoHv + "): %{y:.1f} µs<extra></extra>" });
     }
     traces.push({ type: "scatter", mode: "lines+markers", name: fwdName + of, x: ps.ids, y: ms(ps.forward),
-      yaxis: "y2", line: { color: COL.fwd, width: 1.5 }, marker: { size: 4 }, hovertemplate: "step %{x}<br>%{fullData.name}: %{y:.3f} ms<extra></extra>" });
+      yaxis: "y2", line: { color: COL.fwd, width: 1.5 }, marker: { size: 4 }, hovertemplate: stepHv + "<br>%{fullData.name}: %{y:.3f} ms<extra></extra>" });
     if (all) {
       traces.push({ type: "scatter", mode: "lines+markers", name: fwdName + ", slowest rank", x: ps.ids, y: ms(ps.forwardMax),
         customdata: ps.forwardWho, yaxis: "y2", line: { color: COL.fwd, width: 1.5, dash: "dash" }, marker: { size: 4, symbol: "triangle-up" },
-        hovertemplate: "step %{x}<br>%{fullData.name} (rank %{customdata}): %{y:.3f} ms<extra></extra>" });
+        hovertemplate: stepHv + "<br>%{fullData.name} (rank " + whoHv + "): %{y:.3f} ms<extra></extra>" });
     }
+    byPhase(traces, ps);
     const layout = {
       barmode: "stack", height: 330, margin: { l: 60, r: 60, t: 36, b: 44 },
       xaxis: { title: { text: "step" } }, yaxis: { title: { text: what + " time (µs)" + of }, rangemode: "tozero" },
       yaxis2: { title: { text: fwdName + " (ms)" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false },
       legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
     };
+    const band = phaseBand(ps.blockRank);
+    if (band.length) Object.assign(layout, { shapes: band }, { xaxis: Object.assign(layout.xaxis, { ticklabelstandoff: 12 }) });
     plots.push(Plotly.react("steps-chart", traces, layout, config));
     // Distribution over steps as cumulative curves on a log axis: per-step times span orders of
     // magnitude (a few slow steps), and steps with 0 ns (nothing exposed) are counted in the name.
