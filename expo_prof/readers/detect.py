@@ -9,6 +9,7 @@ is read, and the others are listed as skipped with the reason.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -247,11 +248,64 @@ def companions_of(path: Path) -> list[Path]:
 NOT_REGULAR = "not a regular file (a FIFO, socket or device): not read; save it to a file first"
 
 
+#: Links followed at most when naming a loop (the kernel gives up after 40: ELOOP).
+_LOOP_HOPS = 40
+
+
+def link_loop(p: Path) -> list[str] | None:
+    """The chain of a symbolic link that never reaches a file (``a -> b``, ``b -> a``; ``self -> self``) — each
+    link's path as written, from ``p`` until one repeats — or None when ``p`` is no such loop. Resolving one
+    raises (RuntimeError, ELOOP), so the OS is asked first."""
+    try:
+        os.stat(p)
+        return None
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            return None
+    chain: list[str] = []
+    here = os.path.normpath(p)
+    while here not in chain and len(chain) < _LOOP_HOPS:
+        chain.append(here)
+        try:
+            here = os.path.normpath(os.path.join(os.path.dirname(here), os.readlink(here)))
+        except OSError:
+            break  # a hop through a folder link: the chain is named as far as it reads
+    else:
+        chain.append(here)
+    return chain
+
+
+def loop_words(chain: list[str]) -> str:
+    """A link loop for people: ``a symbolic link loop (d/a → d/b → d/a): not followed``."""
+    return f"a symbolic link loop ({' → '.join(chain)}): not followed"
+
+
+def folder_loop(p: Path, root: Path) -> str | None:
+    """Why the symbolic link ``p`` to a folder, met in the walk's folder ``root``, is a loop — it leads back to
+    ``root`` or a folder above it, so descending it would walk the same files again for ever — or None (a link
+    to any other folder: not descended either, without a word)."""
+    try:
+        real, real_root = p.resolve(), root.resolve()
+        to = os.readlink(p)
+    except (OSError, RuntimeError):
+        return None
+    if not under(real_root, real):
+        return None
+    # The folder it leads back to, as the walk spells it (else its real path).
+    back = next((str(a) for a in (root, *root.parents) if a.resolve() == real), str(real))
+    where = "the folder it is in" if real == real_root else "a folder above it"
+    return f"a symbolic link loop ({p} → {to}: back to {back}, {where}): not descended"
+
+
 def not_walked(p: Path, top: Path, real_top: Path) -> str | None:
     """Why a file met in the walk of directory ``top`` (resolved: ``real_top``) is not read, or None: a
     symbolic link leading out of ``top`` is never followed (a run directory received from elsewhere may link
-    anywhere), and a FIFO, socket or device is never opened (a read could block forever)."""
+    anywhere), a link loop is never resolved, and a FIFO, socket or device is never opened (a read could
+    block forever)."""
     if p.is_symlink():
+        loop = link_loop(p)
+        if loop is not None:
+            return loop_words(loop)
         real = p.resolve()
         if not under(real, real_top):
             return f"a symbolic link leading out of {top} (to {real}): not followed"
@@ -313,14 +367,29 @@ def _plan_dir(d: Path, result: Plan) -> None:
     found: list[Job] = []
     sub = Plan()
     real_top = d.resolve()
+    in_loops: set[str] = set()  # the links of the loops named so far
     for root, dirs, files in os.walk(d):  # symbolic links to folders are not descended (followlinks=False)
         dirs.sort()
-        for f in sorted(files):
-            why = not_walked(Path(root) / f, d, real_top)
+        for name in dirs:
+            # A link back to this folder or one above it: a loop, named once (never descended anyway).
+            link = Path(root) / name
+            why = folder_loop(link, Path(root)) if link.is_symlink() else None
             if why is not None:
-                result.skipped.append((Path(root) / f, why))
+                result.skipped.append((link, why))
+        for f in sorted(files):
+            p = Path(root) / f
+            loop = link_loop(p) if p.is_symlink() else None
+            if loop is not None:
+                # One warning per loop: its other links are named in it (a -> b -> a: a, not b as well).
+                if os.path.normpath(p) not in in_loops:
+                    result.skipped.append((p, loop_words(loop)))
+                in_loops.update(loop)
                 continue
-            _plan_file(Path(root) / f, sub, explicit=False)
+            why = not_walked(p, d, real_top)
+            if why is not None:
+                result.skipped.append((p, why))
+                continue
+            _plan_file(p, sub, explicit=False)
     found = _reports_once(sub.jobs, result)
     if not found:
         result.empty_dirs.append(d)

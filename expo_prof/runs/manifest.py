@@ -16,7 +16,26 @@ from pathlib import Path
 from typing import Any
 
 from expo_prof.errors import BadInput
+from expo_prof.words import plural
 from expo_prof.runs.layout import MANIFEST, SESSION, SESSION_SCHEMA, TRACE_DIRS, inside, write_json
+
+
+#: The statuses ``record`` writes while it runs (expo_prof/record/runner.py rewrites the manifest at each step:
+#: ``starting``, ``waiting`` for the server, ``ready``, ``profiling``; ``running`` is its module docstring's
+#: word). At its end it writes ``ended`` and one of ``ok``, ``interrupted``, ``failed``, ``crashed``.
+RECORDING = ("starting", "waiting", "ready", "profiling", "running")
+
+
+def in_progress_note(run: str | Path, manifest: Manifest, step_lines: int | None, read: bool = True) -> str:
+    """The one line for a run directory that ``record`` is still writing (:attr:`Manifest.in_progress`):
+    what was read is what is written so far — its event logs have no summary line yet, their last line may
+    be half written — not the leftovers of a killed worker. ``step_lines``: the event logs' step lines read
+    (None: no event log); ``read``: False when nothing usable was read."""
+    so_far = ("nothing usable is written yet" if not read
+              else "read as far as written" + (f", {plural(step_lines, 'step line')} so far" if step_lines is not None
+                                              else ""))
+    return (f"{run}: recording in progress (its {MANIFEST} says {manifest.status!r}, not ended): {so_far}; "
+            "analyse it again once `expo-prof record` has ended")
 
 
 @dataclass
@@ -36,6 +55,12 @@ class Manifest:
     def status(self) -> str | None:
         v = self.raw.get("status")
         return v if isinstance(v, str) else None
+
+    @property
+    def in_progress(self) -> bool:
+        """``record`` is still writing the run, as far as the manifest says: a status it writes on its way
+        (:data:`RECORDING`) and no end yet."""
+        return self.status in RECORDING and not self.raw.get("ended")
 
     @property
     def metrics(self) -> dict[str, Any]:
