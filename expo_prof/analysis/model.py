@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
+from expo_prof.analysis.arrival import SwitchbackArrival
 from expo_prof.analysis.bound import SamplingBound
 from expo_prof.analysis.natural import Natural
 from expo_prof.analysis.switchback import Saving
@@ -211,6 +212,10 @@ class RunEntry(msgspec.Struct, kw_only=True):
     #: the critical path per step and share of the step, the most any async draw could save (analysis/bound.py);
     #: with ``noise`` false (vllm-ascend's categorical_sample) that time is a sampling cost, nothing to save.
     bound: SamplingBound | None = None
+    #: A switchback run's inter-token gaps by arm (each in the arm of the step running when its token arrived) and
+    #: whether one arm's tokens arrive in bursts (expo_prof/analysis/arrival.py); null when not measurable: no
+    #: switchback log, no built-in load's workload.json that places its tokens on the wall clock.
+    arrival: SwitchbackArrival | None = None
 
 
 class ClusterStep(msgspec.Struct, kw_only=True):
@@ -328,4 +333,6 @@ class SwitchbackResult(msgspec.Struct, kw_only=True):
     #: Per rank: what the overlay saves (switchback), and the forward with / without the lane.
     saving: list[Saving]
     natural: list[Natural]
+    #: The arms' token gaps (RunEntry.arrival); null when not measurable.
+    arrival: SwitchbackArrival | None = None
     warnings: list[str]

@@ -258,7 +258,7 @@ def switchback_comparison(path: Path, kw: dict, settings, shown: bool = False) -
     if not entry.saving:
         raise BadInput(f"{path}: no switchback steps in its overlay event logs (did the server run any steps "
                        "with the overlay applied? see its server.log)")
-    doc = SwitchbackResult(tool_version=__version__, run=str(path), saving_line=entry.saving_line,
+    doc = SwitchbackResult(tool_version=__version__, run=str(path), saving_line=entry.saving_line, arrival=entry.arrival,
                            saving=entry.saving, natural=entry.natural, warnings=result.warnings)
     if kw["fmt"] == "json":
         data = msgspec.json.format(msgspec.json.encode(doc)) + b"\n"
@@ -273,7 +273,7 @@ def switchback_comparison(path: Path, kw: dict, settings, shown: bool = False) -
     if kw["output"] is not None:
         buf = io.StringIO()
         con = TextConsole(file=buf, width=100, highlight=False)
-    render_saving(con, entry.saving, entry.natural, entry.measured_under)
+    render_saving(con, entry.saving, entry.natural, entry.measured_under, entry.arrival)
     con.print(entry.saving_line, markup=False)
     if buf is not None:
         write(kw["output"], buf.getvalue())

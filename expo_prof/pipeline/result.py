@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from expo_prof.analysis.arrival import SwitchbackArrival
 from expo_prof.analysis.bound import SamplingBound, noise_free, sampling_bound
 from expo_prof.analysis.hidden import TimelineAnalysis
 from expo_prof.analysis.model import AnalysisResult, Summary
@@ -191,6 +192,8 @@ class RecordingResult:
     #: What the overlay saves per rank (switchback runs), and the forward with / without the lane.
     savings: list[Saving] = field(default_factory=list)
     natural: list[Natural] = field(default_factory=list)
+    #: A switchback run's inter-token gaps by arm (analysis/arrival.py); None when not measurable.
+    arrival: SwitchbackArrival | None = None
 
     @property
     def label(self) -> str:

@@ -18,9 +18,13 @@ from expo_prof.analysis.savings import savings_of, sequential_spec
 from expo_prof.errors import BadInput, NothingFound
 from expo_prof.pipeline.options import Options
 from expo_prof.pipeline.result import RecordingResult, Result
-from expo_prof.readers.overlay_log import one_per_run
-from expo_prof.runs.manifest import is_session_dir, read_session
+from expo_prof.pipeline.token_gaps import switchback_arrival_of
+from expo_prof.readers.detect import OVERLAY
+from expo_prof.readers.overlay_log import NO_SUMMARY, one_per_run
+from expo_prof.runs.manifest import (Manifest, in_progress_note, is_run_dir, is_session_dir, read_manifest,
+                                     read_session)
 from expo_prof.runs.recordings import Recording, group
+from expo_prof.timeline import Timeline
 from expo_prof.version import __version__
 
 ProgressFn = Callable[[int, int], None]
@@ -74,15 +78,16 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
         if not paths:
             expand(paths)
         plist = [q for p in local_inputs(paths) for q in (expand([p]) if Path(p).exists() else [Path(p)])]
-        par = _read_elsewhere(list(paths), opts, progress)
     else:
         plist = expand(paths)
-        par = _read_elsewhere(plist, opts, progress)
-    if par is None:
-        loaded = readers.load(plist, max_bytes=opts.max_bytes, progress=progress)
-        pre = None
-    else:
-        loaded, pre = par.loaded, par.analyses
+    try:
+        par = _read_elsewhere(list(paths) if opts.ray is not None else plist, opts, progress)
+        loaded = readers.load(plist, max_bytes=opts.max_bytes, progress=progress) if par is None else par.loaded
+    except (BadInput, NothingFound) as exc:
+        # A run directory that record has only begun: the error comes with the line that says so.
+        exc.warnings[:0] = [in_progress_note(p, m, None, read=False) for p, m in _recording_now(plist)]
+        raise
+    pre = None if par is None else par.analyses
     warnings = list(loaded.warnings)
     info: list[str] = []
     own: dict[str, int] = {}
@@ -98,6 +103,7 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
     warnings += [f"skipped {p}: {why}" for p, why in skipped]
 
     recordings = group(loaded.timelines, plist)
+    warnings = _in_progress(recordings, loaded.timelines, warnings)
     several = len(recordings) > 1
     results: list[RecordingResult] = []
     last_miss: NothingFound | None = None
@@ -108,12 +114,13 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
             isinstance(x, int) for x in window) else None
         sequential = sequential_spec(rec.manifest.raw if rec.manifest is not None else None)
         savings, natural = savings_of(tls, window, sequential) if opts.op is None else ([], [])
+        arrived = switchback_arrival_of(rec, tls) if opts.op is None else None
         try:
             res, parts = analyze_parts(tls, op=opts.op, inputs=[rec.path], source=opts.source,
                                        analyses=[pre[i] for i in rec.members] if pre is not None else None)
         except NothingFound as exc:
             results.append(RecordingResult(rec, None, [], "; ".join([str(exc), *exc.details]), tls,
-                                           savings, natural))
+                                           savings, natural, arrived))
             last_miss = exc
             continue
         if several:
@@ -124,7 +131,8 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
         prefix = f"{rec.label}: " if several else ""
         warnings += [prefix + w for w in res.warnings if w not in loaded.warnings]
         info += [prefix + line for line in res.info]
-        results.append(RecordingResult(rec, res, parts, timelines=tls, savings=savings, natural=natural))
+        results.append(RecordingResult(rec, res, parts, timelines=tls, savings=savings, natural=natural,
+                                       arrival=arrived))
 
     found = [r for r in results if r.analysis is not None]
     if not found:
@@ -138,6 +146,50 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
     warnings = one_per_run(warnings)
     document = _document(plist, opts, results, warnings, info, skipped)
     return Result(opts, [str(p) for p in plist], results, document, warnings, info)
+
+
+def _recording_now(plist: list[Path]) -> list[tuple[Path, Manifest]]:
+    """The inputs that are run directories ``record`` is still writing (their manifests say so)."""
+    out = []
+    for p in plist:
+        if p.is_dir() and is_run_dir(p):
+            try:
+                m = read_manifest(p)
+            except BadInput:
+                continue
+            if m.in_progress:
+                out.append((p, m))
+    return out
+
+
+#: The start of the event-log reader's warning about a cut last line (expo_prof/readers/overlay_log.py): a
+#: line still being written, in a run that ``record`` is still writing.
+_TORN = "last line is incomplete"
+
+
+def _in_progress(recordings: list[Recording], timelines: list[Timeline], warnings: list[str]) -> list[str]:
+    """``warnings`` for runs that ``record`` is still writing (the manifest says so): their event logs have no
+    summary line yet and may end in a line being written — not a killed worker. The reader's words for
+    those give way to one line per run directory, first, saying the recording is in progress."""
+    runs: dict[str, tuple[Manifest, int | None]] = {}
+    ours: list[str] = []
+    for rec in recordings:
+        m = rec.manifest
+        if m is None or not m.in_progress:
+            continue
+        logs = [timelines[i] for i in rec.members if timelines[i].fmt == OVERLAY]
+        ours += [f"{tl.source}: " for tl in logs]
+        steps = sum(len(tl.meta["overlay"]["steps"]["step"]) for tl in logs) if logs else None
+        before = runs.get(rec.path, (m, None))[1]
+        runs[rec.path] = (m, steps if before is None else before + (steps or 0))
+    if not runs:
+        return warnings
+
+    def theirs(w: str) -> bool:
+        return any(w.startswith(head) and w[len(head):].startswith((f"{NO_SUMMARY}: ", _TORN)) for head in ours)
+
+    return [*(in_progress_note(run, m, steps) for run, (m, steps) in runs.items()),
+            *(w for w in warnings if not theirs(w))]
 
 
 def _read_elsewhere(plist: list, opts: Options, progress: ProgressFn | None):
@@ -162,7 +214,7 @@ def _entry(rr: RecordingResult) -> RunEntry:
     return RunEntry(label=rec.label, path=rec.path, overlay=rec.overlay, ranks=ranks,
                     summary=a.summary if a is not None else None, error=rr.error,
                     headline=rr.headline, saving_line=rr.saving_line, saving=rr.savings, natural=rr.natural,
-                    bound=rr.bound, measured_under=rr.measured_under)
+                    bound=rr.bound, measured_under=rr.measured_under, arrival=rr.arrival)
 
 
 def _document(plist: list[Path], opts: Options, results: list[RecordingResult], warnings: list[str],

@@ -10,6 +10,7 @@ from rich.console import Console
 from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
 from rich.table import Table
 
+from expo_prof.analysis.arrival import BURSTS, SWITCHBACK_MEANING, SwitchbackArrival
 from expo_prof.analysis.natural import Natural
 from expo_prof.analysis.switchback import Interval, Saving, StepParts
 from expo_prof.analysis.switchback_words import SIGN_ONLY, DROPPED_WORDS, arm_words_of, across_zero, settle_words, tokps_ci_text, tokps_of
@@ -40,9 +41,29 @@ def arm_words(sv: Saving, arm: str) -> str:
     return arm_words_of(arm, len(sv.arms))
 
 
-def saving_table(sv: Saving, several: bool = False, under: str = "") -> Table:
+def _arrival_rows(t: Table, sv: Saving, arrival: SwitchbackArrival | None) -> None:
+    """The compared arms' inter-token gaps (p50; p99, near-zero share), and the flag's words when one of them
+    arrives in bursts (analysis/arrival.py): a change in how tokens arrive, not a speed-up."""
+    if arrival is None:
+        return
+    arms = {a.name: a for a in arrival.arms}
+    for name in sv.compared:
+        a = arms.get(name)
+        if a is None:
+            continue
+        t.add_row(f"token gaps, {arm_words(sv, name)}", fmt_ns(a.p50_ms * 1e6),
+                  f"p50; p99 {fmt_ns(a.p99_ms * 1e6)}, {100 * a.near_zero_share:.1f}% near zero (under "
+                  f"{fmt_ns(a.near_zero_ms * 1e6)}), {plural(a.gaps, 'gap')} ({name} blocks)")
+    for f in arrival.flags:
+        if {f.arm, f.against} == set(sv.compared):
+            t.add_row(BURSTS, f"{f.arm} blocks", escape("; ".join(f.reasons) + f" — {SWITCHBACK_MEANING}"))
+
+
+def saving_table(sv: Saving, several: bool = False, under: str = "",
+                 arrival: SwitchbackArrival | None = None) -> Table:
     """One rank's switchback result: verdict, each arm's step (forward, sampler, rest), saving, tok/s, the
-    forward and sampler changes in words that follow their CIs, what was left out and why, what would settle it."""
+    forward and sampler changes in words that follow their CIs, the arms' token gaps (``arrival``), what was left
+    out and why, what would settle it."""
     who = f", rank {sv.rank}" if several else ""
     base, arm = sv.compared
     what = ("What the overlay saves" if len(sv.arms) == 2
@@ -77,6 +98,7 @@ def saving_table(sv: Saving, several: bool = False, under: str = "") -> Table:
                   _ci(sv.forward_change) + (" (contention with the lane)" if shown else ""))
     if sv.sampler_change is not None:
         t.add_row(f"sampler, {arm} − {base}", fmt_ns(sv.sampler_change.mean_ns, signed=True), _ci(sv.sampler_change))
+    _arrival_rows(t, sv, arrival)
     t.add_row("block pairs", str(sv.pairs), "; ".join(n for n in sv.notes if not n.startswith("left out: ")))
     for reason, n in sv.dropped.items():
         if n:
@@ -88,11 +110,14 @@ def saving_table(sv: Saving, several: bool = False, under: str = "") -> Table:
     return t
 
 
-def render_saving(con: Console, savings: list[Saving], natural: list[Natural], under: str = "") -> None:
+def render_saving(con: Console, savings: list[Saving], natural: list[Natural], under: str = "",
+                  arrival: SwitchbackArrival | None = None) -> None:
     """Every rank's saving table, then the forward-beside-the-draw line of each rank; ``under``: the load the
-    lowest rank's saving was measured under (RunEntry.measured_under)."""
+    lowest rank's saving was measured under (RunEntry.measured_under); ``arrival``: the run's token gaps by arm
+    (RunEntry.arrival), in the lowest rank's tables."""
     for sv in savings:
-        con.print(saving_table(sv, len(savings) > 1, under if sv.rank == savings[0].rank else ""))
+        low = sv.rank == savings[0].rank
+        con.print(saving_table(sv, len(savings) > 1, under if low else "", arrival if low else None))
         con.print()
     for nat in natural:
         who = f" (rank {nat.rank})" if len(natural) > 1 else ""

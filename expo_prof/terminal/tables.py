@@ -113,7 +113,7 @@ class TableReporter:
             view = next((v for v in result.cluster if v.run == run), None)
             if view is not None:
                 self._cluster(con, view, fwd)
-            render_saving(con, entry.saving, entry.natural, entry.measured_under)
+            render_saving(con, entry.saving, entry.natural, entry.measured_under, entry.arrival)
             con.print(f"[bold]{escape(entry.headline)}[/]")
             if entry.saving_line and not entry.saving:
                 con.print(escape(entry.saving_line))

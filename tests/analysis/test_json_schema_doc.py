@@ -53,7 +53,12 @@ SECTIONS = {
     "Saving": "### `Saving`",
     "Natural": "### `Natural`",
     "SamplingBound": "### `SamplingBound`",
+    "SwitchbackArrival": "### `SwitchbackArrival`",
     "SwitchbackResult": "### `compare RUN --json` of a switchback run",
+    "SwitchbackRuns": "### `compare RUN1 RUN2 … --json` of switchback runs",
+    "SwitchbackRun": "### `compare RUN1 RUN2 … --json` of switchback runs",
+    "Spread": "### `compare RUN1 RUN2 … --json` of switchback runs",
+    "RunSaving": "### `compare RUN1 RUN2 … --json` of switchback runs",
 }
 
 

@@ -119,3 +119,21 @@ def test_demo_in_a_terminal_records_a_switchback_run_and_ends_with_the_measured_
     # AND the analysis after the run agrees with the decision taken live (the sequence never widens)
     assert seq["decision"] == stopped["decision"] and seq["settled_at"] is not None
     assert doc["runs"][0]["saving_line"].split(" — ")[0] in words
+    # AND its token gaps by arm (each gap in the arm of the step running when its token arrived, docs/ab.md "Bursty
+    # tokens") are the plain re-computation's from the same workload.json and event log, placed on the wall clock
+    # by each request's own start; the block printed each arm's row
+    from support.arrival_recompute import recompute  # tests/support: json, bisect, statistics, no expo_prof code
+
+    wl = json.loads((run / "workload.json").read_text())
+    assert all(isinstance(r["start_wall_ns"], int) for r in wl["requests"])
+    want, got = recompute(run / "workload.json", log), doc["runs"][0]["arrival"]
+    assert got is not None and [a["name"] for a in got["arms"]] == [a for a in ("off", "on") if a in want["arms"]]
+    for a in got["arms"]:
+        w = want["arms"][a["name"]]
+        assert a["gaps"] == w["gaps"] and abs(a["near_zero_share"] - w["near_zero_share"]) < 1e-12
+        assert all(abs(a[k] - w[k]) <= 1e-9 * w[k] for k in ("mean_ms", "p50_ms", "p99_ms", "max_ms")), (a, w)
+    assert (got["outside"], got["washout"], got["measured"]) == (want["outside"], want["washout"], want["measured"])
+    assert got["bursts"] == (bool(want["bursty"]) if want["measured"] else None)
+    total = sum(len(r["itl_s"]) for r in wl["requests"] if r["ok"] and not r["warmup"])
+    assert sum(a["gaps"] for a in got["arms"]) + got["outside"] + got["washout"] == total
+    assert "token gaps, engine as shipped" in words and "token gaps, overlay" in words

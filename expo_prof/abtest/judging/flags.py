@@ -22,8 +22,8 @@ gaps near zero, or the median gap falling while the tail rises — delivers
 several tokens together after a longer wait: its ITL p50 (and mean) fall
 without any token arriving sooner. That is a change in how tokens arrive, not
 a speed-up; :func:`withdraw_speedup` keeps those rows from being called better
-(or worse). Switchback runs are not judged by it: their requests span off and
-on blocks alike (docs/ab.md "Bursty tokens").
+(or worse). A switchback run's arms are judged by the same rule within the run
+(expo_prof/analysis/arrival.py; docs/ab.md "Bursty tokens").
 """
 
 from __future__ import annotations
@@ -31,10 +31,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from expo_prof.abtest.inputs.sides import Loaded, Run
 from expo_prof.abtest.model import BETTER, BURSTS, WORSE, ArrivalSide, Flag, MetricResult, TokenArrival
+from expo_prof.pipeline import arrival as _arrival
 from expo_prof.stats import modified_z
 from expo_prof.words import fmt_ns
 
@@ -111,44 +113,21 @@ def _finite(z: float) -> float:
 
 # ------------------------------------------------------------------------------------ tokens arrive in bursts
 
-#: A gap is **near zero** below this share of its side's mean gap: no decode step lies between the two tokens,
-#: the second came with the first (read back to back from one network read, or sent in one chunk's wake). The
-#: mean, not the median, is the reference: bursts leave the mean gap as it is (the same tokens over the same
-#: decode time) but drive the median to zero, so a median-relative threshold would shrink with the very bursts
-#: it must find. Relative, not absolute (e.g. 50 µs): it scales with the model and machine — a 32B model's
-#: 30 ms step and a tiny CPU model's 5 ms step alike — and no decode step of one workload is 20× shorter than
-#: its mean step (batch shapes move a step by far less).
-NEAR_ZERO_SHARE_OF_MEAN = 0.05
-#: The flag's first rule: one side's near-zero share exceeds the other's by more than this (0.25: 25 points, a
-#: quarter of the tokens delivered in a burst — enough to move the median gap). Not less: ordinary runs of one
-#: unchanged vLLM CPU server differ by ~10 points (the committed samples, traces/samples/: 10.1 % of the
-#: tiny-cpu-off-on off run's gaps near zero, 0.0 % of its on run's; 11.5 % in tiny-cpu-sequential, 0.1 % in
-#: tiny-cpu-switchback), with ITL p50 and mean still telling the speed; the case that asked for the flag had 87 %.
-#: Only the difference counts: both sides share the client's own lag (a busy event loop reading two chunks at
-#: once) and the server's coalescing of outputs under load.
-BURST_SHARE_RISE = 0.25
-#: The flag's second rule: one side's ITL p50 is more than this share below the other's while its p99 is more
-#: than this share above it — the typical gap shorter, the long gaps longer: the shape of bursts, whatever the
-#: near-zero share.
-SHAPE_CHANGE = 0.25
-#: Fewest gaps per side to judge (fewer: not measurable): with 100, a share's binomial standard error is at
-#: most 5 points, a fifth of the rise the first rule needs.
-MIN_GAPS = 100
+# The rule's thresholds, a side's gap shape and the two rules live in analysis (expo_prof/analysis/arrival.py),
+# which a switchback run's arms are judged by too; abtest reaches analysis through the pipeline (tools/layering.py).
+NEAR_ZERO_SHARE_OF_MEAN = _arrival.NEAR_ZERO_SHARE_OF_MEAN
+BURST_SHARE_RISE = _arrival.BURST_SHARE_RISE
+SHAPE_CHANGE = _arrival.SHAPE_CHANGE
+MIN_GAPS = _arrival.MIN_GAPS
+burst_reasons = _arrival.burst_reasons
 #: The rows a change of arrival shape moves without any token arriving sooner (p99 is a real wait, kept).
 ARRIVAL_METRICS = ("median_itl_ms", "mean_itl_ms")
 
 
 def arrival_stats(name: str, gaps_s: np.ndarray, runs: int = 1, runs_total: int = 1) -> ArrivalSide:
-    """The shape of one side's inter-token gaps (seconds in, ms out): mean, near-zero share, p50, p99, max.
-
-    Percentiles as ``vllm bench serve`` and the built-in load compute theirs (numpy's linear interpolation)."""
-    g = np.asarray(gaps_s, dtype=np.float64) * 1e3
-    mean = float(g.mean())
-    near = NEAR_ZERO_SHARE_OF_MEAN * mean
-    p50, p99 = float(np.percentile(g, 50)), float(np.percentile(g, 99))
-    return ArrivalSide(name=name, runs=runs, runs_total=runs_total, gaps=len(g), mean_ms=mean, near_zero_ms=near,
-                       near_zero_share=float(np.count_nonzero(g < near)) / len(g), p50_ms=p50, p99_ms=p99,
-                       max_ms=float(g.max()), tail_ratio=p99 / p50 if p50 > 0 else None)
+    """The shape of one side's inter-token gaps (seconds in, ms out): mean, near-zero share, p50, p99, max
+    (:func:`expo_prof.analysis.arrival.gap_shape`)."""
+    return ArrivalSide(runs=runs, runs_total=runs_total, **msgspec.structs.asdict(_arrival.gap_shape(name, gaps_s)))
 
 
 def _side(name: str, runs: list[Run]) -> ArrivalSide | None:
@@ -160,19 +139,6 @@ def _side(name: str, runs: list[Run]) -> ArrivalSide | None:
 
 def _ms(v: float) -> str:
     return fmt_ns(v * 1e6)
-
-
-def burst_reasons(x: ArrivalSide, y: ArrivalSide) -> list[str]:
-    """Why side ``x``'s tokens arrive in bursts compared with side ``y``'s ([] when they do not)."""
-    reasons = []
-    if x.near_zero_share - y.near_zero_share > BURST_SHARE_RISE:
-        reasons.append(f"{100 * x.near_zero_share:.1f} % of the {x.name} side's gaps are near zero (under "
-                       f"{100 * NEAR_ZERO_SHARE_OF_MEAN:g} % of its mean gap, {_ms(x.near_zero_ms)}) against "
-                       f"{100 * y.near_zero_share:.1f} % of the {y.name} side's")
-    if x.p50_ms < (1 - SHAPE_CHANGE) * y.p50_ms and x.p99_ms > (1 + SHAPE_CHANGE) * y.p99_ms:
-        reasons.append(f"its ITL p50 is {_ms(x.p50_ms)} against {_ms(y.p50_ms)} while its p99 is {_ms(x.p99_ms)} "
-                       f"against {_ms(y.p99_ms)} (its longest gap {_ms(x.max_ms)})")
-    return reasons
 
 
 def token_arrival(loaded: Loaded, present: set[str] | frozenset[str] = frozenset(ARRIVAL_METRICS)) -> TokenArrival:
