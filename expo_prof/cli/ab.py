@@ -14,6 +14,7 @@ from expo_prof.cli.base import refuse_together
 from expo_prof.cli.record import (
     LOAD_OPTIONS,
     build_spec,
+    check_run_dir_writable,
     load_argv,
     sequential_options,
     sequential_settings,
@@ -100,6 +101,7 @@ def command(settings, switchback, block_steps, arms, repeat, out, traces_dir, pr
     parse_target(argv)  # a bad command fails before any directory is created
     kw["fmt"] = resolve_format(kw["fmt"], kw.pop("as_json"), kw["output"])
     check_out(kw["output"], [out] if out is not None else [], kw["fmt"])
+    check_run_dir_writable(*((out, "--session-dir") if out is not None else (traces_dir, "--traces-dir")))
     top = out if out is not None else new_dir(traces_dir, short_name(argv))
     if rule is not None:
         from expo_prof.console import err_console as _err

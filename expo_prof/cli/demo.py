@@ -80,7 +80,7 @@ def command(settings, overlay_mode, repeat, num_prompts, input_len, output_len, 
     """Record the built-in tiny model on CPU in switchback (overlay off/on in blocks), report, and end with the
     measured saving, its CI and what it means for output tok/s."""
     import_extra("serve", "expo-prof demo (its built-in load)")
-    from expo_prof.cli.record import sequential_settings, switchback_block
+    from expo_prof.cli.record import check_run_dir_writable, sequential_settings, switchback_block
     from expo_prof.record.settle import DEMO_BUDGET
     from expo_prof.cli.run_summary import after_run
     from expo_prof.console import err_console
@@ -90,6 +90,7 @@ def command(settings, overlay_mode, repeat, num_prompts, input_len, output_len, 
     from expo_prof.serving.tinymodel import build_tiny_llama
     from expo_prof.serving.load import WorkloadSpec
 
+    check_run_dir_writable(traces_dir, "--traces-dir")  # one line, before the model is built or a server runs
     block = switchback_block(overlay_mode, None, repeat, "demo's default --overlay switchback")
     sequential, budget = sequential_settings(overlay_mode == "switchback", seq, "--overlay switchback",
                                              default_budget=DEMO_BUDGET)

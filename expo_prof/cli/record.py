@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import click
@@ -79,6 +80,21 @@ def build_spec(kw: dict):
         per_request_seed=kw["seeded"],
         warmup=kw["warmup"],
     )
+
+
+def check_run_dir_writable(path: Path, option: str) -> None:
+    """One line (exit 2) before anything is launched when the run directory cannot be made at ``path``: the
+    nearest folder on its way that exists is on a read-only file system or not writable by this user."""
+    p = Path(os.path.abspath(path))
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if not p.is_dir() or os.access(p, os.W_OK | os.X_OK):
+        return  # a file in the way: the run directory's own guard says it (runs/layout.py)
+    try:
+        readonly = bool(os.statvfs(p).f_flag & os.ST_RDONLY)
+    except OSError:
+        readonly = False
+    raise BadInput(f"{option} {path}: cannot write ({'Read-only file system' if readonly else 'Permission denied'})")
 
 
 def switchback_block(overlay_mode: str, block_steps: int | None, repeat: int,
@@ -234,6 +250,10 @@ def command(settings, out, traces_dir, overlay_mode, block_steps, arms, repeat, 
     ctx = click.get_current_context()
     refuse_together(ctx, "no_load", LOAD_OPTIONS + ("load_cmd",), "with --no-load nothing is sent")
     refuse_together(ctx, "load_cmd", LOAD_OPTIONS + ("duration",), "your load command sets its own load")
+    if out is not None:
+        check_run_dir_writable(out, "-o")
+    else:
+        check_run_dir_writable(traces_dir, "--traces-dir")
     opts = RecordOptions(
         profiler=profiler,
         workload=spec,

@@ -49,8 +49,14 @@ DEFAULT_ENV: dict[str, str] = {
 
 #: An exception line in a log, after an optional ``(EngineCore pid=N)`` / ``ERROR … [file.py:N]`` prefix.
 _EXC_LINE = re.compile(r"(?:^|[\s)\]])((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit)):\s+(\S.*)$")
-#: vLLM's wrapper errors that only point at an earlier line ("… See root cause above.").
-_POINTERS = ("root cause above", "Engine core initialization failed", "check the stack trace above")
+#: vLLM's wrapper errors that only point at an earlier line ("… See root cause above.", and the
+#: ``EngineDeadError`` every request gets once the engine core died: "… See stack trace (above) for the root cause.").
+_POINTERS = ("root cause above", "Engine core initialization failed", "check the stack trace above",
+             "for the root cause")
+#: What vLLM's API server logs when its engine core died under it (``kill -9``, the OOM killer): the only words
+#: about the death when the engine itself left none (quoted from after the line's last ``[…]`` tag).
+_ENGINE_GONE = "exited unexpectedly"
+_DEAD_ERROR = "EngineDeadError"
 
 
 def failure_cause(log: str) -> str | None:
@@ -58,14 +64,22 @@ def failure_cause(log: str) -> str | None:
 
     vLLM ends a failed start with ``RuntimeError: Engine core initialization failed. See root cause above``
     after a traceback line of ``^^^^``; the cause (e.g. ``ValueError: Free memory on device … is less than
-    desired``) is the exception raised in the engine core before it. None when the log names none.
+    desired``) is the exception raised in the engine core before it. An engine core killed mid-run leaves no
+    exception of its own: then the API server's line that it "exited unexpectedly", else its
+    ``EngineDeadError``. None when the log names none.
     """
-    found = None
+    found = gone = dead = None
     for line in log.splitlines():
-        m = _EXC_LINE.search(line.strip())
+        text = line.strip()
+        m = _EXC_LINE.search(text)
         if m and not any(p in m.group(2) for p in _POINTERS):
             found = f"{m.group(1)}: {m.group(2).strip()}"
-    return found
+        elif m and _DEAD_ERROR in m.group(1):
+            dead = f"{m.group(1)}: {m.group(2).strip()}"
+        elif _ENGINE_GONE in text:
+            head = text[: text.index(_ENGINE_GONE)]
+            gone = text[head.rfind("] ") + 2 if "] " in head else 0 :]
+    return found or gone or dead
 
 
 class ServerFailed(ServerError):
@@ -201,6 +215,43 @@ def live_processes(root_pid: int, pgid: int, known: set[int] | None = None) -> s
         stack.extend(children.get(pid, ()))
     members |= {pid for pid in (known or ()) if pid in stats}
     return {pid for pid in members if stats[pid][2] not in ("Z", "X")}
+
+
+#: vLLM's own process titles (``setproctitle``: ``VLLM::EngineCore``, ``VLLM::EngineCore_DP0``, ``VLLM::Worker_TP0`` …;
+#: the prefix is ``VLLM_PROCESS_NAME_PREFIX``): the engine processes whose death leaves the API server up but
+#: unable to serve.
+_ENGINE_TITLE = re.compile(r"^[^\s:/]+::(EngineCore|Worker)\w*")
+
+
+def engine_processes(root_pid: int, pgid: int, known: set[int] | None = None) -> dict[int, str]:
+    """The server's live engine processes (:func:`live_processes` whose title is vLLM's engine core's or a
+    worker's) and their titles; empty when vLLM names none (no ``setproctitle``, not vLLM)."""
+    found: dict[int, str] = {}
+    for pid in live_processes(root_pid, pgid, known):
+        try:
+            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace")
+        except OSError:
+            continue
+        if m := _ENGINE_TITLE.match(argv0):
+            found[pid] = m.group(0)
+    return found
+
+
+def files_open(pids: set[int]) -> set[str]:
+    """The files that processes ``pids`` hold open (their ``/proc/PID/fd`` links; those unreadable left out): a
+    file still open by the server's writer is not written yet."""
+    found: set[str] = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                found.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+            except OSError:
+                continue
+    return found
 
 
 # --------------------------------------------------------------------------- server
@@ -383,10 +434,13 @@ class VllmServer:
         if self.proc is not None:
             self._seen |= live_processes(self.proc.pid, self.proc.pid, self._seen)
 
-    def stop(self, grace_s: float = 40.0, term_s: float = 10.0) -> None:
+    def stop(self, grace_s: float = 40.0, term_s: float = 10.0, kill_s: float = 10.0,
+             abort: Callable[[], bool] | None = None) -> None:
         """Stop the whole process group: SIGINT, then SIGTERM, then SIGKILL; leave no orphan.
 
-        ``grace_s`` is how long SIGINT gets, ``term_s`` how long SIGTERM gets before SIGKILL.
+        ``grace_s`` is how long SIGINT gets, ``term_s`` how long SIGTERM gets before SIGKILL, ``kill_s`` how long
+        SIGKILL gets to be reaped: at most ``grace_s + term_s + 2 * kill_s`` seconds in all. ``abort()`` true
+        (asked every 0.1 s; a second Ctrl-C) skips what is left of SIGINT and SIGTERM: SIGKILL at once.
 
         Idempotent. Raises :class:`ServerFailed` only if processes survive
         SIGKILL (which would mean they are stuck in the kernel).
@@ -395,7 +449,10 @@ class VllmServer:
             return
         pgid = self.proc.pid  # start_new_session: the child leads its own group
         self._remember_children()
-        for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, term_s), (signal.SIGKILL, 10.0)):
+        hurry = abort or (lambda: False)
+        for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, term_s), (signal.SIGKILL, kill_s)):
+            if sig != signal.SIGKILL and hurry():
+                continue
             alive = live_processes(self.proc.pid, pgid, self._seen)
             if not alive:
                 break
@@ -410,13 +467,13 @@ class VllmServer:
                 except ProcessLookupError:
                     pass
             deadline = time.monotonic() + wait_s
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and (sig == signal.SIGKILL or not hurry()):
                 self.proc.poll()  # reap our direct child so it is not a zombie
                 if not live_processes(self.proc.pid, pgid, self._seen):
                     break
-                time.sleep(0.2)
+                time.sleep(0.1)
         try:
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=kill_s)
         except subprocess.TimeoutExpired:
             pass
         left = live_processes(self.proc.pid, pgid, self._seen)

@@ -49,6 +49,28 @@ class WorkloadError(ExpoProfError):
     exit_code = 3
 
 
+#: The share of the measured requests that may fail: above it the run failed (``record`` stops the load there,
+#: keeps what it captured and ends with exit 3, status ``crashed``). A dead engine fails the run at its first
+#: answer, whatever the share (:func:`engine_dead`).
+MAX_FAILED_SHARE = 0.10
+#: vLLM's words for a dead engine core: its exception's name (the server log), and its message (what the HTTP 500
+#: of every request quotes: "EngineCore encountered an issue. See stack trace (above) for the root cause.").
+ENGINE_DEAD_WORDS = ("EngineDeadError", "EngineCore encountered an issue")
+
+
+def engine_dead(error: str) -> bool:
+    """Whether a failed request's error is vLLM's dead engine (:data:`ENGINE_DEAD_WORDS`)."""
+    return any(w in error for w in ENGINE_DEAD_WORDS)
+
+
+def too_many_failed(failed: int, finished: int, planned: int) -> bool:
+    """Whether ``failed`` measured requests are more than :data:`MAX_FAILED_SHARE` of the run: of the ``planned``
+    requests, or of those ``finished`` (failed or not) once more have finished (a run that goes on until it is
+    settled). Asked after every request, it fails the run as soon as its share at the end can no longer stay
+    within the limit: a run of 64 at its 7th failure."""
+    return failed > MAX_FAILED_SHARE * max(finished, planned)
+
+
 @dataclass
 class WorkloadSpec:
     """What to send. Defaults follow the published A/B runs of the feature."""
@@ -82,6 +104,10 @@ class RequestResult:
     ttft_s: float = 0.0
     latency_s: float = 0.0
     start_s: float = 0.0  # since the benchmark start
+    #: The wall clock (epoch ns) at the request's start (``start_s``): its first token arrives ``ttft_s`` later,
+    #: each next one an ``itl_s`` gap after the one before, so every arrival is placed on the clock of the event
+    #: log's steps (a switchback run's gaps by arm: expo_prof/analysis/arrival.py). None in older workload.json.
+    start_wall_ns: int | None = None
     itl_s: list[float] = field(default_factory=list)
     error: str = ""
     warmup: bool = False
@@ -206,12 +232,20 @@ def _prompts(spec: WorkloadSpec, pool: list[int], rng: random.Random, n: int) ->
 async def _one(client: AsyncClient, payload: dict, prompt_len: int, t0: float) -> RequestResult:
     res = RequestResult(ok=False, prompt_len=prompt_len)
     st = time.perf_counter()
+    res.start_wall_ns = time.time_ns()
     res.start_s = st - t0
     last = st
     chunks = 0
+    failed = ""
     try:
         async for chunk in client.stream_completion(payload):
             now = time.perf_counter()
+            if chunk.get("error") and not failed:
+                # The server gave up mid-stream (vLLM sends one error chunk, then [DONE], when its engine dies):
+                # the request failed, however many tokens came before.
+                err = chunk["error"]
+                what = f"{err.get('type', 'error')}: {err.get('message', '')}" if isinstance(err, dict) else str(err)
+                failed = f"the stream ended with an error after {chunks} token(s): {what}"
             usage = chunk.get("usage")
             if usage and usage.get("completion_tokens") is not None:
                 res.output_tokens = int(usage["completion_tokens"])
@@ -226,7 +260,8 @@ async def _one(client: AsyncClient, payload: dict, prompt_len: int, t0: float) -
         res.latency_s = time.perf_counter() - st
         if res.output_tokens == 0:  # server sent no usage: one token per text chunk
             res.output_tokens = chunks
-        res.ok = True
+        res.ok = not failed
+        res.error = failed[:300]
     except asyncio.CancelledError:
         res.error = "cancelled"
         raise

@@ -1,5 +1,6 @@
 """Hostile places to write to (issue 27): ``-o`` onto ``/dev/full`` and stdout, a full disk, Ctrl-C while
-writing or reading, two processes writing the same ``-o`` at once.
+writing or reading, two processes writing the same ``-o`` at once; ``record``'s run directory on a read-only
+file system and on a full disk (issue 42).
 
 Every case runs the real CLI in a subprocess (``python -m expo_prof``) on the committed sample runs
 (traces/samples/) or the real traces (``realtraces``), and checks the rules of expo_prof/output.py: a failure
@@ -128,15 +129,17 @@ def test_a_socket_is_refused_as_a_socket(tmp_path):
 class FullTmpfs:
     """A small tmpfs mounted in a private mount namespace, held by a sleeping process: commands run inside
     it through ``nsenter`` (:attr:`enter`), the test reads and writes it through ``/proc/PID/root`` (:attr:`view`).
-    Nothing is mounted in the test's own namespace; the mount goes away with the holder."""
+    Nothing is mounted in the test's own namespace; the mount goes away with the holder. ``readonly``: mounted
+    read-only (``-o ro``: not even root writes there, unlike a folder of mode 555)."""
 
-    def __init__(self, where: Path, size: str, need) -> None:
+    def __init__(self, where: Path, size: str, need, readonly: bool = False) -> None:
         for name in ("unshare", "nsenter"):
             tool(need, name)
         user = [] if os.geteuid() == 0 else ["--map-root-user"]
+        opts = f"size={size}" + (",ro" if readonly else "")
         self.holder = subprocess.Popen(
             ["unshare", *user, "--mount", "--propagation", "private", "sh", "-c",
-             'mount -t tmpfs -o size="$1" tmpfs "$0" && echo mounted && exec sleep 600', str(where), size],
+             'mount -t tmpfs -o "$1" tmpfs "$0" && echo mounted && exec sleep 600', str(where), opts],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
         assert self.holder.stdout is not None
         ok = self.holder.stdout.readline().strip() == "mounted"
@@ -148,8 +151,8 @@ class FullTmpfs:
         self.enter = ["nsenter", "--target", str(self.holder.pid), *inside, "--mount", "--"]
         self.view = Path(f"/proc/{self.holder.pid}/root") / where.relative_to("/")
 
-    def fill(self) -> None:
-        """Write a filler file until the file system has no byte left."""
+    def fill(self, leave: int = 0) -> None:
+        """Write a filler file until the file system has no byte left, then give ``leave`` bytes of it back."""
         fd = os.open(self.view / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             for block in (1 << 16, 1 << 12, 1):
@@ -158,6 +161,8 @@ class FullTmpfs:
                         pass
                 except OSError:
                     continue
+            if leave:
+                os.ftruncate(fd, os.fstat(fd).st_size - leave)
         finally:
             os.close(fd)
 
@@ -369,3 +374,103 @@ def stopped_at_injection(log: Path) -> int | None:
     assert len(hit) == 1 and hit[0][1].startswith("write(3, "), calls
     pid = hit[0][0]
     return int(pid) if (pid, "--- stopped by SIGSTOP ---") in calls else None
+
+
+# ------------------------------------------------------------------------------ record's run directory
+
+
+STANDIN = REPO / "tests" / "support" / "openai_standin.py"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture
+def readonly_tmpfs(tmp_path, need):
+    (tmp_path / "ro").mkdir()
+    fs = FullTmpfs(tmp_path / "ro", "1m", need, readonly=True)
+    try:
+        yield fs
+    finally:
+        fs.close()
+
+
+@pytest.mark.parametrize("where", ["-o", "--traces-dir", "cwd"])
+def test_record_into_a_read_only_file_system_is_one_line(readonly_tmpfs, where):
+    """GIVEN a read-only file system (a tmpfs mounted ``ro``: root cannot write there either)
+    WHEN record is asked to put its run there: ``-o RO/run``, ``--traces-dir RO/t/u``, or run from inside it
+    with the default ``--traces-dir traces``
+    THEN exit 2 with the one line "error: OPTION PATH: cannot write (Read-only file system)", before anything is
+    launched (the server's port never listens).
+    Before: an OSError traceback from mkdir, exit 1."""
+    ro = readonly_tmpfs.where
+    port = _free_port()
+    server = ["--", sys.executable, str(STANDIN), "--port", str(port)]
+    prefix = readonly_tmpfs.enter
+    if where == "-o":
+        args, said = ["-o", str(ro / "run")], f"-o {ro / 'run'}"
+    elif where == "--traces-dir":
+        args, said = ["--traces-dir", str(ro / "t" / "u")], f"--traces-dir {ro / 't' / 'u'}"
+    else:
+        args, said = [], "--traces-dir traces"
+        prefix = [*prefix, "sh", "-c", 'cd "$0" && exec "$@"', str(ro)]
+    proc = cli("record", *args, "--profiler", "none", *server, prefix=prefix)
+    assert proc.returncode == 2, proc.stderr
+    assert lines(proc.stderr) == [f"error: {said}: cannot write (Read-only file system)"]
+    assert not _listening(port) and os.listdir(readonly_tmpfs.view) == []
+
+
+def test_record_on_a_full_disk_says_what_is_missing_and_the_run_is_not_ok(full_tmpfs, tmp_path):
+    """GIVEN a disk with about 1 MB left: room for the run's manifest, log, event log (the committed switchback
+    sample's, copied by the launch script), workload.json and analysis.json, not for its timeline page (plotly
+    inlined: a few MB)
+    WHEN record runs there (-q) and its summary writes the page
+    THEN exit 2 with the one line "error: -o RUN: cannot write timeline.html (No space left on device); the run is
+    kept, its manifest says 'incomplete'; once there is room: expo-prof timeline RUN -o RUN/timeline.html"; the
+    manifest says "incomplete", names the page in `unwritten` with why, and notes it; no temporary file is left.
+    Before: the page's error line, then exit 0 with status ok and no note."""
+    (sample,) = (REPO / "traces/samples/tiny-cpu-switchback/overlay").glob("expo-prof-events-*.jsonl")
+    script = tmp_path / "serve.sh"
+    script.write_text(f'#!/bin/sh\ncp {sample} "$EXPO_PROF_OUT/"\nexec {sys.executable} {STANDIN} "$@"\n')
+    script.chmod(0o755)
+    full_tmpfs.fill(leave=1 << 20)
+    run = full_tmpfs.where / "run"
+    proc = cli("-q", "record", "-o", str(run), "--profiler", "none", "--num-prompts", "2", "--input-len", "8",
+               "--output-len", "4", "--", str(script), "--port", str(_free_port()), prefix=full_tmpfs.enter)
+    assert proc.returncode == 2, proc.stderr
+    assert lines(proc.stderr) == [
+        f"error: -o {run}: cannot write timeline.html (No space left on device); the run is kept, its manifest says "
+        f"'incomplete'; once there is room: expo-prof timeline {run} -o {run / 'timeline.html'}"]
+    view = full_tmpfs.view / "run"
+    m = json.loads((view / "manifest.json").read_text())
+    assert m["status"] == "incomplete" and m["unwritten"] == {"timeline.html": "No space left on device"}
+    assert any(n.startswith("not written: timeline.html (No space left on device)") for n in m["notes"])
+    assert (view / "analysis.json").is_file() and not (view / "timeline.html").exists()
+    assert [p for p in os.listdir(view) if p.startswith(".") or p.endswith(".tmp")] == []
+
+
+@pytest.mark.parametrize("command", ["ab", "ab-switchback", "demo"])
+def test_ab_and_demo_into_a_read_only_file_system_are_one_line(readonly_tmpfs, command):
+    """GIVEN the same read-only file system WHEN ab (its session directory, --session-dir RO/s) or demo (its
+    --traces-dir RO/t) is asked to write there THEN exit 2 with the one line "error: OPTION PATH: cannot write
+    (Read-only file system)", before any model is built or server launched. Before: an OSError traceback."""
+    ro = readonly_tmpfs.where
+    port = _free_port()
+    server = ["--", sys.executable, str(STANDIN), "--port", str(port)]
+    if command == "demo":
+        args, said = ["demo", "--traces-dir", str(ro / "t")], f"--traces-dir {ro / 't'}"
+    else:
+        extra = ["--switchback"] if command == "ab-switchback" else []
+        args, said = ["ab", *extra, "--session-dir", str(ro / "s"), *server], f"--session-dir {ro / 's'}"
+    proc = cli(*args, prefix=readonly_tmpfs.enter)
+    assert proc.returncode == 2, proc.stderr
+    assert lines(proc.stderr) == [f"error: {said}: cannot write (Read-only file system)"]
+    assert not _listening(port) and os.listdir(readonly_tmpfs.view) == []

@@ -16,15 +16,35 @@ request counter, so two stand-ins sent the same requests give the same samples, 
 Faults, for the error paths: ``refuse={path: (status, body)}`` answers that path with that refusal,
 ``fail_after=N`` refuses every completion after the N-th with HTTP 500, ``ignore_top_k`` samples as if top-k
 were not asked (a broken sampler), ``ready_after_s`` answers ``/health`` 503 until then.
+
+A dead engine, as vLLM's API server shows one when its engine core died under it (``kill -9``, the OOM killer):
+``dead_after=N`` kills the "engine" at the N-th completion; ``engine_child`` (``--engine-child``) runs a child
+process titled ``VLLM::EngineCore`` (vLLM's own title: argv[0]) whose death, e.g. a test's ``kill -9``, kills
+it. From then on: the streams in flight end with vLLM's error chunk, every completion is refused with vLLM's
+HTTP 500 (:data:`DEAD_BODY`) — or, with ``dead_requests="hang"``, no completion is answered any more, the
+streams in flight stall — ``/health`` answers 503 or, with ``dead_health="hang"``, never answers (what the
+issue saw with the profiler on; ``"200"``: a server that does not know), and the log (stderr) gets vLLM's
+lines about it.
+
+A slow profiler, as vLLM's torch profiler on CPU: ``stop_profile_s`` (``--stop-profile-s``) holds the answer to
+``/stop_profile`` that long (vLLM writes the trace, then prints its op table); with ``trace_after_s``
+(``--trace-after``) a small complete trace lands in ``$VLLM_TORCH_PROFILER_DIR`` that long into it (the
+trace written before the answer, as vLLM does; ``trace_write_s``: the file held open that long while it is
+written, as a large trace is). ``stop_profile_s`` alone: a /stop_profile that hangs.
+``--ignore-stop``: the process ignores SIGINT and SIGTERM (only SIGKILL ends it), a server slow to stop.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import itertools
 import json
 import math
+import os
 import random
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,6 +56,12 @@ PROBS = (0.3, 0.2, 0.15, 0.1, 0.08, 0.07, 0.06, 0.04)
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
 #: Seconds between two streamed tokens (so that time to first token and inter-token latencies are not 0).
 STREAM_GAP_S = 0.005
+#: vLLM's answer to a completion once its engine core is dead (its ``EngineDeadError``'s message, HTTP 500), and
+#: the one error chunk that ends a stream in flight then.
+DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+DEAD_BODY = {"error": {"message": DEAD_MESSAGE, "type": "InternalServerError", "param": None, "code": 500}}
+#: The title vLLM gives its engine core process (setproctitle: argv[0]).
+ENGINE_TITLE = "VLLM::EngineCore"
 
 
 def processed(params: dict) -> list[float]:
@@ -71,9 +97,21 @@ class StandIn:
 
     def __init__(self, *, refuse: dict[str, tuple[int, str]] | None = None, fail_after: int | None = None,
                  ignore_top_k: bool = False, ready_after_s: float = 0.0, port: int = 0,
-                 max_model_len: int | None = 256) -> None:
+                 max_model_len: int | None = 256, dead_after: int | None = None, dead_health: str = "503",
+                 dead_requests: str = "500",
+                 stop_profile_s: float = 0.0, trace_after_s: float | None = None, trace_write_s: float = 0.0,
+                 stream_gap_s: float = STREAM_GAP_S) -> None:
         self.refuse = dict(refuse or {})
         self.fail_after = fail_after
+        self.dead_after = dead_after
+        self.dead_health = dead_health
+        self.dead_requests = dead_requests
+        self.stop_profile_s = stop_profile_s
+        self.trace_after_s = trace_after_s
+        self.trace_write_s = trace_write_s
+        self.stream_gap_s = stream_gap_s
+        #: When the "engine" died (time.monotonic()), None while it lives.
+        self.dead_since: float | None = None
         self.ignore_top_k = ignore_top_k
         self.max_model_len = max_model_len
         self.requests: list[tuple[str, str, dict | None]] = []
@@ -98,6 +136,34 @@ class StandIn:
     def paths(self, method: str | None = None) -> list[str]:
         """The paths asked so far (of ``method`` only, when given)."""
         return [p for m, p, _ in self.requests if method in (None, m)]
+
+    # ------------------------------------------------------------------ a dead engine
+
+    def die(self, why: str) -> None:
+        """The "engine" dies (once): from now on the API answers as vLLM's does with a dead engine core, and the
+        log says so in vLLM's words."""
+        with self._lock:
+            if self.dead_since is not None:
+                return
+            self.dead_since = time.monotonic()
+        pid = os.getpid()
+        if why:
+            print(f"(APIServer pid={pid}) WARNING [core_client.py:817] [shutdown] MPClient: {why}; starting cleanup",
+                  file=sys.stderr, flush=True)
+        print(f"(APIServer pid={pid}) ERROR [async_llm.py:906] vllm.v1.engine.exceptions.EngineDeadError: "
+              f"{DEAD_MESSAGE}", file=sys.stderr, flush=True)
+
+    def start_engine(self) -> subprocess.Popen:
+        """A child process titled :data:`ENGINE_TITLE` (argv[0], as vLLM's setproctitle leaves it); its death kills
+        the engine (watched by a thread)."""
+        child = subprocess.Popen([ENGINE_TITLE, "-c", "import time; time.sleep(86400)"], executable=sys.executable)
+
+        def watch() -> None:
+            child.wait()
+            self.die("engine core exited unexpectedly")
+
+        threading.Thread(target=watch, daemon=True).start()
+        return child
 
     # ------------------------------------------------------------------ answers
 
@@ -142,6 +208,11 @@ class StandIn:
         return Handler
 
     def _health(self, h, _body: dict) -> None:
+        if self.dead_since is not None and self.dead_health != "200":
+            if self.dead_health == "hang":
+                time.sleep(3600)  # never answered (a thread of its own: the other requests go on)
+                return
+            return h._answer(503, b"", "text/plain")
         h._answer(200 if time.monotonic() >= self._ready_at else 503, b"", "text/plain")
 
     def _models(self, h, _body: dict) -> None:
@@ -154,13 +225,41 @@ class StandIn:
                         "count": len(words)})
 
     def _profile(self, h, _body: dict) -> None:
+        if h.path == "/stop_profile" and (self.stop_profile_s or self.trace_after_s is not None):
+            t0 = time.monotonic()
+            if self.trace_after_s is not None:
+                time.sleep(self.trace_after_s)
+                self._write_trace()
+            time.sleep(max(0.0, self.stop_profile_s - (time.monotonic() - t0)))
         h._answer(200, b"", "text/plain")
+
+    def _write_trace(self) -> None:
+        """A small complete Kineto-style trace in ``$VLLM_TORCH_PROFILER_DIR``, named as vLLM's worker names it;
+        held open :attr:`trace_write_s` between its two halves."""
+        folder = os.environ.get("VLLM_TORCH_PROFILER_DIR")
+        if not folder:
+            return
+        doc = json.dumps({"schemaVersion": 1, "traceEvents": [{"ph": "X", "name": "standin-step", "pid": 1, "tid": 1,
+                                                               "ts": 1.0, "dur": 10.0, "cat": "cpu_op"}]})
+        with gzip.open(os.path.join(folder, f"rank0.{time.time_ns()}.pt.trace.json.gz"), "wt") as f:
+            f.write(doc[: len(doc) // 2])
+            f.flush()
+            time.sleep(self.trace_write_s)
+            f.write(doc[len(doc) // 2 :])
 
     def _completion(self, h, body: dict) -> None:
         with self._lock:
             self._completions += 1
             failing = self.fail_after is not None and self._completions > self.fail_after
+            dies = self.dead_after is not None and self._completions >= self.dead_after
             draw = next(self._draws)
+        if dies:
+            self.die("")
+        if self.dead_since is not None:
+            if self.dead_requests == "hang":
+                time.sleep(3600)
+                return
+            return h._answer(500, DEAD_BODY)
         if failing:
             return h._answer(500, b"engine core died", "text/plain")
         params = {**body, "_ignore_top_k": self.ignore_top_k}
@@ -186,23 +285,52 @@ class StandIn:
         h.send_header("Content-Type", "text/event-stream")
         h.end_headers()  # no length: the stream ends when the connection closes (HTTP/1.0)
         for t in choices[0]["token_ids"]:
-            time.sleep(STREAM_GAP_S)
+            time.sleep(self.stream_gap_s)
+            if self.dead_since is not None:  # vLLM: one error chunk, then [DONE]
+                if self.dead_requests == "hang":
+                    time.sleep(3600)
+                    return
+                h.wfile.write(b"data: " + json.dumps(DEAD_BODY).encode() + b"\n\n")
+                break
             chunk = {"choices": [{"index": 0, "text": " " + WORDS[t]}], "usage": None}
             h.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             h.wfile.flush()
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if self.dead_since is None and (body.get("stream_options") or {}).get("include_usage"):
             h.wfile.write(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n")
         h.wfile.write(b"data: [DONE]\n\n")
 
 
 def main() -> None:
-    """Serve until killed (``--port``; ``--ready-after`` seconds of 503 on /health first). Other flags are
-    ignored, so a test can hand it a vLLM-style command line (``--max-model-len``, ``--enforce-eager`` …)."""
+    """Serve until killed (``--port``; ``--ready-after`` seconds of 503 on /health first; the faults above:
+    ``--fail-after N``, ``--dead-after N``, ``--engine-child``, ``--dead-health 503|hang|200``,
+    ``--dead-requests 500|hang``, ``--stop-profile-s S``, ``--trace-after S``, ``--trace-write-s S``, ``--stream-gap S``,
+    ``--ignore-stop``). Other flags are ignored, so a test can hand it a vLLM-style command line
+    (``--max-model-len``, ``--enforce-eager`` …)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--ready-after", type=float, default=0.0)
+    ap.add_argument("--dead-after", type=int, default=None)
+    ap.add_argument("--fail-after", type=int, default=None)
+    ap.add_argument("--engine-child", action="store_true")
+    ap.add_argument("--dead-health", choices=("503", "hang", "200"), default="503")
+    ap.add_argument("--dead-requests", choices=("500", "hang"), default="500")
+    ap.add_argument("--stop-profile-s", type=float, default=0.0)
+    ap.add_argument("--trace-after", type=float, default=None)
+    ap.add_argument("--trace-write-s", type=float, default=0.0)
+    ap.add_argument("--stream-gap", type=float, default=STREAM_GAP_S)
+    ap.add_argument("--ignore-stop", action="store_true")
     a, _vllm_style = ap.parse_known_args()
-    StandIn(port=a.port, ready_after_s=a.ready_after).httpd.serve_forever()
+    if a.ignore_stop:
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    standin = StandIn(port=a.port, ready_after_s=a.ready_after, fail_after=a.fail_after, dead_after=a.dead_after,
+                      dead_health=a.dead_health, dead_requests=a.dead_requests, stop_profile_s=a.stop_profile_s,
+                      trace_after_s=a.trace_after, trace_write_s=a.trace_write_s, stream_gap_s=a.stream_gap)
+    if a.engine_child:
+        standin.start_engine()
+    standin.httpd.serve_forever()
 
 
 if __name__ == "__main__":
