@@ -217,11 +217,9 @@ def read_file(job: detect.Job | str | Path, *, max_bytes: int = DEFAULT_MAX_DECO
         tl = read_chrome_file(job.path, max_bytes=max_bytes, progress=progress,
                               fmt_hint=None if r == detect.KINETO else r, rank_hint=job.rank_hint)
     elif r == detect.OVERLAY:
-        from expo_prof.readers.overlay_log import read_overlay_log
+        from expo_prof.readers.overlay_log import read_overlay_log_file
 
-        loaded = read_bytes(job.path, max_bytes=max_bytes, progress=progress)
-        tl = read_overlay_log(loaded.take(), job.path)
-        tl.warnings[:0] = loaded.warnings
+        tl = read_overlay_log_file(job.path, max_bytes=max_bytes, progress=progress)
     elif r in (detect.KERNEL_CSV, detect.MSPROF_OP_SUMMARY, detect.MSPROF_TASK_TIME):
         from expo_prof.readers.ascend.kernel_csv import read_kernel_csv
 

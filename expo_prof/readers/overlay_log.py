@@ -15,6 +15,7 @@ summary lines go to ``meta["overlay"]``, the summary's q memory figures to
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ import numpy as np
 from expo_prof.errors import BadInput
 from expo_prof.words import plural
 from expo_prof.readers.builder import build_timeline
+from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED, Progress, _mb, read_pieces
 from expo_prof.timeline import OVERLAY_MODEL_BUSY, Interner, Kind, Lane, LaneKind, Timeline
 from overlay.contract import EVENT_LOG_SCHEMA, PHASE_NATIVE, PHASE_OFF, PHASE_ON, SPAN_EXPONENTIAL, SPAN_FORWARD, SPAN_SAMPLE, SPAN_WAIT
 
@@ -194,14 +196,89 @@ def one_per_run(warnings: list[str]) -> list[str]:
     return lines
 
 
+#: The longest line an event log may hold, newline excluded (bytes). The overlay writes step lines of ~340 bytes
+#: and header, notice and summary lines of a few hundred; a longer line is not held: it is skipped, counted and
+#: its length said (issue 42: a 3 GB line was held whole, 6.3 GB RSS).
+MAX_LINE_BYTES = 8 << 20
+#: The header line must start within this many bytes of the file (what a file without one is refused after:
+#: NUL bytes or other binary are refused from this first window, whatever their size).
+HEADER_WITHIN = MAX_LINE_BYTES
+
+
+_NON_BLANK = re.compile(rb"\S")
+
+
+class _NoHeaderYet(Exception):
+    """The data went past :data:`HEADER_WITHIN` bytes without a header line."""
+
+
+class _Lines:
+    """The lines of an event log, a piece of the file at a time: ``(index, line, length)`` for each, the
+    remainder after the last newline included (b"" when the data ends with one); the line is None when it is
+    longer than :data:`MAX_LINE_BYTES` (its bytes were not kept). Once all are read, :attr:`count` is their
+    number and :attr:`torn` says whether the last one lacks its newline (it is not blank).
+
+    While :attr:`limit` is set (the caller clears it at the header line), reading past that many bytes raises
+    :class:`_NoHeaderYet`.
+    """
+
+    def __init__(self, pieces: Iterable[bytes], limit: int | None = HEADER_WITHIN) -> None:
+        self._pieces = pieces
+        self.torn = False
+        self.count = 0
+        #: The length read of the line being read when :class:`_NoHeaderYet` was raised (:attr:`count` its index).
+        self.cut = 0
+        self.limit = limit
+        #: The first byte of the data that is not blank (-1: none read yet).
+        self.first = -1
+
+    def __iter__(self) -> Iterator[tuple[int, bytes | None, int]]:
+        parts: list[bytes] = []
+        length = 0  # of the current line
+        seen = 0  # bytes read
+        i = 0
+        for piece in self._pieces:
+            if self.first < 0:
+                m = _NON_BLANK.search(piece)
+                self.first = -1 if m is None else piece[m.start()]
+            segs = piece.split(b"\n")
+            for k, seg in enumerate(segs):
+                if length + len(seg) <= MAX_LINE_BYTES:
+                    parts.append(seg)
+                else:
+                    parts.clear()  # too long: no longer kept, only measured
+                length += len(seg)
+                if k < len(segs) - 1:  # its newline was read: the line is whole
+                    yield i, (b"".join(parts) if length <= MAX_LINE_BYTES else None), length
+                    parts, length, i = [], 0, i + 1
+            seen += len(piece)
+            if self.limit is not None and seen > self.limit:
+                self.count, self.cut = i, length
+                raise _NoHeaderYet
+        tail = b"".join(parts) if length <= MAX_LINE_BYTES else None
+        # A file written to the end terminates its last line; a killed process may leave a torn one.
+        self.torn = tail is None or tail.strip() != b""
+        self.count = i + 1
+        yield i, tail, length
+
+
+def read_overlay_log_file(path: Path, *, max_bytes: int = DEFAULT_MAX_DECOMPRESSED,
+                          progress: Progress | None = None) -> Timeline:
+    """:func:`read_overlay_log` on a file (plain or gzip), read a piece and a line at a time: no line longer
+    than :data:`MAX_LINE_BYTES` is held. The reading's warnings (damaged gzip data) come first."""
+    warnings: list[str] = []
+    tl = _read(_Lines(read_pieces(path, max_bytes=max_bytes, progress=progress, warnings=warnings)), path)
+    tl.warnings[:0] = warnings
+    return tl
+
+
 def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
     """Parse one overlay event log into a Timeline (see module docstring)."""
+    return _read(_Lines([bytes(data)], limit=None), path)
+
+
+def _read(lines: _Lines, path: Path) -> Timeline:
     where = str(path)
-    lines = bytes(data).split(b"\n")
-    # A file written to the end terminates its last line; a killed process may leave a torn one.
-    torn_tail = lines[-1].strip() != b""
-    if not torn_tail:
-        lines.pop()
     warnings: list[str] = []
     header: dict[str, Any] | None = None
     summary: dict[str, Any] | None = None
@@ -216,57 +293,87 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
     # Step lines with a field of the wrong type: the field is ignored, the line kept.
     bad_field_lines = 0
     first_bad_field = ""
-    n_lines = len(lines)
+    # Lines longer than MAX_LINE_BYTES: skipped unread, the first named with its length.
+    long_lines = 0
+    first_long = ""
+    # The last line that is not JSON, and whether a header came before it: the last line of the file is torn
+    # rather than malformed (a process killed while writing), which is only known at the end.
+    undecoded, header_before = -1, False
     text_lines = 0
-    for i, raw in enumerate(lines):
-        if not raw.strip():
-            continue
-        text_lines += 1
-        try:
-            obj = _DEC.decode(raw)
-        except msgspec.DecodeError:
-            if i == n_lines - 1 and (torn_tail or i > 0) and header is not None:
-                warnings.append(f"{where}: last line is incomplete (process killed while writing?); skipped it")
-            else:
+    try:
+        for i, raw, length in lines:
+            if raw is None:
+                text_lines += 1
+                long_lines += 1
+                first_long = first_long or f"line {i + 1}: {length:,} bytes"
+                continue
+            if not raw.strip():
+                continue
+            text_lines += 1
+            try:
+                obj = _DEC.decode(raw)
+            except msgspec.DecodeError:
                 bad_lines += 1
                 first_bad = first_bad or i + 1
-            continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-            bad_lines += 1
-            first_bad = first_bad or i + 1
-            continue
-        typ = obj.get("type")
-        if typ == "header":
-            if header is not None:
-                warnings.append(f"{where}: second header line {i + 1} ignored")
+                undecoded, header_before = i, header is not None
                 continue
-            schema = obj.get("schema")
-            if schema not in READABLE_SCHEMAS or isinstance(schema, bool):
-                raise BadInput(
-                    f"{where}: event log schema {_short(schema)} is not supported "
-                    f"(this expo-prof reads schemas {', '.join(map(str, READABLE_SCHEMAS))}; "
-                    "use a matching expo-prof version)"
-                )
-            header = obj
-        elif header is None:
-            raise BadInput(f"{where}: event log does not start with a header line (line {i + 1} is {_short(typ)})")
-        elif typ == "step":
-            bad = _bad_fields(obj)
-            if bad:
-                bad_field_lines += 1
-                first_bad_field = first_bad_field or f"line {i + 1}: {', '.join(bad)}"
-            steps.append(obj)
-            after_summary += 1
-        elif typ == "summary":
-            summary = obj
-            after_summary = 0
-        elif typ == "notice":
-            notices.append(obj)
-        # Unknown types are ignored (forward compatible within one schema).
+            if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+                bad_lines += 1
+                first_bad = first_bad or i + 1
+                continue
+            typ = obj.get("type")
+            if typ == "header":
+                if header is not None:
+                    warnings.append(f"{where}: second header line {i + 1} ignored")
+                    continue
+                schema = obj.get("schema")
+                if schema not in READABLE_SCHEMAS or isinstance(schema, bool):
+                    raise BadInput(
+                        f"{where}: event log schema {_short(schema)} is not supported "
+                        f"(this expo-prof reads schemas {', '.join(map(str, READABLE_SCHEMAS))}; "
+                        "use a matching expo-prof version)"
+                    )
+                header = obj
+                lines.limit = None
+            elif header is None:
+                raise BadInput(f"{where}: event log does not start with a header line (line {i + 1} is {_short(typ)})")
+            elif typ == "step":
+                bad = _bad_fields(obj)
+                if bad:
+                    bad_field_lines += 1
+                    first_bad_field = first_bad_field or f"line {i + 1}: {', '.join(bad)}"
+                steps.append(obj)
+                after_summary += 1
+            elif typ == "summary":
+                summary = obj
+                after_summary = 0
+            elif typ == "notice":
+                notices.append(obj)
+            # Unknown types are ignored (forward compatible within one schema).
+    except _NoHeaderYet:
+        if lines.first == 0:
+            what = "NUL bytes from byte 0 (a file allocated but never written: a crash?)"
+        elif long_lines or lines.cut > MAX_LINE_BYTES:
+            first_long = first_long or f"line {lines.count + 1}: {lines.cut:,} bytes and more"
+            what = f"no header line ({first_long}, longer than the {_mb(MAX_LINE_BYTES)} an event-log line may hold)"
+        else:
+            what = (f"no header line in its first {_mb(HEADER_WITHIN)} ({plural(text_lines, 'line')}, none a JSON "
+                    "object with a type)")
+        raise BadInput(f"{where}: not an overlay event log: {what}") from None
+    last = lines.count - 1 if lines.torn else lines.count - 2
+    if undecoded == last and (lines.torn or last > 0) and header_before:
+        bad_lines -= 1
+        warnings.append(f"{where}: last line is incomplete (process killed while writing?); skipped it")
+    if long_lines:
+        warnings.append(f"{where}: {plural(long_lines, 'line')} longer than the {_mb(MAX_LINE_BYTES)} an event-log "
+                        f"line may hold skipped unread (the first: {first_long})")
     if header is None:
         if bad_lines:
             raise BadInput(f"{where}: not an overlay event log: none of its {text_lines} line(s) is a JSON object "
                            "with a type, and no header line (a damaged or foreign file?)")
+        if long_lines:
+            raise BadInput(f"{where}: not an overlay event log: no header line ({first_long}, longer than the "
+                           f"{_mb(MAX_LINE_BYTES)} an event-log line may hold)")
         raise BadInput(f"{where}: empty event log (no header line)")
     if bad_lines:
         warnings.append(f"{where}: {bad_lines} malformed line(s) skipped (not a JSON object with a type; "
@@ -371,7 +478,7 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
         "used": int(cols["used"].sum()),
         "fallbacks": fallbacks,
     }
-    why = missing_why(None if summary is None else summary.get("final") is not False, after_summary, torn_tail)
+    why = missing_why(None if summary is None else summary.get("final") is not False, after_summary, lines.torn)
     if why is not None:
         # No summary, or a checkpoint whose counts later steps made stale: the counts are the recomputed ones.
         summary = None

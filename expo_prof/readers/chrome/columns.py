@@ -79,6 +79,9 @@ class Cols:
         # Code tables.
         self.known_cats = True  # chunks decoded with the Kineto-categories decoder until one fails (decode.py)
         self.mixed = False  # chunks decoded as events or other JSON values first, once one held both (decode.py)
+        # Where the last chunk that did not decode read past the event array's own "]" (the offset in its buffer of
+        # the first byte msgspec found after the array; -1: it did not). decode.py sets it, the chunk loops read it.
+        self.past_end = -1
         self.evkey = CodeTable()  # (ph, cat, pid, tid) of every event
         self.key_tables: Any = None  # batch.KeyTables of the evkey codes
         self.cat = CodeTable()

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 import numpy as np
@@ -52,8 +52,9 @@ from expo_prof.readers.chrome.filler import EMPTY_DROPPED, empty_run_start, rski
 from expo_prof.readers.file_bytes import repair
 
 __all__ = [
-    "BATCH", "CHUNK_BYTES", "DEC_ARRAY_RAW_EVENTS", "EVENTS_KEY", "NON_SPACE", "Damaged", "Ends", "NotAnArray",
-    "Trace", "buffer_address", "collect_raws", "decode_chunk", "end_candidates", "in_brackets",
+    "BATCH", "CHUNK_BYTES", "DEC_ARRAY_RAW_EVENTS", "EVENTS_KEY", "NON_SPACE", "SHORT", "TOP_MAX", "Damaged", "DocEnd",
+    "Ends", "NotAnArray", "Trace", "array_closed_at", "buffer_address", "closed_array", "collect_raws", "decode_chunk",
+    "document_end", "end_candidates", "in_brackets", "not_json",
     "loose_boundary", "next_boundary",
     "runs_possible", "skip_filler", "split_events", "whole_elements",
 ]
@@ -162,6 +163,18 @@ _QUOTE_OR_RBRACE = b'"}'
 # --------------------------------------------------------------------------- the document
 
 
+def not_json(where: str, b: int, at: int) -> str | None:
+    """The one-line reason a document whose first byte that is not blank is ``b``, at offset ``at`` of the file,
+    is no Chrome trace; None when ``b`` starts a JSON object or array. Said from the first window alone: a file
+    of NUL bytes (allocated but never written: a crash) or of other binary is refused before anything is held
+    (issue 42)."""
+    if b in b"{[":
+        return None
+    if b == 0:
+        return f"{where}: not valid JSON: NUL bytes from byte {at:,} (a file allocated but never written: a crash?)"
+    return f"{where}: not valid JSON: byte {at:,} is {bytes([b])!r}, where a JSON document starts with {{ or ["
+
+
 class NotAnArray(Exception):
     """The guessed event array does not split into events (wrong layout guess or damaged input)."""
 
@@ -185,19 +198,132 @@ _TAIL_TRIES = 64
 
 
 class Ends:
-    """Candidates for the offset of the event array's ``]`` (last first), each with the top level it implies."""
+    """Candidates for the offset of the event array's ``]`` (last first), each with the top level it implies.
 
-    def __init__(self, a0: int, candidates: Any) -> None:
+    With ``doc`` (the document's head up to the array's ``[``, the end of what the buffer holds, whether it is a
+    bare array), a chunk that reads past the array's own ``]`` settles the end at once (:meth:`close`), and
+    whatever follows the document is found: :attr:`after`.
+    """
+
+    def __init__(self, a0: int, candidates: Any, doc: tuple[bytes, int, bool] | None = None) -> None:
         self.a0 = a0
         self._it = iter(candidates)
         self.top: Trace | None = None
+        self._doc = doc
+        #: The offset of the first byte after the document that is not blank (-1: none), once :meth:`close` found it.
+        self.after = -1
+        #: The end given is no candidate but the last byte of the buffer (:meth:`next`): only a chunk that reads
+        #: past the array's ``]`` before it (:meth:`close`) tells where the array ends.
+        self.probe = False
 
     def next(self, not_before: int) -> int:
         for top, a1 in self._it:
             if a1 >= not_before:
                 self.top = top
                 return a1
+        if self._doc is not None and not self.probe:
+            # No "]" near the end of the buffer is followed by the rest of the document: something follows the
+            # document (a second one, garbage). The chunks read on to the last byte, to find the array's end.
+            self.probe = True
+            hi = self._doc[1]
+            if hi - 1 >= not_before:
+                return hi - 1
         raise NotAnArray
+
+    def close(self, buf: Any, s: int, at: int) -> int:
+        """The array read from the element start ``s`` closed before ``at`` (where msgspec read past it): the
+        offset of its ``]`` when the rest of the document follows it (then it is the only candidate left), else
+        -1."""
+        a1 = closed_array(buf, s, at)
+        if a1 < 0 or self._doc is None:
+            return -1
+        head, hi, is_array = self._doc
+        got = document_end(buf, a1, hi, head, is_array)
+        if not isinstance(got, DocEnd):
+            return -1
+        self.top = got.top
+        self.after = got.after if got.after < hi else -1
+        self._it = iter(())
+        self.probe = False
+        return a1
+
+
+class DocEnd(NamedTuple):
+    """Where a document ends, found from the ``]`` of its event array."""
+
+    top: Trace | None  #: the top level (None for a bare array)
+    a1: int  #: the offset of the event array's ``]``
+    end: int  #: one past the document's last byte
+    after: int  #: the first byte after the document that is not blank (the end of what was looked at: none)
+
+
+#: :func:`document_end`: the top level goes on past what the buffer holds.
+SHORT = "short"
+#: How far after the event array the top level is looked at for where the document ends (Kineto writes a few
+#: keys there; a longer top level is left to :func:`end_candidates`).
+TOP_MAX = 1 << 23
+
+
+def closed_array(buf: Any, s: int, at: int) -> int:
+    """The offset of the ``]`` that closed the array read from the element start ``s``, msgspec having found the
+    byte at ``at`` after it (the last byte before ``at`` that is not blank); -1 when that is no ``]``."""
+    j = rskip_space(buf, s, min(at, len(buf))) - 1
+    return j if j >= s and buf[j] == _RBRACKET else -1
+
+
+def document_end(buf: Any, a1: int, hi: int, head: bytes, is_array: bool) -> DocEnd | str | None:
+    """Where the document whose event array ends with the ``]`` at ``a1`` ends, in ``buf[:hi]``.
+
+    ``head``: the document up to and including the array's ``[``. A :class:`DocEnd`; :data:`SHORT` when the
+    top level goes on past ``hi``; None when what follows ``a1`` is not the rest of the top level (``a1`` does
+    not end the event array). Whatever follows the document (a second document of a ``cat a b``, garbage) is
+    not parsed: only where it starts is found, in one decode of the top level's last keys.
+    """
+    if is_array:
+        return DocEnd(None, a1, a1 + 1, skip_space(buf, a1 + 1, hi))
+    stop = min(hi, a1 + 1 + TOP_MAX)
+    rest = bytes(buf[a1 + 1 : stop])
+    try:
+        top = _DEC_TRACE.decode(head + b"]" + rest)
+        end = a1 + 1 + len(rest.rstrip(_SPACE))
+        after = skip_space(buf, stop, hi)
+    except msgspec.ValidationError:
+        return None
+    except msgspec.DecodeError as exc:
+        msg = str(exc)
+        if "truncated" in msg:
+            return SHORT if stop == hi else None
+        m = _BYTE_AT.search(msg)
+        if m is None or "trailing characters" not in msg:
+            return None
+        k = int(m.group(1)) - 2 - len(head)  # the first byte after the document, in rest (msgspec counts it in)
+        if not 0 <= k < len(rest):
+            return None
+        try:
+            top = _DEC_TRACE.decode(head + b"]" + rest[:k])
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return None
+        end, after = a1 + 1 + len(rest[:k].rstrip(_SPACE)), a1 + 1 + k
+    top.traceEvents = _NULL
+    return DocEnd(top, a1, end, after)
+
+
+def array_closed_at(buf: bytearray, s: int, hi: int) -> int:
+    """Whether the array read from the element start ``s`` closes in ``buf[s:hi]``, in one structure-only parse:
+    the offset of the first byte msgspec found after its ``]`` (``hi`` when none was read), else -1 (still
+    open, or damaged)."""
+    before = buf[s - 1]
+    buf[s - 1] = _LBRACKET
+    try:
+        DEC_ARRAY_RAW_EVENTS.decode(memoryview(buf)[s - 1 : hi])
+    except msgspec.DecodeError as exc:
+        m = _BYTE_AT.search(str(exc))
+        if m is not None and "trailing characters" in str(exc):
+            return s - 2 + int(m.group(1))
+        return -1
+    finally:
+        buf[s - 1] = before
+    return hi
 
 
 def end_candidates(buf: Any, hi: int, is_array: bool, lo: int, head: bytes) -> Iterator[tuple[Trace | None, int]]:
@@ -307,7 +433,9 @@ def next_boundary(buf: bytearray, pos: int, a1: int, lo: int | None = None) -> t
 
 
 def decode_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
-    """Decode and collect the events in ``buf[s:e]``; False when ``e`` is not an event boundary."""
+    """Decode and collect the events in ``buf[s:e]``; False when ``e`` is not an event boundary (then
+    ``c.past_end`` is where msgspec read past the array's own ``]``, when that is why: -1 otherwise)."""
+    c.past_end = -1
     if c.mixed and _mixed_chunk(buf, s, e, c):
         return True
     try:
@@ -333,7 +461,9 @@ def decode_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
             # of the top level); msgspec stopping before the end otherwise is damage, which no later end would
             # get past (trying them all was quadratic, issue 34).
             m = _BYTE_AT.search(str(exc))
-            if m is not None and s - 1 + int(m.group(1)) < e and "trailing characters" not in str(exc):
+            if m is not None and "trailing characters" in str(exc):
+                c.past_end = s - 2 + int(m.group(1))  # msgspec counts the trailing byte in
+            elif m is not None and s - 1 + int(m.group(1)) < e:
                 raise Damaged(s - 1 + int(m.group(1)), str(exc)) from None
             return False
         collect_raws(raws, c, _InPlace(buf))

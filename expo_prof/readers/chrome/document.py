@@ -32,12 +32,13 @@ from expo_prof.readers.chrome.decode import (
     end_candidates,
     loose_boundary,
     next_boundary,
+    not_json,
     runs_possible,
     skip_filler,
 )
 from expo_prof.readers.file_bytes import Loaded, decode_json
 
-__all__ = ["collect_array", "read_events"]
+__all__ = ["after_document", "collect_array", "cut_top", "read_events"]
 
 _DEC_TRACE = msgspec.json.Decoder(Trace)
 _DEC_RAW = msgspec.json.Decoder(msgspec.Raw)
@@ -59,7 +60,9 @@ def read_events(data: Any, where: str) -> tuple[Trace | None, Cols, list[str]]:
     the whole document (repairing or cutting back damaged input, see
     :func:`~expo_prof.readers.file_bytes.decode_json`), then the same chunks.
     """
+    compressed = False
     if isinstance(data, Loaded):
+        compressed = data.compressed
         data = data.take()
     if not isinstance(data, bytearray):
         data = bytearray(data)
@@ -69,6 +72,9 @@ def read_events(data: Any, where: str) -> tuple[Trace | None, Cols, list[str]]:
     is_array = first.group() == b"["
     a_first = first.start()
     del first  # a match holds on to the buffer it searched
+    why = not_json(where, data[a_first], a_first)
+    if why is not None:
+        raise BadInput(why)
     # Nothing built here forms reference cycles: collections would only re-walk live objects.
     gc_was_enabled = gc.isenabled()
     gc.disable()
@@ -78,7 +84,9 @@ def read_events(data: Any, where: str) -> tuple[Trace | None, Cols, list[str]]:
             cols = Cols()
             try:
                 collect_array(data, ends.a0, ends, cols)
-                return ends.top, cols, []
+                after = [] if ends.after < 0 else [
+                    after_document(where, data[ends.after], ends.after, len(data) - ends.after, compressed)]
+                return ends.top, cols, after
             except NotAnArray:
                 pass
             got = _cut_short(data, ends.a0, is_array, where)
@@ -109,7 +117,22 @@ def _array_ends(buf: Any, is_array: bool, a_first: int) -> Ends | None:
             return None
         a0 = m.end() - 1
         del m
-    return Ends(a0, end_candidates(buf, len(buf), is_array, a0, bytes(buf[: a0 + 1])))
+    head = bytes(buf[: a0 + 1])
+    return Ends(a0, end_candidates(buf, len(buf), is_array, a0, head), (head, len(buf), is_array))
+
+
+def after_document(where: str, b: int, at: int, left: int | None, compressed: bool) -> str:
+    """The warning for what follows the end of a document, from its first byte ``b`` at offset ``at`` on
+    (``left`` bytes to the end of the file, when known): it is never read (issue 42)."""
+    at_s = f"byte {at:,}" + (" of the decompressed data" if compressed else "")
+    rest = "the rest of the file" if left is None else f"the last {left:,} bytes"
+    if b in b"{[":
+        return (f"{where}: a second JSON document starts at {at_s} (files concatenated?); read the first one only, "
+                f"ignored {rest}")
+    if b == 0:
+        return (f"{where}: NUL bytes from {at_s}, after the end of the JSON document (a file allocated but never "
+                f"written: a crash?); ignored {rest}")
+    return f"{where}: trailing data after the end of the JSON document, from {at_s}; ignored {rest}"
 
 
 
@@ -127,15 +150,24 @@ def _cut_short(data: bytearray, a0: int, is_array: bool, where: str) -> tuple[Tr
         return None
     top = None
     if not is_array:
-        try:
-            top = _DEC_TRACE.decode(head + b"]}")
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        top = cut_top(head)
+        if top is None:
             return None
-        top.traceEvents = _NULL
     cols = Cols()
     kept = collect_until_cut(data, a0 + 1, len(data), cols)
     return top, cols, [f"{where}: JSON is truncated; kept the events before byte {kept:,}, skipped the last "
                        f"{len(data) - kept:,} bytes"]
+
+
+def cut_top(head: bytes) -> Trace | None:
+    """The top level of a document cut inside its event array, from ``head`` (up to the array's ``[``); None when
+    those keys do not make one."""
+    try:
+        top = _DEC_TRACE.decode(head + b"]}")
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    top.traceEvents = _NULL
+    return top
 
 
 def _careful_layout(
@@ -197,10 +229,20 @@ def collect_array(buf: Any, a0: int, ends: Ends, c: Cols, start: int | None = No
                     reach = max(2 * reach, e + 1 - s)
             try:
                 if decode_chunk(buf, s, e, c):
+                    if ends.probe and e >= a1:
+                        raise NotAnArray  # the array runs to the last byte: it does not end there
                     break
             except Damaged as d:
                 nxt = skip_damage(buf, s, d, a1, c, base)
                 break
+            if c.past_end >= 0:
+                # The chunk read past the array's own "]": when the rest of the document follows it, that is the
+                # end (a later "]" of the top level, or of a second document of a `cat a b`, is never tried).
+                j = ends.close(buf, s, c.past_end)
+                if 0 <= j < a1:
+                    a1 = j
+                    e, nxt = next_boundary(buf, s + decode.CHUNK_BYTES, a1, lo)
+                    continue
             if e >= a1:
                 # Not the end of the array (a later list of the top level): the next candidate.
                 a1 = ends.next(s)
@@ -208,5 +250,7 @@ def collect_array(buf: Any, a0: int, ends: Ends, c: Cols, start: int | None = No
             else:
                 e, nxt = next_boundary(buf, e + 1, a1)
         s = nxt
+    if ends.probe:
+        raise NotAnArray  # no chunk read past the array's "]": it does not end before the last byte
 
 

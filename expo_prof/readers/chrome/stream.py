@@ -33,18 +33,23 @@ from pathlib import Path
 from expo_prof.errors import BadInput
 from expo_prof.readers.chrome import decode
 from expo_prof.readers.chrome.columns import Cols
-from expo_prof.readers.chrome.damage import Damage, before_damage
-from expo_prof.readers.chrome.document import collect_array
+from expo_prof.readers.chrome.damage import Damage, before_damage, collect_until_cut
+from expo_prof.readers.chrome.document import after_document, collect_array, cut_top
 from expo_prof.readers.chrome.decode import (
     EVENTS_KEY,
     Damaged,
+    DocEnd,
     Ends,
     NotAnArray,
     Trace,
+    array_closed_at,
+    closed_array,
     decode_chunk,
+    document_end,
     end_candidates,
     loose_boundary,
     next_boundary,
+    not_json,
     runs_possible,
     skip_filler,
     whole_elements,
@@ -73,6 +78,10 @@ _HOLD_DAMAGE = 1 << 23
 _BLANK_TAIL = 1 << 16
 #: ``]`` tried as the end of the event array before a blank run after it (the last events' args hold a few).
 _ARRAY_END_TRIES = 8
+#: A run of at least this many NUL bytes at the end of what has been read, where the JSON goes on, ends the data
+#: (issue 42: the unwritten end of a file after a crash; a NUL byte is never valid JSON, a stray one is damage).
+_NUL_RUN = 1 << 16
+_NUL_WHY = "(a file allocated but never written: a crash?)"
 
 
 def stream_events(
@@ -109,6 +118,9 @@ def _stream(w: Window) -> tuple[Trace | None, Cols, list[str]] | None:
             raise BadInput(f"{w.path}: empty file ({_mb(w.base + w.hi)} of whitespace, then damaged gzip data: "
                            f"{exc})") from None
     d0 = w.base + i  # absolute offsets from here on (window offset + w.base)
+    why = not_json(str(w.path), w.buf[i], d0)
+    if why is not None:
+        raise BadInput(why)  # NUL bytes or other binary: refused from the first window (issue 42)
     is_array = w.buf[i] == _LBRACKET
     a0 = d0
     # An object's event array starts after its "traceEvents" key.
@@ -124,6 +136,10 @@ def _stream(w: Window) -> tuple[Trace | None, Cols, list[str]] | None:
         t = rskip_space(w.buf, d0 - w.base, w.hi)
         if w.hi - t >= _BLANK_TAIL:
             w.hi = t + 1
+        nul = _nul_tail(w.buf, d0 - w.base, w.hi)
+        if nul >= 0:  # (the careful path would read the whole file to find no array in it)
+            raise BadInput(f"{w.path}: not valid JSON: NUL bytes from byte {w.base + nul:,} {_NUL_WHY}, before any "
+                           "traceEvents array")
         if w.base + w.hi - d0 >= _HEAD_MAX:
             _drain(w)
             return None
@@ -140,6 +156,7 @@ def _stream(w: Window) -> tuple[Trace | None, Cols, list[str]] | None:
     tail_try = _BLANK_TAIL  # the pending bytes past which a blank tail is looked for (doubles when none is cut)
     reach = chunk  # where a comma is looked for as a chunk end when no "}" boundary comes (doubles on failure)
     known = -1  # the last byte before a blank tail dropped already (what precedes it was found whole)
+    end_try = 2 * chunk  # the pending bytes past which the array's end is looked for (doubles when not found)
     dmg: Damage | None = None  # damage found, the next event start not found yet (s = where the damage starts)
     while True:
         if dmg is not None:
@@ -167,8 +184,11 @@ def _stream(w: Window) -> tuple[Trace | None, Cols, list[str]] | None:
                 continue
             if ok:
                 s = _skip(w, nxt + w.base, c)
-                pos, lo, reach = s + chunk, s + 1, chunk
+                pos, lo, reach, end_try = s + chunk, s + 1, chunk, 2 * chunk
             else:  # not an event boundary: the next candidate
+                doc = _doc_end(w, s, c.past_end, head, is_array) if c.past_end >= 0 else None
+                if doc is not None:  # the chunk read past the end of the document: what follows is not read
+                    return _finish(w, s, doc, c)
                 pos = lo = e + 1 + w.base
         else:  # no boundary in what has been read: read more, and look again from a little before its end
             if w.base + w.hi - s > 2 * reach:
@@ -182,8 +202,11 @@ def _stream(w: Window) -> tuple[Trace | None, Cols, list[str]] | None:
                     continue
                 if ok and got is not None:
                     s = _skip(w, got[1] + w.base, c)
-                    pos, lo, reach = s + chunk, s + 1, chunk
+                    pos, lo, reach, end_try = s + chunk, s + 1, chunk, 2 * chunk
                     continue
+                doc = _doc_end(w, s, c.past_end, head, is_array) if got is not None and c.past_end >= 0 else None
+                if doc is not None:
+                    return _finish(w, s, doc, c)
                 reach = max(2 * reach, got[0] + 1 + w.base - s if got is not None else 0)
             if w.base + w.hi - s >= tail_try:
                 kept = _cut_blank_tail(w, s, head, is_array, known)
@@ -192,16 +215,106 @@ def _stream(w: Window) -> tuple[Trace | None, Cols, list[str]] | None:
                 else:
                     known = kept
                     pos, lo = min(pos, kept), min(lo, kept)
+            if w.base + w.hi - s >= end_try:
+                # A long stretch without a boundary: the end of the array, then what follows the document (NUL
+                # bytes, garbage) would be held to the end of the file. One structure-only parse says (issue 42).
+                at = array_closed_at(w.buf, s - w.base, w.hi)
+                doc = _doc_end(w, s, at, head, is_array) if at >= 0 else None
+                if doc is not None:
+                    return _finish(w, s, doc, c)
+                nul = _nul_tail(w.buf, s - w.base, w.hi)
+                cut = _cut_by_nul(w, s, nul, head, is_array, c) if nul >= 0 else None
+                if cut is not None:
+                    return cut
+                end_try = 2 * (w.base + w.hi - s)
             end = w.base + w.hi
             if not w.more(s - 1 - w.base):
                 break
             pos = max(pos, end - _OVERLAP)
             lo = max(lo, end - _OVERLAP)
     # The end of the file is in the window: the last events, the array's "]" and the keys after it.
+    if dmg is None:
+        at = array_closed_at(w.buf, s - w.base, w.hi)
+        doc = _doc_end(w, s, at, head, is_array) if at >= 0 else None
+        if doc is not None:
+            return _finish(w, s, doc, c)
     lo = s - 1 - w.base
-    ends = Ends(lo, end_candidates(w.buf, w.hi, is_array, lo, head))
+    ends = Ends(lo, end_candidates(w.buf, w.hi, is_array, lo, head), (head, w.hi, is_array))
     collect_array(w.buf, lo, ends, c, start=s - w.base, base=w.base)
-    return ends.top, c, w.warnings
+    warnings = list(w.warnings)
+    if ends.after >= 0:
+        warnings.append(_after(w, ends.after, 0))
+    return ends.top, c, warnings
+
+
+def _doc_end(w: Window, s: int, at: int, head: bytes, is_array: bool) -> DocEnd | None:
+    """Where the document ends (absolute offsets), the array read from the element start ``s`` having closed
+    before the window offset ``at``; None when that is not settled by what has been read."""
+    a1 = closed_array(w.buf, s - w.base, at)
+    got = document_end(w.buf, a1, w.hi, head, is_array) if a1 >= 0 else None
+    if not isinstance(got, DocEnd):
+        return None
+    return DocEnd(got.top, got.a1 + w.base, got.end + w.base, got.after + w.base)
+
+
+def _nul_tail(buf: bytearray, lo: int, hi: int) -> int:
+    """Where a run of at least :data:`_NUL_RUN` NUL bytes that goes on to ``hi`` starts in ``buf[lo:hi]``; -1
+    when there is none."""
+    if hi - lo < _NUL_RUN or buf[hi - 1] != 0:
+        return -1
+    k = hi
+    while k > lo:
+        j = max(lo, k - _NUL_RUN)
+        kept = len(bytes(buf[j:k]).rstrip(b"\0"))
+        if kept:
+            k = j + kept
+            break
+        k = j
+    return k if hi - k >= _NUL_RUN else -1
+
+
+def _cut_by_nul(w: Window, s: int, k: int, head: bytes, is_array: bool, c: Cols) -> tuple[Trace | None, Cols,
+                                                                                          list[str]] | None:
+    """The event array cut by NUL bytes from the window offset ``k`` on (the rest of the file is not read): the
+    top level from the keys before the array, the events up to the cut, damage skipped (as
+    :func:`~expo_prof.readers.chrome.document.read_events` does for a file cut short); None when the keys before
+    the array do not make a top level (the careful path)."""
+    top = None
+    if not is_array:
+        top = cut_top(head)
+        if top is None:
+            return None
+    kept = w.base + collect_until_cut(w.buf, s - w.base, k, c)
+    rest = "the rest of the file" if w.compressed else f"the last {w.size - kept:,} bytes"
+    return top, c, [*w.warnings, f"{w.path}: JSON is truncated by NUL bytes from byte {w.base + k:,} {_NUL_WHY}; "
+                                 f"kept the events before byte {kept:,}, skipped {rest}"]
+
+
+def _finish(w: Window, s: int, doc: DocEnd, c: Cols) -> tuple[Trace | None, Cols, list[str]]:
+    """The events from ``s`` to the end of the event array, the document's end being known: whatever follows it
+    is not read (a second document of a ``cat a b``, garbage, NUL bytes: one warning naming where it starts)."""
+    after, dropped = doc.after, 0
+    while after >= w.base + w.hi:  # only blanks after the document so far: dropped, and the next bytes read
+        dropped += w.base + w.hi - doc.end
+        w.hi = doc.end - w.base
+        if not w.more(s - 1 - w.base):
+            after = -1
+            break
+        after = w.base + skip_space(w.buf, doc.end - w.base, w.hi)
+    warnings = list(w.warnings)
+    if after >= 0:
+        warnings.append(_after(w, after - w.base, dropped))
+    lo = s - 1 - w.base
+    ends = Ends(lo, [(doc.top, doc.a1 - w.base)])
+    collect_array(w.buf, lo, ends, c, start=s - w.base, base=w.base)
+    return ends.top, c, warnings
+
+
+def _after(w: Window, i: int, dropped: int) -> str:
+    """:func:`~expo_prof.readers.chrome.document.after_document` for the byte ``buf[i]`` of the window
+    (``dropped`` blank bytes before it were dropped from the window)."""
+    at = w.base + i + dropped
+    return after_document(str(w.path), w.buf[i], at, None if w.compressed else w.size - at, w.compressed)
 
 
 def _skip(w: Window, s: int, c: Cols) -> int:

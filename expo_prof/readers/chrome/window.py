@@ -10,9 +10,15 @@ reused, and stay in the CPU's cache while the decoder reads them.
 gzip input is inflated straight into the window by ISA-L's C reader
 (``isal_zlib._GzipReader.readinto``): no intermediate piece is allocated or
 copied. Damaged gzip data (truncated, corrupt, garbage after the stream) makes
-that reader raise, and :meth:`Window.more` raises :class:`DamagedGzip`: the
-caller then reads the file the careful way (:func:`~expo_prof.readers.file_bytes.read_bytes`), which
-keeps what is readable and says what was lost.
+that reader raise, with the same message for all three (and without the last
+bytes it inflated). The window then inflates the file again with the careful
+inflater (:func:`~expo_prof.readers.file_bytes.inflate`), passing over what it
+delivered already, to tell them apart (issue 42): garbage after a complete
+stream is ignored with a warning naming its offset, and the window goes on;
+for a cut or corrupt stream :meth:`Window.more` raises :class:`DamagedGzip`
+once it has delivered what is readable, and the caller reads the file the
+careful way (:func:`~expo_prof.readers.file_bytes.read_bytes`), which keeps
+what is readable and says what was lost.
 """
 
 from __future__ import annotations
@@ -82,6 +88,8 @@ class Window:
         self.warnings: list[str] = []
         try:
             size = path.stat().st_size
+            #: The size of the file on disk.
+            self.size = size
             self._f = open(path, "rb")
         except OSError as exc:
             raise BadInput(f"{path}: cannot read ({exc.strerror or exc})") from None
@@ -141,9 +149,7 @@ class Window:
                 if self._progress and n:
                     self._progress(n)
             else:
-                piece = next(self._pieces, b"")
-                n = len(piece)
-                self.buf[self.hi : self.hi + n] = piece
+                n = self._next_piece()
         except OSError as exc:
             raise BadInput(f"{self.path}: cannot read ({exc.strerror or exc})") from None
         if not n:
@@ -159,7 +165,11 @@ class Window:
         try:
             n = self._gz.readinto(view[self.hi : self.hi + room])
         except Exception as exc:  # noqa: BLE001 - isal raises EOFError, OSError or its own error on damaged data
-            raise DamagedGzip(str(exc)) from None
+            view.release()
+            # The same message for a cut stream and for garbage after a complete one: the careful inflater tells.
+            self._gz = None
+            self._pieces = self._resume(str(exc))
+            return self._next_piece()
         finally:
             view.release()
         self._inflated += n
@@ -169,6 +179,33 @@ class Window:
                 "trace too large; raise it with --max-bytes)"
             )
         return n
+
+    def _next_piece(self) -> int:
+        assert self._pieces is not None
+        piece = next(self._pieces, b"")
+        n = len(piece)
+        self.buf[self.hi : self.hi + n] = piece
+        return n
+
+    def _resume(self, why: str) -> Iterator[bytes]:
+        """The bytes after the :attr:`_inflated` delivered so far, inflated again from the start of the file by
+        :func:`~expo_prof.readers.file_bytes.inflate`; garbage after the stream adds its warning, a cut or
+        corrupt stream raises :class:`DamagedGzip` after its readable bytes."""
+        warnings: list[str] = []
+        damage: list[str] = []
+        skip = self._inflated
+        with open(self.path, "rb") as f:
+            for piece in inflate(self.path, f, self._max_bytes, None, warnings, PIECE, damage):
+                if skip >= len(piece):
+                    skip -= len(piece)
+                    continue
+                if skip:
+                    piece, skip = piece[skip:], 0
+                self._inflated += len(piece)
+                yield piece
+        if "truncated" in damage or "corrupt" in damage:
+            raise DamagedGzip(why)
+        self.warnings.extend(warnings)
 
     def _make_room(self, keep_from: int, room: int) -> None:
         k = max(0, min(keep_from, self.hi))
