@@ -33,7 +33,7 @@ import click
 from expo_prof.errors import import_extra
 from expo_prof.cli.base import command as cli_command
 from expo_prof.cli.record import sequential_options
-from expo_prof.analysis.switchback_words import SIGN_ONLY, tokps_ci_text
+from expo_prof.analysis.switchback_words import tokps_ci_text
 from expo_prof.words import fmt_ns, plural
 
 if TYPE_CHECKING:
@@ -141,8 +141,7 @@ def answer_line(sv: Saving | None, under: str = "") -> str:
         return f"saving not measured: no pair of switchback blocks ran a batch shape in common ({more})"
     where = f"on this machine and load ({plural(sv.pairs, 'block pair')} of {sv.block_steps} steps)"
     if under:
-        where = (f"on this machine under {under} ({plural(sv.pairs, 'block pair')} of {sv.block_steps} steps; "
-                 f"{SIGN_ONLY})")
+        where = f"on this machine under {under} ({plural(sv.pairs, 'block pair')} of {sv.block_steps} steps)"
     if sv.sequence is not None:
         return _sequential_answer(sv, where)
     mean = sv.saving.mean_ns
