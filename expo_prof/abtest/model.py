@@ -11,6 +11,8 @@ from typing import Any
 
 import msgspec
 
+from expo_prof.pipeline import arrival as _arrival
+
 SCHEMA = 1
 SCHEMA_NAME = "expo-prof.compare"
 
@@ -139,26 +141,14 @@ class Verdict(msgspec.Struct, kw_only=True):
 MIXED_SOURCES_NOTE = "forward time comes from different sources in these runs"
 
 
-class ArrivalSide(msgspec.Struct, kw_only=True):
+class ArrivalSide(_arrival.ArmGaps, kw_only=True):
     """How one side's tokens reach the client: its inter-token gaps (one per streamed chunk after the first),
-    pooled over the measured requests of its runs that kept them."""
+    pooled over the measured requests of its runs that kept them (the shape: analysis/arrival.py ``ArmGaps``,
+    the one definition a switchback's arms use too)."""
 
-    name: str
     #: Runs of the side whose inputs kept their gaps (of ``runs_total``).
     runs: int
     runs_total: int
-    gaps: int
-    #: Mean gap (ms): the decode time per gap, which bursts leave as it is (the same tokens in the same time).
-    mean_ms: float
-    #: The near-zero threshold of this side (ms): ``NEAR_ZERO_SHARE_OF_MEAN`` × ``mean_ms``.
-    near_zero_ms: float
-    #: Share of its gaps below ``near_zero_ms`` (0…1): tokens that came with the one before, no decode step between.
-    near_zero_share: float
-    p50_ms: float
-    p99_ms: float
-    max_ms: float
-    #: ``p99_ms / p50_ms``: how far the tail is from the typical gap; null when p50 is 0.
-    tail_ratio: float | None
 
 
 class TokenArrival(msgspec.Struct, kw_only=True):

@@ -29,6 +29,7 @@ from pathlib import Path
 import msgspec
 
 from expo_prof.pipeline.live import MIN_PAIRS, launch_sequence
+from expo_prof.record.settle import budget_seconds
 from expo_prof.errors import BadInput
 from expo_prof.words import UNDECIDED, plural
 
@@ -39,7 +40,6 @@ OPTIMAL_PAIRS = 10
 FILE = "launches.json"
 
 _LAUNCHES = re.compile(r"^\s*(\d+)\s*launch(?:es)?\s*$", re.IGNORECASE)
-_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
 _SHARE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 
@@ -95,12 +95,9 @@ def parse_rule(margin: str, budget: str | None) -> LaunchRule:
             raise BadInput(f"--budget {text!r}: at least {2 * MIN_PAIRS} launches ({MIN_PAIRS} pairs, the fewest "
                            "that can decide); or --repeat N for a fixed number of pairs")
         return LaunchRule(margin_pct=share, launches=n)
-    t = _TIME.match(text)
-    if t is None:
+    seconds = budget_seconds(text)
+    if seconds is None:
         raise BadInput(f"--budget {text!r} is neither a number of launches (20 launches) nor a time (30m, 2h)")
-    seconds = float(t[1]) * {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[(t[2] or "s").lower()]
-    if seconds <= 0:
-        raise BadInput(f"--budget {text!r} must be more than 0 s")
     return LaunchRule(margin_pct=share, seconds=seconds)
 
 

@@ -20,7 +20,7 @@ from expo_prof.errors import BadInput
 from expo_prof.pipeline.live import Look, SequentialSpec
 from expo_prof.words import UNDECIDED, fmt_ns, plural
 
-__all__ = ["Budget", "Look", "SequentialSpec", "load_ended_line", "manifest_entry", "parse_budget", "parse_margin",
+__all__ = ["Budget", "Look", "SequentialSpec", "budget_seconds", "load_ended_line", "manifest_entry", "parse_budget", "parse_margin",
            "progress_line"]
 
 #: Seconds between two looks at the event logs.
@@ -65,13 +65,22 @@ def parse_budget(text: str) -> Budget:
         if n < 1:
             raise BadInput(f"--budget {text!r}: at least 1 step")
         return Budget(steps=n)
+    seconds = budget_seconds(text)
+    if seconds is None:
+        raise BadInput(f"--budget {text!r} is neither a time (90s, 3m, 1h) nor a number of steps (5000 steps)")
+    return Budget(seconds=seconds)
+
+
+def budget_seconds(text: str) -> float | None:
+    """A ``--budget`` time (``180``, ``90s``, ``3m``, ``1h``) in seconds; None when ``text`` is no time; BadInput
+    for a time of 0 (shared by the switchback's budget and ab's launch budget)."""
     m = _TIME.match(text)
     if m is None:
-        raise BadInput(f"--budget {text!r} is neither a time (90s, 3m, 1h) nor a number of steps (5000 steps)")
+        return None
     seconds = float(m[1]) * {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[(m[2] or "s").lower()]
     if seconds <= 0:
         raise BadInput(f"--budget {text!r} must be more than 0 s")
-    return Budget(seconds=seconds)
+    return seconds
 
 
 def parse_margin(text: str) -> SequentialSpec:
