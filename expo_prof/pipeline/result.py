@@ -19,6 +19,7 @@ from expo_prof.analysis.hidden import TimelineAnalysis
 from expo_prof.analysis.model import AnalysisResult, Summary
 from expo_prof.analysis.natural import Natural
 from expo_prof.analysis.switchback import Saving
+from expo_prof.analysis.sequential import decide
 from expo_prof.analysis.switchback_words import across_zero, diff_words, margin_words, sequence_words, tokps_ci_text
 from expo_prof.pipeline.options import Options
 from expo_prof.runs.recordings import Recording
@@ -173,8 +174,13 @@ def _sequence_part(s: Saving) -> str:
     """A sequential switchback's verdict: the saving with its 95% confidence sequence, tok/s, the margin."""
     sq = s.sequence
     assert sq is not None
-    return (f"{sq.decision} — {sequence_words(sq, s.off_step_ns)}, margin {margin_words(sq.margin_ns, s.off_step_ns)}, "
+    line = (f"{sq.decision} — {sequence_words(sq, s.off_step_ns)}, margin {margin_words(sq.margin_ns, s.off_step_ns)}, "
             f"{plural(s.pairs, 'block pair')}")
+    if sq.settled_at is not None and sq.settled_at < sq.pairs and decide(sq.lo_ns, sq.hi_ns, sq.margin_ns) != sq.decision:
+        # The decision is the first settling look's (the run stopped there); pairs in flight after it widened the
+        # sequence shown (it holds at every pair at once), so the line says where it was decided.
+        line += f", decided at block pair {sq.settled_at} (the pairs after it widened the sequence)"
+    return line
 
 
 @dataclass
