@@ -53,11 +53,12 @@ def after_run(quiet: bool, closing: Callable[[object], None] | None = None):
 
 
 def _status(run_dir: Path) -> str | None:
+    from expo_prof.runs.manifest import read_manifest
+
     try:
-        raw = json.loads((run_dir / "manifest.json").read_text())
-    except (OSError, ValueError):
+        return read_manifest(run_dir).status
+    except BadInput:
         return None
-    return raw.get("status") if isinstance(raw, dict) else None
 
 
 def _mark_incomplete(run_dir: Path, unwritten: dict[str, str]) -> str:

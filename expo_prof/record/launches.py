@@ -18,7 +18,6 @@ asymptotic, and a launch pair is the unit. ``--repeat N`` fixes the length inste
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
@@ -30,6 +29,7 @@ import msgspec
 
 from expo_prof.pipeline.live import MIN_PAIRS, launch_sequence
 from expo_prof.record.settle import budget_seconds
+from expo_prof.runs.manifest import read_manifest
 from expo_prof.errors import BadInput
 from expo_prof.words import UNDECIDED, plural
 
@@ -117,10 +117,9 @@ def pair_changes(runs: list[tuple[bool, Path]]) -> list[float]:
 
 def _tokps(run: Path) -> float | None:
     try:
-        m = json.loads((run / "manifest.json").read_text())
-    except (OSError, ValueError):
+        v = read_manifest(run).metrics.get("output_throughput")
+    except BadInput:
         return None
-    v = (m.get("metrics") or {}).get("output_throughput") if isinstance(m, dict) else None
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
