@@ -20,8 +20,9 @@ from expo_prof.runs.layout import inside
 from expo_prof.runs.recordings import Recording
 
 
-def _number(x: Any) -> float | None:
-    """A finite, non-negative number of a workload.json (None for text, bool, null, NaN, a negative time)."""
+def seconds_of(x: Any) -> float | None:
+    """A finite, non-negative time of a workload.json or a bench result (None for text, bool, null, NaN, a
+    negative time): the one check of a gap or a start, shared with the A/B's gaps (abtest/inputs/gaps.py)."""
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return None
     v = float(x)
@@ -47,9 +48,9 @@ def measured_arrivals(workload: Any) -> tuple[np.ndarray, np.ndarray] | None:
     for r in requests:
         if not isinstance(r, dict) or r.get("ok") is not True or r.get("warmup"):
             continue
-        own, start_s, ttft, itl = r.get("start_wall_ns"), _number(r.get("start_s")), _number(r.get("ttft_s")), \
+        own, start_s, ttft, itl = r.get("start_wall_ns"), seconds_of(r.get("start_s")), seconds_of(r.get("ttft_s")), \
             r.get("itl_s")
-        gaps = [_number(g) for g in itl] if isinstance(itl, list) else []
+        gaps = [seconds_of(g) for g in itl] if isinstance(itl, list) else []
         if ttft is None or not gaps or any(g is None for g in gaps):
             continue
         if isinstance(own, int) and not isinstance(own, bool) and own > 0:

@@ -11,22 +11,15 @@ file) gives None: the check is then not measurable, and nothing is said about it
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
-
-def _gap(x: Any) -> float | None:
-    """A gap in seconds, or None for anything that is not one (text, bool, null, NaN, a negative time)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return None
-    v = float(x)
-    return v if math.isfinite(v) and v >= 0.0 else None
+from expo_prof.pipeline.token_gaps import seconds_of
 
 
 def _pooled(lists: list[Any]) -> np.ndarray | None:
-    gaps = [g for lst in lists if isinstance(lst, list) for x in lst if (g := _gap(x)) is not None]
+    gaps = [g for lst in lists if isinstance(lst, list) for x in lst if (g := seconds_of(x)) is not None]
     return np.asarray(gaps, dtype=np.float64) if gaps else None
 
 
