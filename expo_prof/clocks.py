@@ -2,14 +2,14 @@
 
 Kineto and Ascend traces stamp events in epoch (wall-clock) nanoseconds; the
 overlay event log stamps them on the host monotonic clock, and its header
-reads both clocks together (``wall_minus_mono_ns`` in ``meta["overlay"]``).
+reads both clocks together (``OverlayLog.wall_minus_mono_ns``).
 Both the analysis (placing a log's windows onto a trace's steps) and the HTML
 pages (one time axis) need this, so it lives outside either package.
 """
 
 from __future__ import annotations
 
-from expo_prof.timeline import Timeline
+from expo_prof.timeline import Timeline, overlay_log
 
 #: Clocks further apart than this are not the same clock: each source then starts at 0.
 SAME_CLOCK_NS = 24 * 3600 * 10**9
@@ -26,8 +26,8 @@ def is_epoch(tl: Timeline) -> bool:
 
 def wall_minus_mono(tl: Timeline) -> int | None:
     """ns to add to an overlay log's (host monotonic) times to get epoch ns; None without the header's pair."""
-    wm = (tl.meta.get("overlay") or {}).get("wall_minus_mono_ns")
-    return wm if isinstance(wm, int) and not isinstance(wm, bool) else None
+    ov = overlay_log(tl)
+    return None if ov is None else ov.wall_minus_mono_ns
 
 
 def clock_offsets(tls: list[Timeline]) -> tuple[list[int], str]:

@@ -133,6 +133,51 @@ def name_counts(tl: Timeline) -> np.ndarray:
 #: meta key of a compact Timeline: ``{"events": n, "name_counts": array}`` of the full one.
 COMPACT_KEY = "_compact"
 
+#: meta key of an overlay event log's :class:`OverlayLog`; read it through :func:`overlay_log`.
+OVERLAY_KEY = "overlay"
+
+
+@dataclass(frozen=True)
+class OverlayLog:
+    """What an overlay event log says beside its events (docs/event-log.md): one typed view, filled by the
+    reader (readers/overlay_log.py) and read through :func:`overlay_log` by everything else."""
+
+    #: The header line as written (schema, pid, run_id, block_steps, arms, mono_ns, wall_ns, …).
+    header: dict
+    #: The summary line's counts, or :attr:`recomputed` where the log has no usable one.
+    summary: dict
+    #: True when :attr:`summary` is the file's own summary line.
+    summary_from_file: bool
+    #: False: the last summary is a checkpoint written while the process ran; None: no usable summary.
+    summary_final: bool | None
+    #: The summary's counts recomputed from the step lines.
+    recomputed: dict
+    #: The step lines, column-wise (step, t0_ns, the window columns, reqs, tokens, rows, vocab, dtype, phase, …).
+    steps: dict
+    #: The notices the overlay wrote (switch-offs, fallbacks), as read.
+    notices: list
+    #: The summary's q memory figures, None each where the log has none (older logs, no summary).
+    q_memory: dict
+    #: Add to a host monotonic time to get epoch ns (the clock Kineto uses); None without the header's pair.
+    wall_minus_mono_ns: int | None
+
+    def header_int(self, key: str) -> int | None:
+        """A header field that must be an int (pid, block_steps, schema), None when absent or of another type."""
+        v = self.header.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    @property
+    def arms(self) -> list[str] | None:
+        """The switchback arms the header names, None when it names none."""
+        a = self.header.get("arms")
+        return [str(x) for x in a] if isinstance(a, list) else None
+
+
+def overlay_log(tl: Timeline) -> OverlayLog | None:
+    """The overlay event log view of ``tl``; None for any Timeline not read from an overlay event log."""
+    ov = tl.meta.get(OVERLAY_KEY) if isinstance(tl.meta, dict) else None
+    return ov if isinstance(ov, OverlayLog) else None
+
 
 def compact(tl: Timeline) -> Timeline:
     """``tl`` reduced to what grouping and roll-up read once the per-Timeline analysis is done: its lanes,

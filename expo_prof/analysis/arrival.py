@@ -28,6 +28,7 @@ import numpy as np
 
 from expo_prof.analysis.switchback import COMPARISONS, THREE_ARMS, TWO_ARMS, cadence, ints
 from expo_prof.words import fmt_ns
+from expo_prof.timeline import overlay_log
 
 #: A gap is **near zero** below this share of its side's mean gap: no decode step lies between the two tokens,
 #: the second came with the first (read back to back from one network read, or sent in one chunk's wake). The
@@ -257,7 +258,7 @@ def switchback_arrival(arrival_ns: np.ndarray, gaps_s: np.ndarray, start_ns: np.
 
 def of_log(cols: Mapping[str, np.ndarray], wall_minus_mono_ns: int, arrival_ns: np.ndarray, gaps_s: np.ndarray,
            arms: tuple[str, ...] = TWO_ARMS) -> SwitchbackArrival:
-    """:func:`switchback_arrival` over one overlay log's step columns (the reader's ``meta["overlay"]["steps"]``)."""
+    """:func:`switchback_arrival` over one overlay log's step columns (``OverlayLog.steps``)."""
     start, end, first = step_windows(cols, wall_minus_mono_ns)
     phase = np.asarray(cols["phase"], dtype=object).copy()
     phase[ints(cols["block"]) < 0] = None  # not a switchback step
@@ -270,16 +271,12 @@ def switchback_log(timelines) -> tuple[Mapping[str, np.ndarray], int, tuple[str,
     places its steps on the wall clock. The ranks of one job run the same blocks in lockstep; the client's
     tokens are the job's, so one log's phases say which arm each arrival fell in."""
     for tl in sorted(timelines, key=lambda t: t.rank):
-        ov = tl.meta.get("overlay") if isinstance(tl.meta, dict) else None
-        cols = (ov or {}).get("steps")
-        if not ov or not cols or ov.get("wall_minus_mono_ns") is None:
+        ov = overlay_log(tl)
+        if ov is None or not ov.steps or ov.wall_minus_mono_ns is None:
             continue
-        header = ov.get("header") or {}
-        block = header.get("block_steps")
-        if not (isinstance(block, int) and not isinstance(block, bool) and block >= 2) or not np.any(
-                ints(cols["block"]) >= 0):
+        cols, block = ov.steps, ov.header_int("block_steps")
+        if block is None or block < 2 or not np.any(ints(cols["block"]) >= 0):
             continue
-        arms = THREE_ARMS if isinstance(header.get("arms"), list) and sorted(header["arms"]) == sorted(THREE_ARMS) \
-            else TWO_ARMS
-        return cols, int(ov["wall_minus_mono_ns"]), arms
+        arms = THREE_ARMS if sorted(ov.arms or []) == sorted(THREE_ARMS) else TWO_ARMS
+        return cols, ov.wall_minus_mono_ns, arms
     return None

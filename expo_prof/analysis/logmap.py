@@ -22,7 +22,7 @@ from expo_prof.analysis import intervals as iv
 from expo_prof.analysis.hidden import TimelineAnalysis, assign_steps, union_by_step
 from expo_prof.analysis.targets import SPAN_FORWARD, is_overlay_forward, is_overlay_wait, name_mask
 from expo_prof.clocks import log_onto_trace
-from expo_prof.timeline import Kind, Timeline
+from expo_prof.timeline import Kind, Timeline, overlay_log
 
 
 @dataclass
@@ -75,7 +75,8 @@ def _windows(log: Timeline, pred, off: int) -> _Windows:
     start = log.start[rows] + off
     end = start + log.dur[rows]
     when = start + (end - start) // 2
-    cols = (log.meta.get("overlay") or {}).get("steps")
+    ov = overlay_log(log)
+    cols = ov.steps if ov is not None else None
     if cols and log.step is not None and len(rows):
         launch = {int(s): int(t0) for s, t0, tm in zip(cols["step"], cols["t0_ns"], cols["timing"]) if tm == "device"}
         if launch:

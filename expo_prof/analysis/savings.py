@@ -11,6 +11,7 @@ import numpy as np
 
 from expo_prof.analysis.natural import Natural, natural_experiment
 from expo_prof.analysis.switchback import THREE_ARMS, TWO_ARMS, Saving, SequentialSpec, in_window, switchback_savings
+from expo_prof.timeline import overlay_log
 
 
 def sequential_spec(manifest: dict | None) -> SequentialSpec | None:
@@ -39,18 +40,15 @@ def savings_of(timelines, load_window_ns: list[int] | None = None,
     savings: list[Saving] = []
     natural: list[Natural] = []
     for tl in sorted(timelines, key=lambda t: t.rank):
-        ov = tl.meta.get("overlay") if isinstance(tl.meta, dict) else None
-        cols = (ov or {}).get("steps")
-        if not ov or not cols:
+        ov = overlay_log(tl)
+        if ov is None or not ov.steps:
             continue
-        header = ov.get("header") or {}
-        block = header.get("block_steps")
-        arms = THREE_ARMS if isinstance(header.get("arms"), list) and sorted(header["arms"]) == sorted(THREE_ARMS) \
-            else TWO_ARMS
-        win = in_window(cols["t0_ns"], ov.get("wall_minus_mono_ns"), load_window_ns)
+        cols, block = ov.steps, ov.header_int("block_steps")
+        arms = THREE_ARMS if sorted(ov.arms or []) == sorted(THREE_ARMS) else TWO_ARMS
+        win = in_window(cols["t0_ns"], ov.wall_minus_mono_ns, load_window_ns)
         if not win.any():  # a log of another time than the load (or clocks that disagree): every step
             win, load_window_ns = np.ones(len(win), dtype=bool), None
-        if isinstance(block, int) and not isinstance(block, bool) and block >= 2:
+        if block is not None and block >= 2:
             ranked = switchback_savings(cols, rank=tl.rank, block_steps=block, arms=arms, window=win,
                                         load_window_ns=load_window_ns, sequential=sequential)
             savings.extend(ranked)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from expo_prof.analysis.switchback import cadence
-from expo_prof.timeline import Timeline
+from expo_prof.timeline import OverlayLog, Timeline, overlay_log
 
 #: vLLM's per-step annotation (``execute_context_<n>(<tokens>)_generation_<n>(<tokens>)``, vLLM ≥ 0.11), the
 #: one place its shape is written: any step (hidden.py's step windows), its batch (below), an empty step.
@@ -69,8 +69,9 @@ class StepFacts:
 def step_facts(tl: Timeline, steps, part_step: np.ndarray, part_end: np.ndarray) -> StepFacts:
     """The facts of each step of ``tl`` (``steps``: :class:`~expo_prof.analysis.hidden.Steps`);
     ``part_step`` / ``part_end``: the step id and end of the step's other parts (draws, waits)."""
-    if tl.fmt == "overlay-log" and "overlay" in tl.meta:
-        return _from_log(tl)
+    ov = overlay_log(tl)
+    if ov is not None:
+        return _from_log(tl, ov)
     f = StepFacts()
     if len(steps) == 0:
         f.missing[STEP_TIME] = ("no step markers in the trace (ProfilerStep#N, vLLM's execute_context "
@@ -124,13 +125,11 @@ def _index(ids: np.ndarray, sids: np.ndarray) -> np.ndarray:
     return np.where(ids[order][k] == sids, order[k], -1)
 
 
-def _from_log(tl: Timeline) -> StepFacts:
+def _from_log(tl: Timeline, ov: OverlayLog) -> StepFacts:
     """The facts of an overlay event log's steps (reader columns, docs/event-log.md)."""
-    ov = tl.meta["overlay"]
-    c = ov["steps"]
-    header = ov.get("header") or {}
+    c = ov.steps
     f = StepFacts(time_source="the overlay log: t0 to the step's host_end (else its last window)")
-    schema1 = header.get("schema") == 1
+    schema1 = ov.header_int("schema") == 1
     split = not schema1 and tl.backend == "cpu"
     for j in range(len(c["step"])):
         sid = int(c["step"][j])
@@ -169,6 +168,5 @@ def _from_log(tl: Timeline) -> StepFacts:
 
 def log_q(tl: Timeline) -> Counter[tuple[int, int, str | None]]:
     """Steps per q (rows, vocab, dtype) an overlay event log launched (empty for another Timeline)."""
-    if tl.fmt != "overlay-log" or "overlay" not in tl.meta:
-        return Counter()
-    return Counter(_from_log(tl).q.values())
+    ov = overlay_log(tl)
+    return Counter() if ov is None else Counter(_from_log(tl, ov).q.values())

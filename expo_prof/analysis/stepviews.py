@@ -30,6 +30,7 @@ from expo_prof.analysis.hidden import TimelineAnalysis, assign_steps
 from expo_prof.analysis.stepfacts import VLLM_EMPTY_STEP
 from expo_prof.clocks import log_onto_trace
 from expo_prof.words import fmt_ns, plural
+from expo_prof.timeline import Timeline, overlay_log
 
 def id_ranges(ids: Sequence[int]) -> str:
     """Step ids as runs: ``0–31, 40, 42–44`` (``none`` when empty)."""
@@ -52,10 +53,10 @@ def counted_steps(parts: Sequence[TimelineAnalysis]) -> set[int]:
     return {int(s) for a in parts for s in np.unique(a.step).tolist() if s >= 0}
 
 
-def _shipped_words(meta: dict, phase: str) -> str:
+def _shipped_words(tl: Timeline, phase: str) -> str:
     """Why a switchback block other than ``on`` holds no draw, naming what that arm runs (docs/overlay.md)."""
-    header = (meta.get("overlay") or {}).get("header") or {}
-    three = isinstance(header.get("arms"), list) and len(header["arms"]) > 2
+    ov = overlay_log(tl)
+    three = ov is not None and len(ov.arms or []) > 2
     if phase == "off" and three:
         return "switchback's off blocks (the inline draw after the forward; no lane draw to count)"
     return f"switchback's {phase} blocks (the engine sampled as shipped; the overlay drew none)"
@@ -64,7 +65,8 @@ def _shipped_words(meta: dict, phase: str) -> str:
 def _why_drawless(a: TimelineAnalysis, ids: list[int]) -> list[str]:
     """The reasons the windows ``ids`` of ``a`` hold no draw, each with its steps."""
     tl = a.tl
-    cols = (tl.meta.get("overlay") or {}).get("steps")
+    ov = overlay_log(tl)
+    cols = ov.steps if ov is not None else None
     groups: dict[str, list[int]] = {}
     if a.steps.source == "step-column" and cols:
         by_id = {int(s): i for i, s in enumerate(cols["step"])}
@@ -73,7 +75,7 @@ def _why_drawless(a: TimelineAnalysis, ids: list[int]) -> list[str]:
         for sid in ids:
             i = by_id.get(sid)
             if i is not None and phase[i] in ("off", "native"):
-                why = _shipped_words(tl.meta, phase[i])
+                why = _shipped_words(tl, phase[i])
             elif i is not None and not cols["launched"][i]:
                 why = "the overlay launched no draw"
             else:

@@ -46,7 +46,7 @@ from expo_prof.clocks import clock_offsets
 from expo_prof.html import lod
 from expo_prof.html.names import FOLD_AFTER, budget_names, fold_cut_names
 from expo_prof.analysis.pieces import instance_pieces
-from expo_prof.timeline import Interner, Kind, LaneKind, Timeline
+from expo_prof.timeline import Interner, Kind, LaneKind, Timeline, overlay_log
 from expo_prof.version import __version__
 from expo_prof.words import forward_label
 
@@ -72,8 +72,8 @@ def arm_label(phase: str, n_arms: int) -> str:
 def step_phases(tl: Timeline) -> tuple[np.ndarray, np.ndarray, int] | None:
     """(step ids, phase per step — None where the step is in no switchback block —, number of arms) of a
     switchback run's overlay event log; None for any other Timeline (no step lines, or no step in a block)."""
-    ov = tl.meta.get("overlay") if isinstance(tl.meta, dict) else None
-    cols = (ov or {}).get("steps")
+    ov = overlay_log(tl)
+    cols = ov.steps if ov is not None else None
     if not cols or "phase" not in cols or "block" not in cols:
         return None
     block = np.asarray(cols["block"], dtype=np.int64)
@@ -81,9 +81,8 @@ def step_phases(tl: Timeline) -> tuple[np.ndarray, np.ndarray, int] | None:
     inside = (block >= 0) & np.isin(phase, PHASES)
     if not inside.any():
         return None
-    arms = ((ov or {}).get("header") or {}).get("arms")
     # As the estimator reads the header (analysis/savings.py): three arms only when it names all three.
-    n_arms = 3 if isinstance(arms, list) and sorted(map(str, arms)) == sorted(PHASES) else 2
+    n_arms = 3 if sorted(ov.arms or []) == sorted(PHASES) else 2
     phase[~inside] = None
     return np.asarray(cols["step"], dtype=np.int64), phase, n_arms
 

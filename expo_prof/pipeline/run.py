@@ -24,7 +24,7 @@ from expo_prof.readers.overlay_log import NO_SUMMARY, one_per_run
 from expo_prof.runs.manifest import (Manifest, in_progress_note, is_run_dir, is_session_dir, read_manifest,
                                      read_session)
 from expo_prof.runs.recordings import Recording, group
-from expo_prof.timeline import Timeline
+from expo_prof.timeline import Timeline, overlay_log
 from expo_prof.version import __version__
 
 ProgressFn = Callable[[int, int], None]
@@ -179,7 +179,7 @@ def _in_progress(recordings: list[Recording], timelines: list[Timeline], warning
             continue
         logs = [timelines[i] for i in rec.members if timelines[i].fmt == OVERLAY]
         ours += [f"{tl.source}: " for tl in logs]
-        steps = sum(len(tl.meta["overlay"]["steps"]["step"]) for tl in logs) if logs else None
+        steps = sum(len(ov.steps["step"]) for tl in logs if (ov := overlay_log(tl)) is not None) if logs else None
         before = runs.get(rec.path, (m, None))[1]
         runs[rec.path] = (m, steps if before is None else before + (steps or 0))
     if not runs:

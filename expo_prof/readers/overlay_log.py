@@ -8,8 +8,8 @@ Each ``step`` line becomes up to four events on the lanes ``overlay forward``,
 the step id in :attr:`Timeline.step`; and one ``overlay model busy`` window per
 step on the lane ``overlay model`` (:func:`_model_busy`: what covers the draw).
 The per-step records and the header /
-summary lines go to ``meta["overlay"]``, the summary's q memory figures to
-``meta["overlay"]["q_memory"]`` (None where an older log lacks one).
+summary lines go to one :class:`~expo_prof.timeline.OverlayLog` (``timeline.overlay_log(tl)``), the summary's q memory
+figures to its ``q_memory`` (None where an older log lacks one).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from expo_prof.errors import BadInput
 from expo_prof.words import plural
 from expo_prof.readers.builder import build_timeline
 from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED, Progress, _mb, read_pieces
-from expo_prof.timeline import OVERLAY_MODEL_BUSY, Interner, Kind, Lane, LaneKind, Timeline
+from expo_prof.timeline import OVERLAY_KEY, OVERLAY_MODEL_BUSY, Interner, Kind, Lane, LaneKind, OverlayLog, Timeline
 from overlay.contract import EVENT_LOG_SCHEMA, PHASE_NATIVE, PHASE_OFF, PHASE_ON, SPAN_EXPONENTIAL, SPAN_FORWARD, SPAN_SAMPLE, SPAN_WAIT
 
 _WINDOWS = (("fwd", SPAN_FORWARD, "overlay forward"), ("exp", SPAN_EXPONENTIAL, "overlay exponential"),
@@ -492,21 +492,19 @@ def _read(lines: _Lines, path: Path) -> Timeline:
         )
     mono, wall = _int(header.get("mono_ns")), _int(header.get("wall_ns"))
     meta = {
-        "overlay": {
-            "header": header,
-            "summary": summary if summary is not None else recomputed,
-            "summary_from_file": summary is not None,
+        OVERLAY_KEY: OverlayLog(
+            header=header,
+            summary=summary if summary is not None else recomputed,
+            summary_from_file=summary is not None,
             # False: the last summary is a checkpoint written while the process ran (it was not stopped cleanly,
             # but no step line came after it, so its counts are whole); None: no usable summary.
-            "summary_final": None if summary is None else summary.get("final", True) is not False,
-            "recomputed": recomputed,
-            "steps": cols,
-            "notices": notices,
-            # The q memory figures of the summary line, None where the log has none (older logs, no summary).
-            "q_memory": {k: _int(summary.get(k)) if summary else None for k in Q_MEMORY_KEYS},
-            # Add to a host monotonic time to get epoch ns (the clock Kineto uses).
-            "wall_minus_mono_ns": (wall - mono) if mono is not None and wall is not None else None,
-        }
+            summary_final=None if summary is None else summary.get("final", True) is not False,
+            recomputed=recomputed,
+            steps=cols,
+            notices=notices,
+            q_memory={k: _int(summary.get(k)) if summary else None for k in Q_MEMORY_KEYS},
+            wall_minus_mono_ns=(wall - mono) if mono is not None and wall is not None else None,
+        )
     }
     return build_timeline(
         rank=rank,

@@ -16,12 +16,13 @@ from pathlib import Path
 from expo_prof.clocks import OVERLAY_LOG, log_onto_trace
 from expo_prof.paths import under
 from expo_prof.runs.manifest import run_dir_of
-from expo_prof.timeline import Timeline
+from expo_prof.timeline import Timeline, overlay_log
 
 
 def _log_pid(tl: Timeline) -> int | None:
-    pid = ((tl.meta.get("overlay") or {}).get("header") or {}).get("pid")
-    return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+    ov = overlay_log(tl)
+    pid = ov.header_int("pid") if ov is not None else None
+    return pid if pid is not None and pid > 0 else None
 
 
 def same_process(log: Timeline, trace: Timeline) -> bool:

@@ -32,7 +32,7 @@ from pathlib import Path
 from expo_prof.clocks import OVERLAY_LOG, log_onto_trace
 from expo_prof.runs.labels import run_labels, same_process
 from expo_prof.runs.manifest import Manifest, read_manifest, run_dir_of
-from expo_prof.timeline import Timeline
+from expo_prof.timeline import Timeline, overlay_log
 
 #: Two exports of one window overlap by at least this share of the shorter span.
 SAME_WINDOW_OVERLAP = 0.5
@@ -123,7 +123,8 @@ def _shared_depth(timelines: Sequence[Timeline], members: list[int], source: str
 
 
 def _run_id(tl: Timeline) -> str | None:
-    rid = ((tl.meta.get("overlay") or {}).get("header") or {}).get("run_id")
+    ov = overlay_log(tl)
+    rid = ov.header.get("run_id") if ov is not None else None
     return rid if isinstance(rid, str) and rid else None
 
 

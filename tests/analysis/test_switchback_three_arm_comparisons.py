@@ -21,6 +21,7 @@ from expo_prof.readers import load
 from overlay.arms import switchback_phase
 from overlay.contract import THREE_ARMS
 from overlay.events import EventLog
+from expo_prof.timeline import overlay_log
 
 K = 3  # steps per block
 OFF_NS = 20_000
@@ -104,7 +105,7 @@ def test_a_schema_2_log_is_still_two_arms(tmp_path):
     _write(tmp_path, ("off", "on"), {"on": [2000, 2100, 1900, 2000]}, schema=2)
     # WHEN read and analysed THEN one comparison, on against off, as before
     res = load([tmp_path])
-    assert res.timelines[0].meta["overlay"]["header"]["schema"] == 2
+    assert overlay_log(res.timelines[0]).header["schema"] == 2
     savings, _ = savings_of(res.timelines)
     assert [s.compared for s in savings] == [["off", "on"]] and savings[0].arms == ["off", "on"]
     assert savings[0].saving.mean_ns == pytest.approx(2000)

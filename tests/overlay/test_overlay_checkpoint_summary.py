@@ -19,6 +19,7 @@ from pathlib import Path
 from shared_paths import REPO  # type: ignore[import-not-found]  (tests/ is on sys.path)
 
 from expo_prof.readers.overlay_log import NO_SUMMARY, missing_summary, read_overlay_log
+from expo_prof.timeline import overlay_log
 from overlay.events import EventLog
 
 SAMPLE_LOG = next((REPO / "traces/samples/tiny-cpu-switchback/overlay").glob("expo-prof-events-*.jsonl"))
@@ -65,7 +66,7 @@ def test_sigkill_after_the_steps_stop_keeps_a_summary(tmp_path):
     assert missing_summary(path) is None
     tl = read_overlay_log(path.read_bytes(), path)
     assert not [w for w in tl.warnings if NO_SUMMARY in w], tl.warnings
-    assert tl.meta["overlay"]["summary_from_file"] and tl.meta["overlay"]["summary_final"] is False
+    assert overlay_log(tl).summary_from_file and overlay_log(tl).summary_final is False
 
 
 def test_steps_after_the_last_checkpoint_are_said(tmp_path):
@@ -80,7 +81,7 @@ def test_steps_after_the_last_checkpoint_are_said(tmp_path):
     assert why is not None and "killed 3 step lines after its last checkpoint summary" in why
     tl = read_overlay_log(path.read_bytes(), path)
     said = [w for w in tl.warnings if NO_SUMMARY in w]
-    assert len(said) == 1 and why in said[0] and not tl.meta["overlay"]["summary_from_file"]
+    assert len(said) == 1 and why in said[0] and not overlay_log(tl).summary_from_file
 
 
 def test_a_failing_checkpoint_turns_itself_off_with_one_warning(tmp_path, caplog, monkeypatch):

@@ -19,6 +19,7 @@ from expo_prof.readers import load
 from overlay.contract import ENV_LOG_MAX_MB
 from overlay.events import DEFAULT_LOG_MAX_MB, EventLog, log_max_bytes
 from overlay.logwriter import LineWriter
+from expo_prof.timeline import overlay_log
 
 
 def _step(i):
@@ -59,8 +60,8 @@ def test_cap_thins_step_lines_and_the_summary_counts_every_step(tmp_path, monkey
     assert len(set(gaps)) >= 4 and ids[-1] > 2 * len(ids)
     # AND the offline reader accepts the new summary keys and keeps them
     tl = load([path]).timelines[0]
-    assert tl.meta["overlay"]["summary"]["sampled_out"] == summary["sampled_out"]
-    assert len(tl.meta["overlay"]["steps"]["step"]) == len(ids)
+    assert overlay_log(tl).summary["sampled_out"] == summary["sampled_out"]
+    assert len(overlay_log(tl).steps["step"]) == len(ids)
 
 
 def test_no_cap_writes_every_line_and_close_drains(tmp_path):

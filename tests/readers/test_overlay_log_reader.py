@@ -12,6 +12,7 @@ from expo_prof.errors import BadInput
 from expo_prof.readers import load
 from expo_prof.timeline import Kind, LaneKind
 from overlay.events import EventLog
+from expo_prof.timeline import overlay_log
 
 
 def _write_log(out, steps, close=True):
@@ -55,14 +56,14 @@ def test_overlay_log_lanes_steps_and_meta(tmp_path):
     fwd = [i for i, n in enumerate(names) if n == "expo_prof::forward"]
     assert tl.start[fwd].tolist() == [10_100, 20_100, 30_100] and tl.dur[fwd].tolist() == [4900] * 3
     assert sorted(tl.step[fwd].tolist()) == [0, 1, 2]
-    ov = tl.meta["overlay"]
+    ov = overlay_log(tl)
     lines = [json.loads(x) for x in open(path)]
-    assert ov["header"] == lines[0] and ov["summary"] == lines[-1] and ov["summary_from_file"]
-    assert ov["steps"]["launched"].tolist() == [True, True, False]
-    assert ov["steps"]["fallback"].tolist() == [None, None, "all_greedy"]
-    assert ov["steps"]["exp_ns"].tolist() == [1000, 1000, -1]
-    assert ov["recomputed"]["fallbacks"] == lines[-1]["fallbacks"] == {"all_greedy": 1}
-    assert ov["wall_minus_mono_ns"] == lines[0]["wall_ns"] - lines[0]["mono_ns"]
+    assert ov.header == lines[0] and ov.summary == lines[-1] and ov.summary_from_file
+    assert ov.steps["launched"].tolist() == [True, True, False]
+    assert ov.steps["fallback"].tolist() == [None, None, "all_greedy"]
+    assert ov.steps["exp_ns"].tolist() == [1000, 1000, -1]
+    assert ov.recomputed["fallbacks"] == lines[-1]["fallbacks"] == {"all_greedy": 1}
+    assert ov.wall_minus_mono_ns == lines[0]["wall_ns"] - lines[0]["mono_ns"]
 
 
 def test_step_lines_left_out_by_the_size_cap_are_a_warning(tmp_path):
@@ -74,10 +75,10 @@ def test_step_lines_left_out_by_the_size_cap_are_a_warning(tmp_path):
         log.step(_step(i, 1000 * (i + 1)))
     log.close()
     res = load([log.path])
-    ov = res.timelines[0].meta["overlay"]
-    written = len(ov["steps"]["step"])
-    assert ov["summary"]["steps"] == 40 and 0 < written < 40
-    assert ov["summary"]["sampled_out"] == 40 - written
+    ov = overlay_log(res.timelines[0])
+    written = len(ov.steps["step"])
+    assert ov.summary["steps"] == 40 and 0 < written < 40
+    assert ov.summary["sampled_out"] == 40 - written
     assert [w for w in res.warnings if "left out by the size cap" in w] == [
         f"{log.path}: {40 - written} step line(s) left out by the size cap (EXPO_PROF_LOG_MAX_MB) and 0 dropped "
         f"(writer queue full); per-step figures cover the {written} written"
@@ -93,10 +94,10 @@ def test_torn_last_line_is_a_warning(tmp_path):
         f.write(data[: len(data) - 25])  # cut inside the last step line
     res = load([path])
     tl = res.timelines[0]
-    assert len(tl.meta["overlay"]["steps"]["step"]) == 3
+    assert len(overlay_log(tl).steps["step"]) == 3
     assert any("last line is incomplete" in w for w in res.warnings)
     assert any("no summary line" in w for w in res.warnings)
-    assert tl.meta["overlay"]["summary"]["steps"] == 3
+    assert overlay_log(tl).summary["steps"] == 3
 
 
 def test_unknown_schema_is_refused_naming_the_version(tmp_path):
@@ -131,7 +132,7 @@ def test_device_timing_windows_are_relative_to_t0(tmp_path):
     wait = np.array([tl.names[i] == "expo_prof::wait" for i in tl.name])
     assert tl.dur[wait].tolist() == [13 * i for i in range(5)]
     assert tl.start[wait].tolist() == [1_000_000 * i + 7000 for i in range(5)]
-    assert tl.meta["overlay"]["steps"]["timing"].tolist() == ["device"] * 5
+    assert overlay_log(tl).steps["timing"].tolist() == ["device"] * 5
 
 
 def test_q_memory_figures_are_read_and_older_logs_lack_only_the_new_one(tmp_path):
@@ -151,7 +152,7 @@ def test_q_memory_figures_are_read_and_older_logs_lack_only_the_new_one(tmp_path
         header, summary = dict(lines[0], schema=schema), {k: v for k, v in lines[-1].items() if k not in drop}
         (out / "expo-prof-events-h-1.jsonl").write_text(
             "".join(json.dumps(obj) + "\n" for obj in [header, *lines[1:-1], summary]))
-    got = [load([d]).timelines[0].meta["overlay"]["q_memory"] for d in (new, old, first)]
+    got = [overlay_log(load([d]).timelines[0]).q_memory for d in (new, old, first)]
     assert got[0] == {"q_max_bytes": 100, "q_peak_bytes": 100, "q_reserved_bytes": 200, "q_block_peak_bytes": 200}
     assert got[1] == {"q_max_bytes": 100, "q_peak_bytes": 100, "q_reserved_bytes": 200, "q_block_peak_bytes": None}
     assert got[2] == dict.fromkeys(got[0])
