@@ -9,7 +9,7 @@ the steps ran, idle gaps and steps without a cadence left out as the analysis le
   own autocorrelation and drift travel with it) draws a long series, cut into blocks of K steps that alternate
   off, on, on, off … as the overlay runs them; each block's first step is dropped (washout) and each pair's
   difference is the on block's mean minus the off block's. After every pair from the 6th on, the run looks:
-  the **confidence sequence** (expo_prof/analysis/sequential.py) stops it at the first look that excludes 0,
+  the **confidence sequence** (expo_prof/analysis/saving/sequential.py) stops it at the first look that excludes 0,
   and the **fixed-horizon 95 % CI** (the paired t interval the fixed-length switchback reports) is looked at
   the same way. Any enable / keep off is a false decision. The fixed CI read once at the end is beside them.
 * **Injected effects** — the same, with the on arm's steps made shorter (an overlay that saves) by a share of
@@ -34,8 +34,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from expo_prof import stats  # noqa: E402
-from expo_prof.analysis import sequential  # noqa: E402
-from expo_prof.analysis.switchback import cadence  # noqa: E402
+from expo_prof.analysis.saving import sequential  # noqa: E402
+from expo_prof.analysis.steps.facts import cadence  # noqa: E402
 from expo_prof.readers.overlay_log import read_overlay_log  # noqa: E402
 from expo_prof.words import ENABLE, KEEP_OFF  # noqa: E402
 

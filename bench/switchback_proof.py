@@ -58,8 +58,8 @@ REPO = Path(__file__).resolve().parents[1]
 RECORD = Path("bench/results/switchback_proof.json")
 #: The one list of the code the two estimates depend on: a change to any of these files makes the record stale.
 PROOF_FILES: tuple[str, ...] = (
-    "expo_prof/analysis/switchback.py",  # the switchback estimator
-    "expo_prof/analysis/savings.py",  # which steps of each log it is given (the measured load's window)
+    "expo_prof/analysis/saving/switchback.py",  # the switchback estimator
+    "expo_prof/analysis/saving/recording.py",  # which steps of each log it is given (the measured load's window)
     "overlay/switch.py",  # the overlay's switch (off / on / switchback blocks)
     "overlay/sampler.py",  # the block order (switchback_phase) and the on path
     "overlay/lanes.py",  # the lane that draws q beside the forward

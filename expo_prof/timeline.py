@@ -30,7 +30,7 @@ class Kind(IntEnum):
 
 
 #: Name of the model's busy window an overlay event-log reader derives per step (forward start until the
-#: sampler begins to wait for q): compute that covers the lane's draw (expo_prof/analysis/cover.py).
+#: sampler begins to wait for q): compute that covers the lane's draw (expo_prof/analysis/overlap/cover.py).
 OVERLAY_MODEL_BUSY = "overlay model busy"
 
 

@@ -143,7 +143,7 @@ MIXED_SOURCES_NOTE = "forward time comes from different sources in these runs"
 
 class ArrivalSide(_arrival.ArmGaps, kw_only=True):
     """How one side's tokens reach the client: its inter-token gaps (one per streamed chunk after the first),
-    pooled over the measured requests of its runs that kept them (the shape: analysis/arrival.py ``ArmGaps``,
+    pooled over the measured requests of its runs that kept them (the shape: analysis/saving/arrival.py ``ArmGaps``,
     the one definition a switchback's arms use too)."""
 
     #: Runs of the side whose inputs kept their gaps (of ``runs_total``).

@@ -55,7 +55,7 @@ def stragglers(values: Sequence[int]) -> list[int]:
 
 
 def cluster_view(steps: Sequence[StepResult], run: str | None = None) -> ClusterView | None:
-    """The cluster view of one recording's steps (rows of :func:`expo_prof.analysis.aggregate.analyze_parts`);
+    """The cluster view of one recording's steps (rows of :func:`expo_prof.analysis.rollup.analyze_parts`);
     None when the recording has fewer than two ranks with numbered steps."""
     by_step: dict[int, dict[int, StepResult]] = defaultdict(dict)
     for s in steps:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import msgspec
 
-from expo_prof.analysis.arrival import SwitchbackArrival
+from expo_prof.analysis.saving.arrival import SwitchbackArrival
 from expo_prof.analysis.bound import SamplingBound
-from expo_prof.analysis.natural import Natural
-from expo_prof.analysis.switchback import Saving
-from expo_prof.analysis.spread import Spread
+from expo_prof.analysis.saving.natural import Natural
+from expo_prof.analysis.saving.switchback import Saving
+from expo_prof.analysis.saving.spread import Spread
 
 #: Version of the ``analyze --json`` schema (docs/json-output.md).
 SCHEMA = 2
@@ -100,7 +100,7 @@ class QShape(msgspec.Struct, kw_only=True):
 
 
 class StepBreakdown(msgspec.Struct, kw_only=True):
-    """The step itself (analysis/stepfacts.py): its time, the critical path's share of it, prefill and decode
+    """The step itself (analysis/steps/facts.py): its time, the critical path's share of it, prefill and decode
     steps apart, the batch, and q."""
 
     overall: StepGroup
@@ -201,7 +201,7 @@ class RunEntry(msgspec.Struct, kw_only=True):
     headline: str
     #: The line every command prints under it: what the overlay saves (switchback), or that nothing measured it.
     saving_line: str = ""
-    #: Switchback's measurement of what the overlay saves, per rank (expo_prof/analysis/switchback.py).
+    #: Switchback's measurement of what the overlay saves, per rank (expo_prof/analysis/saving/switchback.py).
     saving: list[Saving] = []
     #: The load the saving was measured under, in words (requests in flight or their rate, the mean batch of the
     #: compared steps, the host's load average during the run); "" without a saving.
@@ -213,7 +213,7 @@ class RunEntry(msgspec.Struct, kw_only=True):
     #: with ``noise`` false (vllm-ascend's categorical_sample) that time is a sampling cost, nothing to save.
     bound: SamplingBound | None = None
     #: A switchback run's inter-token gaps by arm (each in the arm of the step running when its token arrived) and
-    #: whether one arm's tokens arrive in bursts (expo_prof/analysis/arrival.py); null when not measurable: no
+    #: whether one arm's tokens arrive in bursts (expo_prof/analysis/saving/arrival.py); null when not measurable: no
     #: switchback log, no built-in load's workload.json that places its tokens on the wall clock.
     arrival: SwitchbackArrival | None = None
 
@@ -308,7 +308,7 @@ class SwitchbackRun(msgspec.Struct, kw_only=True):
 
 class SwitchbackRuns(msgspec.Struct, kw_only=True):
     """Top level of ``compare RUN1 RUN2 … --json`` of switchback runs (``ab --switchback --repeat N --json``):
-    each run's saving and the spread between them (expo_prof/analysis/spread.py)."""
+    each run's saving and the spread between them (expo_prof/analysis/saving/spread.py)."""
 
     schema: int = SWITCHBACK_SCHEMA
     schema_name: str = SWITCHBACK_RUNS_SCHEMA_NAME

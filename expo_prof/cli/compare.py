@@ -183,14 +183,14 @@ def switchback_runs(paths: list[Path]) -> list[Path] | None:
 
 def switchback_runs_comparison(paths: list[Path], kw: dict, shown: bool = False) -> int:
     """``compare RUN1 RUN2 …`` of switchback runs (``ab --switchback --repeat N``): each run's saving line, then
-    the spread between them — whether they differ more than their intervals allow (analysis/spread.py).
+    the spread between them — whether they differ more than their intervals allow (analysis/saving/spread.py).
 
     ``shown``: each run's block is already on the terminal; the spread line is still printed.
     """
     import msgspec
 
     from expo_prof.analysis.model import SwitchbackRun, SwitchbackRuns
-    from expo_prof.analysis.spread import between_runs, spread_words
+    from expo_prof.analysis.saving.spread import between_runs, spread_words
     from expo_prof.console import TextConsole, console
     from expo_prof.output import write
     from expo_prof.pipeline import run

@@ -33,11 +33,11 @@ import click
 from expo_prof.errors import import_extra
 from expo_prof.cli.base import command as cli_command
 from expo_prof.cli.record import sequential_options
-from expo_prof.analysis.switchback_words import tokps_ci_text
+from expo_prof.analysis.saving.words import tokps_ci_text
 from expo_prof.words import fmt_ns, plural
 
 if TYPE_CHECKING:
-    from expo_prof.analysis.switchback import Saving
+    from expo_prof.analysis.saving.switchback import Saving
 
 #: The load of an on / off / both demo.
 DEMO_LOAD = {"num_prompts": 16, "input_len": 64, "output_len": 64}
@@ -167,8 +167,8 @@ def answer_line(sv: Saving | None, under: str = "") -> str:
 
 def _sequential_answer(sv: Saving, where: str) -> str:
     """The answer of a switchback that decided as it went: its decision first, then the figures."""
-    from expo_prof.analysis.sequential import MIN_PAIRS
-    from expo_prof.analysis.switchback_words import margin_words, sequence_words
+    from expo_prof.analysis.saving.sequential import MIN_PAIRS
+    from expo_prof.analysis.saving.words import margin_words, sequence_words
     from expo_prof.words import ENABLE, KEEP_OFF, NO_EFFECT
 
     sq = sv.sequence

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from expo_prof.analysis.hidden import TimelineAnalysis
-from expo_prof.analysis.pieces import instance_pieces
+from expo_prof.analysis.overlap.hidden import TimelineAnalysis
+from expo_prof.analysis.overlap.pieces import instance_pieces
 from expo_prof.html.names import LONG
 from expo_prof.html.timeline_data import phase_blocks, phase_source
 from expo_prof.timeline import Timeline
@@ -105,7 +105,7 @@ def phase_track(a: TimelineAnalysis, timelines: Sequence[Timeline]) -> tuple[Tra
 
 
 def step_args(a: TimelineAnalysis, sid: int) -> dict:
-    """A step slice's args: its id and, where the source gives them (analysis/stepfacts.py), its own time, prefill
+    """A step slice's args: its id and, where the source gives them (analysis/steps/facts.py), its own time, prefill
     or decode, batch and q — the figures ``analyze --json`` gives in ``steps[]`` (keys left out when unknown)."""
     f = a.facts
     args: dict = {"step": sid}

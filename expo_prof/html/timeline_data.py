@@ -36,16 +36,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from expo_prof.analysis.switchback_words import arm_words_of
+from expo_prof.analysis.saving.words import arm_words_of
 
-from expo_prof.analysis.aggregate import FORMAT_PRIORITY
-from expo_prof.analysis.hidden import Steps, TimelineAnalysis, forward_span_rows, step_windows
-from expo_prof.analysis.hidden import wait_rows as sampler_wait_rows
+from expo_prof.analysis.rollup import FORMAT_PRIORITY
+from expo_prof.analysis.overlap.hidden import TimelineAnalysis, forward_span_rows
+from expo_prof.analysis.steps.windows import Steps, step_windows
+from expo_prof.analysis.overlap.hidden import wait_rows as sampler_wait_rows
 from expo_prof.clocks import EPOCH_2001_NS as _EPOCH_2001_NS
 from expo_prof.clocks import clock_offsets
 from expo_prof.html import lod
 from expo_prof.html.names import FOLD_AFTER, budget_names, fold_cut_names
-from expo_prof.analysis.pieces import instance_pieces
+from expo_prof.analysis.overlap.pieces import instance_pieces
 from expo_prof.timeline import Interner, Kind, LaneKind, Timeline, overlay_log
 from expo_prof.version import __version__
 from expo_prof.words import forward_label
@@ -65,7 +66,7 @@ _LANE_KIND_NAME = {LaneKind.STREAM: "stream", LaneKind.LOGICAL: "logical", LaneK
 PHASES = ("off", "on", "native")
 def arm_label(phase: str, n_arms: int) -> str:
     """``off (engine as shipped)``: the phase and what its steps run, as the terminal's saving table names an arm
-    (analysis/switchback_words.py ``ARM_WORDS``)."""
+    (analysis/saving/words.py ``ARM_WORDS``)."""
     return f"{phase} ({arm_words_of(phase, n_arms)})"
 
 
@@ -81,7 +82,7 @@ def step_phases(tl: Timeline) -> tuple[np.ndarray, np.ndarray, int] | None:
     inside = (block >= 0) & np.isin(phase, PHASES)
     if not inside.any():
         return None
-    # As the estimator reads the header (analysis/savings.py): three arms only when it names all three.
+    # As the estimator reads the header (analysis/saving/recording.py): three arms only when it names all three.
     n_arms = 3 if sorted(ov.arms or []) == sorted(PHASES) else 2
     phase[~inside] = None
     return np.asarray(cols["step"], dtype=np.int64), phase, n_arms

@@ -1,5 +1,5 @@
 """Where a switchback stands while it runs: the overlay's event logs read as they grow, through the pipeline's
-own analysis (:func:`expo_prof.analysis.savings.savings_of`), so a live look and the analysis after the run
+own analysis (:func:`expo_prof.analysis.saving.recording.savings_of`), so a live look and the analysis after the run
 compute the same savings and the same confidence sequence.
 
 The comparison that decides is the overlay against the engine as shipped: ``on`` vs ``off`` with two arms
@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from expo_prof.analysis.savings import savings_of
-from expo_prof.analysis.sequential import MIN_PAIRS
-from expo_prof.analysis.switchback import NATIVE, OFF, ON, Saving, SequentialSpec
+from expo_prof.analysis.saving.recording import savings_of
+from expo_prof.analysis.saving.sequential import MIN_PAIRS
+from expo_prof.analysis.saving.switchback import NATIVE, OFF, ON, Saving, SequentialSpec
 from expo_prof.words import UNDECIDED
 
 __all__ = ["DECIDING", "MIN_PAIRS", "Look", "SequentialSpec", "Settler", "launch_sequence"]
@@ -77,9 +77,9 @@ class Settler:
 
 def launch_sequence(changes, margin_pct: float, optimal_pairs: int):
     """The confidence sequence on launch pairs' output tok/s changes (%) — ``ab`` across launches
-    (expo_prof/record/launches.py) — the same rule as a switchback's pairs (analysis/sequential.py)."""
+    (expo_prof/record/launches.py) — the same rule as a switchback's pairs (analysis/saving/sequential.py)."""
     import numpy as np
 
-    from expo_prof.analysis.sequential import sequence
+    from expo_prof.analysis.saving.sequential import sequence
 
     return sequence(np.asarray(changes, dtype=float), margin_pct, optimal_pairs=optimal_pairs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from expo_prof.analysis.aggregate import check_source, compile_op
+from expo_prof.analysis.rollup import check_source, compile_op
 from expo_prof.errors import BadInput
 from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED
 

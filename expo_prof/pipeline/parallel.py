@@ -1,11 +1,11 @@
 """Reading and per-file analysis side by side: ``--jobs N`` worker processes (or Ray, :mod:`.ray_exec`).
 
 The serial path (:func:`expo_prof.readers.load`, then
-:func:`~expo_prof.analysis.aggregate.analyze_parts` per recording) reads
+:func:`~expo_prof.analysis.rollup.analyze_parts` per recording) reads
 every file in this process and keeps every event. Here the same reading
 tasks (:func:`expo_prof.readers.tasks`: one file, or the msprof slices of one
 profile folder) run in workers; each worker reads its file, analyses it
-(:func:`~expo_prof.analysis.hidden.analyze_timeline`, a pure function of one
+(:func:`~expo_prof.analysis.overlap.hidden.analyze_timeline`, a pure function of one
 Timeline) and sends back a :class:`Unit`: that analysis and, unless the
 command draws events, only a :func:`~expo_prof.timeline.compact` Timeline
 (overlay event logs, small, whole).
@@ -28,8 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from expo_prof.analysis.aggregate import compile_op
-from expo_prof.analysis.hidden import TimelineAnalysis, analyze_timeline
+from expo_prof.analysis.rollup import compile_op
+from expo_prof.analysis.overlap.hidden import TimelineAnalysis, analyze_timeline
 from expo_prof.errors import signals_held
 from expo_prof.readers import LoadResult, Task, TaskOutput, assemble, read_task, tasks
 from expo_prof.readers import detect
@@ -78,7 +78,7 @@ def work(task: Task, max_bytes: int = DEFAULT_MAX_DECOMPRESSED, op: str | None =
     if out.timeline is not None and not out.timeline.meta.get("rank_pids"):
         analysis = analyze_timeline(out.timeline, compile_op(op))
         # Overlay event logs stay whole: the roll-up places their wait/forward windows onto a trace's steps
-        # (expo_prof.analysis.logmap), and they are small (a few windows a step).
+        # (expo_prof.analysis.overlap.logmap), and they are small (a few windows a step).
         if not events and out.timeline.fmt != "overlay-log":
             small = compact(out.timeline)
             analysis.tl = small

@@ -13,14 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from expo_prof.analysis.arrival import SwitchbackArrival
+from expo_prof.analysis.saving.arrival import SwitchbackArrival
 from expo_prof.analysis.bound import SamplingBound, noise_free, sampling_bound
-from expo_prof.analysis.hidden import TimelineAnalysis
+from expo_prof.analysis.overlap.hidden import TimelineAnalysis
 from expo_prof.analysis.model import AnalysisResult, Summary
-from expo_prof.analysis.natural import Natural
-from expo_prof.analysis.switchback import Saving
-from expo_prof.analysis.sequential import decide
-from expo_prof.analysis.switchback_words import across_zero, diff_words, margin_words, sequence_words, tokps_ci_text
+from expo_prof.analysis.saving.natural import Natural
+from expo_prof.analysis.saving.switchback import Saving
+from expo_prof.analysis.saving.sequential import decide
+from expo_prof.analysis.saving.words import across_zero, diff_words, margin_words, sequence_words, tokps_ci_text
 from expo_prof.pipeline.options import Options
 from expo_prof.runs.recordings import Recording
 from expo_prof.words import fmt_ns, plural
@@ -198,7 +198,7 @@ class RecordingResult:
     #: What the overlay saves per rank (switchback runs), and the forward with / without the lane.
     savings: list[Saving] = field(default_factory=list)
     natural: list[Natural] = field(default_factory=list)
-    #: A switchback run's inter-token gaps by arm (analysis/arrival.py); None when not measurable.
+    #: A switchback run's inter-token gaps by arm (analysis/saving/arrival.py); None when not measurable.
     arrival: SwitchbackArrival | None = None
 
     @property

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from expo_prof.analysis.aggregate import analyze_parts
+from expo_prof.analysis.rollup import analyze_parts
 from expo_prof.analysis.cluster import cluster_view
 from expo_prof.analysis.model import AnalysisResult, RunEntry
-from expo_prof.analysis.savings import savings_of, sequential_spec
+from expo_prof.analysis.saving.recording import savings_of, sequential_spec
 from expo_prof.errors import BadInput, NothingFound
 from expo_prof.pipeline.options import Options
 from expo_prof.pipeline.result import RecordingResult, Result

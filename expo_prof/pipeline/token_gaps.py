@@ -1,6 +1,6 @@
 """A switchback recording's inter-token gaps by arm: its run directory's ``workload.json`` placed on the wall clock
 (the built-in load's requests, expo_prof/serving/load.py) against its event log's steps
-(:mod:`expo_prof.analysis.arrival`). Wiring for :func:`expo_prof.pipeline.run`: what the run directory holds, read
+(:mod:`expo_prof.analysis.saving.arrival`). Wiring for :func:`expo_prof.pipeline.run`: what the run directory holds, read
 once; the arithmetic is the analysis module's.
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from expo_prof.analysis import arrival
-from expo_prof.analysis.arrival import SwitchbackArrival
+from expo_prof.analysis.saving import arrival
+from expo_prof.analysis.saving.arrival import SwitchbackArrival
 from expo_prof.errors import BadInput
 from expo_prof.runs.layout import inside
 from expo_prof.runs.recordings import Recording
@@ -31,7 +31,7 @@ def seconds_of(x: Any) -> float | None:
 
 def measured_arrivals(workload: Any) -> tuple[np.ndarray, np.ndarray] | None:
     """Each inter-token gap of a built-in load's measured requests (``ok``, not the warm-up), with the wall-clock
-    time (ns) its token arrived (:func:`~expo_prof.analysis.arrival.arrivals`); None when no request can be
+    time (ns) its token arrived (:func:`~expo_prof.analysis.saving.arrival.arrivals`); None when no request can be
     placed on the wall clock. A request's start is its ``start_wall_ns``; in a workload.json older than that
     field, ``window_ns[0]`` + ``start_s``: the load samples ``window_ns[0]`` right after the clock its measured
     requests' ``start_s`` count from (expo_prof/serving/load.py, since window_ns exists). A workload.json of an
@@ -68,7 +68,7 @@ def measured_arrivals(workload: Any) -> tuple[np.ndarray, np.ndarray] | None:
 
 def switchback_arrival_of(rec: Recording, tls: list) -> SwitchbackArrival | None:
     """A switchback recording's inter-token gaps by arm, from its run directory's workload.json and its lowest
-    rank's event log (:mod:`expo_prof.analysis.arrival`); None, silently, when not measurable (no switchback
+    rank's event log (:mod:`expo_prof.analysis.saving.arrival`); None, silently, when not measurable (no switchback
     log, no run directory, no workload.json, no request placed on the wall clock)."""
     log = arrival.switchback_log(tls)
     if log is None or rec.manifest is None:

@@ -2,7 +2,7 @@
 
 ``ab`` without ``--repeat`` launches off, on, off, on … and, after every on launch, looks at the output
 tok/s change of each (off, on) pair, ``100 · (on / off − 1)``, in the order the pairs ran. The same
-time-uniform confidence sequence as a sequential switchback (:mod:`expo_prof.analysis.sequential`,
+time-uniform confidence sequence as a sequential switchback (:mod:`expo_prof.analysis.saving.sequential`,
 docs/ab.md "Sequential switchback") is put on those changes, so looking after every pair does not inflate the
 error. The session stops at the first of:
 
@@ -11,7 +11,7 @@ error. The session stops at the first of:
 * the launch budget is spent (``--budget``: a number of launches, ``20 launches`` by default, or a time):
   **undecided**, with the interval so far and about how many more launch pairs would settle it.
 
-No decision comes before :data:`~expo_prof.analysis.sequential.MIN_PAIRS` pairs (12 launches): the sequence is
+No decision comes before :data:`~expo_prof.analysis.saving.sequential.MIN_PAIRS` pairs (12 launches): the sequence is
 asymptotic, and a launch pair is the unit. ``--repeat N`` fixes the length instead (the fixed-horizon CI of
 ``compare`` is then the figure, as before).
 """

@@ -2,8 +2,8 @@
 
 ``record --overlay switchback`` (and ``ab --switchback``, ``demo``) keep the load going and, every
 :data:`LOOK_S` seconds, read what the overlay has written so far, compute the per-pair savings of the measured
-load exactly as the analysis after the run does (:func:`expo_prof.analysis.savings.savings_of`) and the
-confidence sequence on them (:mod:`expo_prof.analysis.sequential`). The load stops — between requests, never
+load exactly as the analysis after the run does (:func:`expo_prof.analysis.saving.recording.savings_of`) and the
+confidence sequence on them (:mod:`expo_prof.analysis.saving.sequential`). The load stops — between requests, never
 mid-request — when the sequence settles (enable / keep off / no effect beyond the margin) or the budget (a
 time, or a number of steps) runs out. Looking after every pair is what the confidence sequence is built for:
 the error stays at its level however often it is looked at.

@@ -106,7 +106,7 @@ class RequestResult:
     start_s: float = 0.0  # since the benchmark start
     #: The wall clock (epoch ns) at the request's start (``start_s``): its first token arrives ``ttft_s`` later,
     #: each next one an ``itl_s`` gap after the one before, so every arrival is placed on the clock of the event
-    #: log's steps (a switchback run's gaps by arm: expo_prof/analysis/arrival.py). None in older workload.json.
+    #: log's steps (a switchback run's gaps by arm: expo_prof/analysis/saving/arrival.py). None in older workload.json.
     start_wall_ns: int | None = None
     itl_s: list[float] = field(default_factory=list)
     error: str = ""

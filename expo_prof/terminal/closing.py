@@ -16,7 +16,7 @@ from expo_prof.words import plural
 
 #: The parts of a "no target instance" error that are the same for every recording (said once, after the list).
 _SAID_ONCE = ("looked for:", "no similar names", "next:")
-#: Where the error's details begin (expo_prof.analysis.aggregate joins them with "; ", as the lists inside do).
+#: Where the error's details begin (expo_prof.analysis.rollup joins them with "; ", as the lists inside do).
 _DETAIL = re.compile(r"; (?=looked for: |no similar names|similar names present: |next: )")
 #: What every line of the list would start with (its heading says it once).
 _NOT_FOUND = "no target instance found in "

@@ -1,7 +1,7 @@
 """What the overlay saves, as rich tables: switchback's verdict and its parts, and the forward beside the draw.
 
 Shared by ``analyze`` (under each recording) and ``compare RUN`` of a
-switchback run. The figures come from :mod:`expo_prof.analysis.switchback`.
+switchback run. The figures come from :mod:`expo_prof.analysis.saving.switchback`.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from rich.console import Console
 from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
 from rich.table import Table
 
-from expo_prof.analysis.arrival import BURSTS, SWITCHBACK_MEANING, SwitchbackArrival
-from expo_prof.analysis.natural import Natural
-from expo_prof.analysis.switchback import Interval, Saving, StepParts
-from expo_prof.analysis.switchback_words import SIGN_ONLY, DROPPED_WORDS, arm_words_of, across_zero, settle_words, tokps_ci_text, tokps_of
+from expo_prof.analysis.saving.arrival import BURSTS, SWITCHBACK_MEANING, SwitchbackArrival
+from expo_prof.analysis.saving.natural import Natural
+from expo_prof.analysis.saving.switchback import Interval, Saving, StepParts
+from expo_prof.analysis.saving.words import SIGN_ONLY, DROPPED_WORDS, arm_words_of, across_zero, settle_words, tokps_ci_text, tokps_of
 from expo_prof.words import fmt_ns, plural
 
 
@@ -37,13 +37,13 @@ def _parts_rows(t: Table, p: StepParts | None) -> None:
 
 
 def arm_words(sv: Saving, arm: str) -> str:
-    """How the table names ``arm`` of ``sv``'s run (analysis/switchback_words.py ``ARM_WORDS``)."""
+    """How the table names ``arm`` of ``sv``'s run (analysis/saving/words.py ``ARM_WORDS``)."""
     return arm_words_of(arm, len(sv.arms))
 
 
 def _arrival_rows(t: Table, sv: Saving, arrival: SwitchbackArrival | None) -> None:
     """The compared arms' inter-token gaps (p50; p99, near-zero share), and the flag's words when one of them
-    arrives in bursts (analysis/arrival.py): a change in how tokens arrive, not a speed-up."""
+    arrives in bursts (analysis/saving/arrival.py): a change in how tokens arrive, not a speed-up."""
     if arrival is None:
         return
     arms = {a.name: a for a in arrival.arms}

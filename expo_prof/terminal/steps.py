@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from expo_prof.analysis.model import StepBreakdown, StepGroup, StepResult
-from expo_prof.analysis.stepfacts import Q, STEP_TIME
+from expo_prof.analysis.steps.facts import Q, STEP_TIME
 from expo_prof.console import safe as escape
 from expo_prof.terminal.base import fmt_frac
 from expo_prof.words import fmt_ns, plural

@@ -14,7 +14,7 @@ from expo_prof.console import TextConsole
 from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
 from rich.table import Table
 
-from expo_prof.analysis.aggregate import worst_steps
+from expo_prof.analysis.rollup import worst_steps
 from expo_prof.analysis.cluster import per_step_means
 from expo_prof.analysis.model import AnalysisResult, Dist
 from expo_prof.terminal.base import fmt_frac

@@ -1,4 +1,4 @@
-"""A switchback run's inter-token gaps by arm (expo_prof/analysis/arrival.py), on hand-built steps and arrivals.
+"""A switchback run's inter-token gaps by arm (expo_prof/analysis/saving/arrival.py), on hand-built steps and arrivals.
 
 GIVEN steps with known wall-clock windows and phases, and token arrivals placed at known times
 WHEN each gap is given to the step running when its token arrived
@@ -15,8 +15,8 @@ import pytest
 
 from expo_prof.abtest import model as ab_model
 from expo_prof.abtest.judging import flags
-from expo_prof.analysis import arrival
-from expo_prof.analysis.arrival import (
+from expo_prof.analysis.saving import arrival
+from expo_prof.analysis.saving.arrival import (
     BURSTS,
     NOT_A_SPEEDUP,
     arrivals,

@@ -1,4 +1,4 @@
-"""What counts as compute for an instance, per lane kind (analysis/hidden.py ``busy_mask`` / ``busy_lanes``).
+"""What counts as compute for an instance, per lane kind (analysis/overlap/hidden.py ``busy_mask`` / ``busy_lanes``).
 
 GIVEN hand-built Timelines with one instance on a profiler-derived (LOGICAL)
 lane, on a host thread, and on the overlay lane, and busy work placed by
@@ -14,7 +14,7 @@ import re
 
 from analysis_helpers import LOGICAL, OVERLAY, STREAM, THREAD  # type: ignore[import-not-found]
 
-from expo_prof.analysis.hidden import analyze_timeline
+from expo_prof.analysis.overlap.hidden import analyze_timeline
 from expo_prof.timeline import Kind
 
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from expo_prof.analysis import analyze
-from expo_prof.analysis.aggregate import dist
-from expo_prof.analysis.hidden import analyze_timeline
+from expo_prof.analysis.rollup import dist
+from expo_prof.analysis.overlap.hidden import analyze_timeline
 from expo_prof.timeline import Kind
 
 from analysis_helpers import EXP_KERNEL, STREAM, THREAD  # type: ignore[import-not-found]

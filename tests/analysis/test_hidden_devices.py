@@ -8,7 +8,7 @@ per-instance view, or a draw on one GPU "hides" under a GEMM on another.
 from __future__ import annotations
 
 from expo_prof.analysis import analyze
-from expo_prof.analysis.hidden import analyze_timeline
+from expo_prof.analysis.overlap.hidden import analyze_timeline
 from expo_prof.timeline import Kind
 
 from analysis_helpers import EXP_KERNEL, STREAM  # type: ignore[import-not-found]

@@ -14,7 +14,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from expo_prof.analysis.hidden import analyze_timeline
+from expo_prof.analysis.overlap.hidden import analyze_timeline
 from expo_prof.timeline import Kind
 
 from analysis_helpers import EXP_KERNEL, STREAM, build_timeline  # type: ignore[import-not-found]

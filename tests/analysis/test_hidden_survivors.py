@@ -1,4 +1,4 @@
-"""Edge cases of analysis/hidden.py that mutation testing showed no other test pinned down.
+"""Edge cases of analysis/overlap/hidden.py that mutation testing showed no other test pinned down.
 
 GIVEN small hand-built Timelines (analysis_helpers.build_timeline), WHEN the
 step and hidden-time functions run, THEN the results are the ones the
@@ -13,7 +13,9 @@ import re
 import numpy as np
 from analysis_helpers import EXP_KERNEL, OVERLAY, STREAM, THREAD  # type: ignore[import-not-found]
 
-from expo_prof.analysis.hidden import Steps, analyze_timeline, assign_steps, launch_start, step_windows
+from expo_prof.analysis.overlap.hidden import analyze_timeline
+
+from expo_prof.analysis.steps.windows import Steps, assign_steps, launch_start, step_windows
 from expo_prof.analysis.targets import SPAN_FORWARD
 from expo_prof.timeline import Kind
 

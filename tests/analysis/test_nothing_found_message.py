@@ -1,4 +1,4 @@
-"""The "nothing found" error of ``analyze`` (analysis/aggregate.py), word for word.
+"""The "nothing found" error of ``analyze`` (analysis/rollup.py), word for word.
 
 GIVEN hand-built timelines without any target instance, WHEN analysed, THEN
 NothingFound carries one short line naming how many timelines and events were
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from analysis_helpers import STREAM, THREAD  # type: ignore[import-not-found]
 
-from expo_prof.analysis.aggregate import analyze
+from expo_prof.analysis.rollup import analyze
 from expo_prof.analysis.targets import LOOKED_FOR
 from expo_prof.errors import NothingFound
 from expo_prof.timeline import Kind

@@ -26,7 +26,7 @@ import pytest
 
 from expo_prof.analysis import analyze
 from expo_prof.analysis import intervals as iv
-from expo_prof.analysis.hidden import busy_mask
+from expo_prof.analysis.overlap.cover import busy_mask
 from expo_prof.analysis.targets import find_instances
 from expo_prof.readers import load
 from expo_prof.timeline import LaneKind

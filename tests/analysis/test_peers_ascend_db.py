@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 
 from expo_prof.analysis import intervals as iv
-from expo_prof.analysis.hidden import busy_mask
+from expo_prof.analysis.overlap.cover import busy_mask
 from expo_prof.readers import load
 from expo_prof.timeline import Kind, LaneKind
 

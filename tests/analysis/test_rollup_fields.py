@@ -1,4 +1,4 @@
-"""Every field of the roll-up (analysis/aggregate.py): steps, ranks, runs and the summary.
+"""Every field of the roll-up (analysis/rollup.py): steps, ranks, runs and the summary.
 
 GIVEN two runs built by hand whose overlaps are known by construction —
 run A rank 0: two ProfilerSteps, three draws on stream 20, gemms on stream 7;
@@ -19,7 +19,7 @@ from analysis_helpers import EXP_KERNEL, STREAM, THREAD  # type: ignore[import-n
 
 from expo_prof import __version__
 from expo_prof.analysis import analyze
-from expo_prof.analysis.aggregate import dist, fraction
+from expo_prof.analysis.rollup import dist, fraction
 from expo_prof.errors import BadInput
 from expo_prof.timeline import Kind
 
@@ -206,8 +206,8 @@ def test_source_picks_the_trace_or_the_overlay_log_of_a_rank(make_tl):
 
 
 def test_precomputed_analyses_must_match_the_timelines(make_tl):
-    from expo_prof.analysis.aggregate import analyze_parts
-    from expo_prof.analysis.hidden import analyze_timeline
+    from expo_prof.analysis.rollup import analyze_parts
+    from expo_prof.analysis.overlap.hidden import analyze_timeline
 
     # GIVEN two ranks' timelines and their analyses made elsewhere (a parallel read's workers)
     tls = [make_tl(LANES, [(2, 0, 100, EXP_KERNEL, Kind.KERNEL)], rank=r) for r in (0, 1)]

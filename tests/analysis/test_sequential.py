@@ -1,4 +1,4 @@
-"""The confidence sequence that lets a switchback decide as it runs (expo_prof/analysis/sequential.py).
+"""The confidence sequence that lets a switchback decide as it runs (expo_prof/analysis/saving/sequential.py).
 
 GIVEN per-pair savings WHEN the sequence is computed THEN its boundary is the published formula, it decides
 enable / keep off / no effect beyond the margin / undecided as documented, a decision once taken stands, the
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from expo_prof import stats
-from expo_prof.analysis import sequential as sq
+from expo_prof.analysis.saving import sequential as sq
 from expo_prof.words import ENABLE, KEEP_OFF, NO_EFFECT, UNDECIDED
 
 

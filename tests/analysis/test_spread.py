@@ -1,4 +1,4 @@
-"""Between switchback runs (expo_prof/analysis/spread.py): Cochran's Q, its p-value, the spread, and the CLI.
+"""Between switchback runs (expo_prof/analysis/saving/spread.py): Cochran's Q, its p-value, the spread, and the CLI.
 
 GIVEN savings of real switchback runs (the committed samples, read through the pipeline) and hand-made estimates
 WHEN the spread is computed THEN its χ² tail equals scipy's, Q equals the textbook sum, runs of one recording agree
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from expo_prof.analysis.spread import between_runs, chi2_sf, cochran_q, spread_words, standard_error
+from expo_prof.analysis.saving.spread import between_runs, chi2_sf, cochran_q, spread_words, standard_error
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "traces" / "samples"

@@ -1,4 +1,4 @@
-"""Step windows, launch times, step assignment and the forward / wait spans (analysis/hidden.py).
+"""Step windows, launch times, step assignment and the forward / wait spans (analysis/overlap/hidden.py).
 
 GIVEN small hand-built Timelines whose markers, launches and spans are placed
 by construction, WHEN the step machinery runs, THEN the windows, step ids,
@@ -16,16 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from analysis_helpers import EXP_KERNEL, OVERLAY, STREAM, THREAD  # type: ignore[import-not-found]
 
-from expo_prof.analysis.hidden import (
-    Steps,
-    analyze_timeline,
-    assign_steps,
-    forward_span_rows,
-    launch_start,
-    step_windows,
-    union_by_step,
-    wait_rows,
-)
+from expo_prof.analysis.overlap.hidden import analyze_timeline, forward_span_rows, wait_rows
+
+from expo_prof.analysis.steps.windows import Steps, assign_steps, launch_start, step_windows, union_by_step
 from expo_prof.timeline import Kind, LaneKind
 
 LANES = [(THREAD, "cpu", "main"), (STREAM, "cuda:0", "stream 7"), (STREAM, "cuda:0", "stream 20"),

@@ -1,4 +1,4 @@
-"""What the overlay saves, from switchback step columns built with known step times (expo_prof/analysis/switchback.py).
+"""What the overlay saves, from switchback step columns built with known step times (expo_prof/analysis/saving/switchback.py).
 
 GIVEN step columns as the overlay-log reader produces them, for runs whose step
 times (host cadence), washout steps, idle gaps and batch shapes are set by
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from expo_prof.analysis.natural import natural_experiment
-from expo_prof.analysis.switchback import switchback_saving
+from expo_prof.analysis.saving.natural import natural_experiment
+from expo_prof.analysis.saving.switchback import switchback_saving
 from overlay.sampler import switchback_phase
 
 K = 4  # steps per block
@@ -188,7 +188,7 @@ def test_the_natural_experiment_matches_steps_by_shape():
 def test_only_the_measured_load_counts():
     # GIVEN 4 pairs of a warm-up (the overlay costs 1 µs there) then 4 pairs of the measured load (it saves 2 µs),
     # and the load's wall-clock window, the log's clock 5 s behind the wall clock
-    from expo_prof.analysis.switchback import in_window
+    from expo_prof.analysis.saving.switchback import in_window
 
     steps = _steps_for_pairs([(10_000, 11_000)] * 4 + [(10_000, 8_000)] * 4)
     cols = _run(steps)
@@ -298,7 +298,7 @@ def test_a_switchback_run_states_the_forward_once_the_natural_experiment_set_asi
     # GIVEN the committed switchback sample (a real vLLM CPU run), read as every command reads it
     from pathlib import Path
 
-    from expo_prof.analysis.savings import savings_of
+    from expo_prof.analysis.saving.recording import savings_of
     from expo_prof.readers import load
 
     run = Path(__file__).resolve().parents[2] / "traces" / "samples" / "tiny-cpu-switchback"

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from expo_prof.analysis.savings import savings_of
+from expo_prof.analysis.saving.recording import savings_of
 from expo_prof.pipeline.result import saving_line
 from expo_prof.readers import load
 from overlay.arms import switchback_phase

@@ -23,7 +23,7 @@ several tokens together after a longer wait: its ITL p50 (and mean) fall
 without any token arriving sooner. That is a change in how tokens arrive, not
 a speed-up; :func:`withdraw_speedup` keeps those rows from being called better
 (or worse). A switchback run's arms are judged by the same rule within the run
-(expo_prof/analysis/arrival.py; docs/ab.md "Bursty tokens").
+(expo_prof/analysis/saving/arrival.py; docs/ab.md "Bursty tokens").
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def _finite(z: float) -> float:
 
 # ------------------------------------------------------------------------------------ tokens arrive in bursts
 
-# The rule's thresholds, a side's gap shape and the two rules live in analysis (expo_prof/analysis/arrival.py),
+# The rule's thresholds, a side's gap shape and the two rules live in analysis (expo_prof/analysis/saving/arrival.py),
 # which a switchback run's arms are judged by too; abtest reaches analysis through the pipeline (tools/layering.py).
 NEAR_ZERO_SHARE_OF_MEAN = _arrival.NEAR_ZERO_SHARE_OF_MEAN
 BURST_SHARE_RISE = _arrival.BURST_SHARE_RISE
@@ -126,7 +126,7 @@ ARRIVAL_METRICS = ("median_itl_ms", "mean_itl_ms")
 
 def arrival_stats(name: str, gaps_s: np.ndarray, runs: int = 1, runs_total: int = 1) -> ArrivalSide:
     """The shape of one side's inter-token gaps (seconds in, ms out): mean, near-zero share, p50, p99, max
-    (:func:`expo_prof.analysis.arrival.gap_shape`)."""
+    (:func:`expo_prof.analysis.saving.arrival.gap_shape`)."""
     return ArrivalSide(runs=runs, runs_total=runs_total, **msgspec.structs.asdict(_arrival.gap_shape(name, gaps_s)))
 
 

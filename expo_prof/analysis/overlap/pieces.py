@@ -1,10 +1,10 @@
 """Where inside each instance the hidden and the exposed time lie (sub-intervals, for drawing).
 
-:func:`expo_prof.analysis.hidden.hidden_time` gives each instance's hidden
+:func:`expo_prof.analysis.overlap.hidden.hidden_time` gives each instance's hidden
 *total*; the pages, the export and the critical path need the *pieces*: which
 stretches of the draw ran under other lanes' compute and which did not. They
 are computed here with the same busy-time definition
-(:class:`~expo_prof.analysis.cover.Cover`: compute on the other lanes of the
+(:class:`~expo_prof.analysis.overlap.cover.Cover`: compute on the other lanes of the
 same device) and the public interval helpers, so the pieces of every instance
 add up exactly to its hidden and exposed totals (tests check it against the
 analysis).
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from expo_prof.analysis import intervals as iv
-from expo_prof.analysis.cover import Cover
+from expo_prof.analysis.overlap.cover import Cover
 
 
 @dataclass

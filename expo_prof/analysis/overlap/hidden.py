@@ -29,9 +29,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from expo_prof.analysis import intervals as iv
-from expo_prof.analysis.cover import Cover, busy_mask
-from expo_prof.analysis.pieces import instance_pieces
-from expo_prof.analysis.stepfacts import VLLM_EMPTY_STEP, VLLM_STEP_RE, StepFacts, step_facts
+from expo_prof.analysis.overlap.cover import Cover, busy_mask
+from expo_prof.analysis.overlap.pieces import instance_pieces
+from expo_prof.analysis.steps.facts import StepFacts, step_facts
+from expo_prof.analysis.steps.windows import (
+    VLLM_STEP_RE,
+    Steps,
+    assign_steps,
+    launch_start,
+    spans_by_step,
+    step_col,
+    step_windows,
+    union_by_step,
+)
 from expo_prof.analysis.targets import (
     SPAN_FORWARD,
     Instances,
@@ -44,30 +54,8 @@ from expo_prof.analysis.targets import (
 )
 from expo_prof.timeline import Kind, LaneKind, Timeline
 
-PROFILER_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 #: Forward-pass spans, best first.
 FORWARD_SPANS = (SPAN_FORWARD, "gpu_model_runner: forward", "execute_context")
-
-
-@dataclass
-class Steps:
-    """Step windows of one Timeline: ``[start[i], end[i])`` is step ``ids[i]``, sorted by start."""
-
-    ids: np.ndarray  # int64
-    start: np.ndarray
-    end: np.ndarray
-    source: str  # "step-column", "ProfilerStep", "vllm-annotation", "none"
-    #: Per window: vLLM's annotation says no token was scheduled (``execute_context_0(0)_generation_0(0)``);
-    #: None for other markers. Kept here because a compacted Timeline no longer has the marker names.
-    empty: np.ndarray | None = None
-    #: Where each step's own marker (or, for a step column, its last event) ends, before the window is stretched
-    #: to the next step's start: the step's time is measured from it (analysis/stepfacts.py). None: ``end``.
-    mark_end: np.ndarray | None = None
-    #: The marker's name id per window (vLLM's annotation names the batch); None where no marker names it.
-    mark_name: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return len(self.ids)
 
 
 @dataclass
@@ -94,7 +82,7 @@ class TimelineAnalysis:
     #: Step id -> ns the noise held the critical path (exposed pieces ∪ sampler waits); None when no wait
     #: is measured here (then it is exposed + wait, e.g. with waits mapped in from an overlay log).
     critical_by_step: dict[int, int] | None = None
-    #: What each step was: its time, prefill or decode, batch, q (analysis/stepfacts.py).
+    #: What each step was: its time, prefill or decode, batch, q (analysis/steps/facts.py).
     facts: StepFacts = field(default_factory=StepFacts)
 
     def __len__(self) -> int:
@@ -138,150 +126,6 @@ def wall_time(tl: Timeline, inst: Instances) -> tuple[int, int]:
     return wall, hidden
 
 
-def _dedupe_markers(ids: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One window per step id (min start, max end), sorted by start."""
-    if len(ids) == 0:
-        return ids, start, end
-    uid, inv = np.unique(ids, return_inverse=True)
-    s = np.full(len(uid), np.iinfo(np.int64).max, dtype=np.int64)
-    e = np.full(len(uid), np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(s, inv, start)
-    np.maximum.at(e, inv, end)
-    o = np.argsort(s, kind="stable")
-    return uid[o], s[o], e[o]
-
-
-def step_windows(tl: Timeline, prefer: LaneKind | None = None) -> Steps:
-    """Step windows of a Timeline.
-
-    In order: the reader's per-event step column (Ascend ``Step Id``, overlay
-    log ``step``); ``ProfilerStep#N`` markers; vLLM's ``execute_context_…``
-    step annotations (numbered in order). Markers on lanes of ``prefer``'s kind
-    win (device-side copies of the step markers place device work better).
-    Window ``i`` is ``[start_i, max(end_i, start_{i+1}))`` — the vLLM step
-    annotation covers ``execute_model`` only, the sampler runs just after it.
-    """
-    end = tl.start + tl.dur
-    if tl.step is not None and len(tl) and ((tl.step >= 0) & (tl.kind != Kind.STEP)).any():
-        # The reader knows each event's step (Ascend "Step Id", overlay log).
-        m = (tl.step >= 0) & (tl.kind != Kind.STEP)
-        ids, s, e = _dedupe_markers(tl.step[m].astype(np.int64), tl.start[m], end[m])
-        return Steps(ids, s, e, "step-column", mark_end=e)
-    names_prof = np.full(len(tl.names), -1, dtype=np.int64)
-    names_vllm = np.zeros(len(tl.names), dtype=bool)
-    for i, nm in enumerate(tl.names):
-        mt = PROFILER_STEP_RE.match(nm)
-        if mt:
-            names_prof[i] = int(mt.group(1))
-        elif VLLM_STEP_RE.match(nm):
-            names_vllm[i] = True
-    marker_kind = np.isin(tl.kind, (Kind.STEP, Kind.ANNOTATION))
-    for source in ("ProfilerStep", "vllm-annotation"):
-        if source == "ProfilerStep":
-            m = marker_kind & (names_prof[tl.name] >= 0) if len(tl) else np.zeros(0, bool)
-        else:
-            m = marker_kind & names_vllm[tl.name] if len(tl) else np.zeros(0, bool)
-        if not m.any():
-            continue
-        if prefer is not None:
-            mp = m & lane_kind_mask(tl, (prefer,))
-            if mp.any():
-                m = mp
-        rows = np.flatnonzero(m)
-        names = None
-        if source == "ProfilerStep":
-            ids = names_prof[tl.name[rows]]
-            ids, s, e = _dedupe_markers(ids, tl.start[rows], end[rows])
-        else:
-            # Several lanes may carry the same annotation: keep one lane's (the busiest).
-            lanes, counts = np.unique(tl.lane[rows], return_counts=True)
-            rows = rows[tl.lane[rows] == lanes[np.argmax(counts)]]
-            o = np.argsort(tl.start[rows], kind="stable")
-            rows = rows[o]
-            ids = np.arange(len(rows), dtype=np.int64)
-            s, e = tl.start[rows], end[rows]
-            empty = np.array([tl.names[int(n)] == VLLM_EMPTY_STEP for n in tl.name[rows]], dtype=bool)
-            names = tl.name[rows]
-        mark_end = e.copy()
-        nxt = np.append(s[1:], np.iinfo(np.int64).max)
-        e = np.maximum(e, np.minimum(nxt, np.iinfo(np.int64).max))
-        # The last window ends where its marker ends or where the trace ends.
-        if len(e):
-            e[-1] = max(int(end.max()), int(s[-1]))
-        return Steps(ids, s, e, source, empty if source == "vllm-annotation" else None, mark_end=mark_end,
-                     mark_name=names)
-    z = np.empty(0, np.int64)
-    return Steps(z, z, z, "none")
-
-
-def launch_start(tl: Timeline) -> np.ndarray | None:
-    """Host launch time of each event (its own start for host events), or None without correlation ids.
-
-    Kineto links a device kernel to the runtime call that launched it
-    (``cudaLaunchKernel``…) by a correlation id; a kernel belongs to the step
-    in which it was *launched*, however late the device ran it (HTA assigns
-    iterations the same way).
-    """
-    corr = tl.meta.get("correlation")
-    if corr is None or len(corr) != len(tl) or len(tl) == 0:
-        return None
-    corr = np.asarray(corr, dtype=np.int64)
-    host = np.flatnonzero((tl.kind == Kind.RUNTIME) & lane_kind_mask(tl, (LaneKind.THREAD,)) & (corr >= 0))
-    dev = np.flatnonzero(lane_kind_mask(tl, (LaneKind.STREAM,)) & (corr >= 0))
-    if len(host) == 0 or len(dev) == 0:
-        return None
-    # First launch per correlation id (ids are unique per launch in practice).
-    order = np.lexsort((tl.start[host], corr[host]))
-    hc, hs = corr[host][order], tl.start[host][order]
-    first = np.concatenate(([True], hc[1:] != hc[:-1]))
-    hc, hs = hc[first], hs[first]
-    k = np.clip(np.searchsorted(hc, corr[dev]), 0, len(hc) - 1)
-    found = hc[k] == corr[dev]
-    out = tl.start.copy()
-    out[dev[found]] = hs[k[found]]
-    return out
-
-
-def assign_steps(steps: Steps, t: np.ndarray) -> np.ndarray:
-    """Step id of each time ``t``: the last window starting at or before it and ending after it; -1 otherwise."""
-    t = np.asarray(t, dtype=np.int64)
-    if len(steps) == 0:
-        return np.full(t.shape, -1, dtype=np.int64)
-    k = np.searchsorted(steps.start, t, side="right") - 1
-    kc = np.clip(k, 0, None)
-    ok = (k >= 0) & (t < steps.end[kc])
-    return np.where(ok, steps.ids[kc], -1)
-
-
-def _step_col(tl: Timeline) -> np.ndarray:
-    """The step column of ``tl`` (steps whose source is "step-column" come from a Timeline that has one)."""
-    assert tl.step is not None
-    return tl.step
-
-
-def _spans_by_step(tl: Timeline, steps: Steps, rows: np.ndarray, when: np.ndarray) -> dict[int, int]:
-    """Sum of the (unioned) spans ``rows`` per step (step of each row: its ``when`` time, or the step column)."""
-    if len(rows) == 0:
-        return {}
-    sid = _step_col(tl)[rows].astype(np.int64) if steps.source == "step-column" else assign_steps(steps, when[rows])
-    return union_by_step(sid, tl.start[rows], tl.start[rows] + tl.dur[rows])
-
-
-def union_by_step(sid: np.ndarray, start: np.ndarray, end: np.ndarray) -> dict[int, int]:
-    """``{step id: measure of the union of the intervals [start, end) of that step}`` (``sid`` per interval)."""
-    if len(sid) == 0:
-        return {}
-    # One sort and split, not a mask per step: a mask per step is steps x events
-    # (minutes for a 10,000-step trace).
-    order = np.argsort(sid, kind="stable")
-    sid_s = sid[order]
-    cuts = np.flatnonzero(np.diff(sid_s)) + 1
-    return {
-        int(sid[idx[0]]): iv.union(start[idx], end[idx]).measure
-        for idx in np.split(order, cuts)
-    }
-
-
 def pick_lane_kind(tl: Timeline, m: np.ndarray) -> np.ndarray:
     """Keep matches of one lane kind only: device > overlay > host (avoid summing copies of a span)."""
     for lk in (LaneKind.STREAM, LaneKind.OVERLAY, LaneKind.THREAD):
@@ -323,16 +167,16 @@ def analyze_timeline(tl: Timeline, op: re.Pattern | None = None) -> TimelineAnal
     steps = step_windows(tl, prefer)
     first_member = inst.events[np.searchsorted(inst.member_inst, np.arange(len(inst)))] if len(inst) else inst.events
     if steps.source == "step-column":
-        step = _step_col(tl)[first_member].astype(np.int64)
+        step = step_col(tl)[first_member].astype(np.int64)
     else:
         step = assign_steps(steps, when[first_member])
 
     # Sampler wait: overlay spans / overlay-log windows.
     w_rows = wait_rows(tl)
-    wait_by_step = _spans_by_step(tl, steps, w_rows, when)
+    wait_by_step = spans_by_step(tl, steps, w_rows, when)
     wait_total = int(sum(wait_by_step.values()))
     critical_by_step = _critical_by_step(tl, inst, step, steps, w_rows, when) if len(w_rows) else None
-    w_sid = _step_col(tl)[w_rows].astype(np.int64) if steps.source == "step-column" else assign_steps(steps, when[w_rows])
+    w_sid = step_col(tl)[w_rows].astype(np.int64) if steps.source == "step-column" else assign_steps(steps, when[w_rows])
     facts = step_facts(tl, steps, np.concatenate((step, w_sid)),
                        np.concatenate((inst.end if len(inst) else np.empty(0, np.int64), tl.end[w_rows])))
 
@@ -350,7 +194,7 @@ def analyze_timeline(tl: Timeline, op: re.Pattern | None = None) -> TimelineAnal
         if len(inst):
             m[inst.matched] = False
         fwd_rows = np.flatnonzero(m)
-    forward_by_step = _spans_by_step(tl, steps, fwd_rows, when)
+    forward_by_step = spans_by_step(tl, steps, fwd_rows, when)
 
     return TimelineAnalysis(
         tl=tl,
@@ -385,7 +229,7 @@ def _critical_by_step(tl: Timeline, inst: Instances, step: np.ndarray, steps: St
     """
     pieces = instance_pieces(_Parts(tl, inst))
     exposed = ~pieces.hidden
-    sid_w = _step_col(tl)[w_rows].astype(np.int64) if steps.source == "step-column" else assign_steps(steps, when[w_rows])
+    sid_w = step_col(tl)[w_rows].astype(np.int64) if steps.source == "step-column" else assign_steps(steps, when[w_rows])
     return union_by_step(
         np.concatenate((step[pieces.inst[exposed]], sid_w)),
         np.concatenate((pieces.start[exposed], tl.start[w_rows])),
@@ -395,7 +239,7 @@ def _critical_by_step(tl: Timeline, inst: Instances, step: np.ndarray, steps: St
 
 @dataclass
 class _Parts:
-    """What :func:`~expo_prof.analysis.pieces.instance_pieces` reads: a Timeline and its instances."""
+    """What :func:`~expo_prof.analysis.overlap.pieces.instance_pieces` reads: a Timeline and its instances."""
 
     tl: Timeline
     inst: Instances

@@ -5,7 +5,7 @@ It needs no switchback: in any overlay run, steps whose batch launched no
 without the lane; compared with launched steps of the same batch shape they
 show the forward's slowdown beside the draw. A switchback rank measures that
 by its block pairs already (``Saving.forward_change``), so
-:func:`expo_prof.analysis.savings.savings_of` gives it none: one estimate per quantity.
+:func:`expo_prof.analysis.saving.recording.savings_of` gives it none: one estimate per quantity.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from collections.abc import Mapping
 import msgspec
 import numpy as np
 
-from expo_prof.analysis.switchback import OFF, Interval, ints, shape_key
-from expo_prof.analysis.switchback_words import diff_words
+from expo_prof.analysis.saving.switchback import OFF, Interval, shape_key
+from expo_prof.analysis.steps.facts import ints
+from expo_prof.analysis.saving.words import diff_words
 from expo_prof.words import fmt_ns, plural
 
 

@@ -16,7 +16,7 @@ size moved with the machine's load, and no single interval says so. This module 
   Thompson 2002) says what share of the spread is between runs rather than noise;
 * how many runs decided each way: the decision that carries across runs is the sign they share.
 
-Pure functions over :class:`~expo_prof.analysis.switchback.Saving`; no formats, no I/O.
+Pure functions over :class:`~expo_prof.analysis.saving.switchback.Saving`; no formats, no I/O.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import math
 import msgspec
 import numpy as np
 
-from expo_prof.analysis.switchback import Saving
+from expo_prof.analysis.saving.switchback import Saving
 from expo_prof.stats import t_ppf
 
 #: The level at which runs are said to differ more than their intervals allow.

@@ -1,16 +1,16 @@
 """What every overlay event log of a recording says about saving: switchback's savings and the natural experiment.
 
 The overlay-log reader keeps each log's step columns and header in ``Timeline.meta["overlay"]``;
-:func:`savings_of` hands them to :mod:`expo_prof.analysis.switchback` (a log in switchback mode) and to
-:mod:`expo_prof.analysis.natural` (any overlay log), one rank at a time.
+:func:`savings_of` hands them to :mod:`expo_prof.analysis.saving.switchback` (a log in switchback mode) and to
+:mod:`expo_prof.analysis.saving.natural` (any overlay log), one rank at a time.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from expo_prof.analysis.natural import Natural, natural_experiment
-from expo_prof.analysis.switchback import THREE_ARMS, TWO_ARMS, Saving, SequentialSpec, in_window, switchback_savings
+from expo_prof.analysis.saving.natural import Natural, natural_experiment
+from expo_prof.analysis.saving.switchback import THREE_ARMS, TWO_ARMS, Saving, SequentialSpec, in_window, switchback_savings
 from expo_prof.timeline import overlay_log
 
 

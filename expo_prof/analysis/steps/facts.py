@@ -15,7 +15,7 @@ The figures come from what the Timeline already holds, never from a guess:
   computed more than one token). Padded tokens (CUDA / NPU graphs) would read
   as prefill, so a log off the CPU is not split.
 * **cadence** — from the step's start to the next step's start (the very next step id), vLLM's time between
-  steps included and idle gaps left out by switchback's rule (:func:`expo_prof.analysis.switchback.cadence`):
+  steps included and idle gaps left out by switchback's rule (:func:`expo_prof.analysis.saving.switchback.cadence`):
   what a step costs throughput, and the "step" switchback breaks into forward, sampler and the rest.
 * **q** — only the overlay event log records it (``rows`` × ``vocab``,
   ``dtype``) for the steps that launched it.
@@ -25,24 +25,20 @@ What a source cannot give is said once, with why (:attr:`StepFacts.missing`).
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from expo_prof.analysis.switchback import cadence
+from expo_prof.analysis.steps.windows import VLLM_BATCH_RE
 from expo_prof.timeline import OverlayLog, Timeline, overlay_log
 
-#: vLLM's per-step annotation (``execute_context_<n>(<tokens>)_generation_<n>(<tokens>)``, vLLM ≥ 0.11), the
-#: one place its shape is written: any step (hidden.py's step windows), its batch (below), an empty step.
-VLLM_STEP_RE = re.compile(r"^execute_context_\d+\(")
-#: The same annotation with its batch: prompt (context) requests and tokens, decode (generation) ones.
-VLLM_BATCH_RE = re.compile(r"^execute_context_(\d+)\((\d+)\)_generation_(\d+)\((\d+)\)")
-#: vLLM's step annotation of a step with no token scheduled: no sampler runs in it.
-VLLM_EMPTY_STEP = "execute_context_0(0)_generation_0(0)"
 
 PREFILL, DECODE = "prefill", "decode"
+
+#: A step's host time after its own work above IDLE_FACTOR × the run's median + IDLE_FLOOR_NS is an idle gap.
+IDLE_FACTOR = 10
+IDLE_FLOOR_NS = 1_000_000
 
 #: Keys of :attr:`StepFacts.missing`: the figures a source may lack.
 STEP_TIME, KIND, BATCH, Q = "step time", "prefill / decode", "batch size", "q shape and dtype"
@@ -67,7 +63,7 @@ class StepFacts:
 
 
 def step_facts(tl: Timeline, steps, part_step: np.ndarray, part_end: np.ndarray) -> StepFacts:
-    """The facts of each step of ``tl`` (``steps``: :class:`~expo_prof.analysis.hidden.Steps`);
+    """The facts of each step of ``tl`` (``steps``: :class:`~expo_prof.analysis.overlap.hidden.Steps`);
     ``part_step`` / ``part_end``: the step id and end of the step's other parts (draws, waits)."""
     ov = overlay_log(tl)
     if ov is not None:
@@ -170,3 +166,31 @@ def log_q(tl: Timeline) -> Counter[tuple[int, int, str | None]]:
     """Steps per q (rows, vocab, dtype) an overlay event log launched (empty for another Timeline)."""
     ov = overlay_log(tl)
     return Counter() if ov is None else Counter(_from_log(tl, ov).q.values())
+
+
+def ints(values: np.ndarray) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+
+def cadence(step: np.ndarray, t0: np.ndarray, host_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per step line: its cadence (ns; -1 where none), and whether it was left out as an idle gap.
+
+    A cadence needs the next line to be the very next step of the process.
+    An idle gap: the host time after the step's own work (cadence − host_end,
+    or the whole cadence when host_end is unknown) above IDLE_FACTOR × its
+    median + IDLE_FLOOR_NS.
+    """
+    step, t0, host_end = ints(step), ints(t0), ints(host_end)
+    n = len(step)
+    cad = np.full(n, -1, dtype=np.int64)
+    idle = np.zeros(n, dtype=bool)
+    if n < 2:
+        return cad, idle
+    nxt = (step[1:] == step[:-1] + 1) & (t0[1:] >= t0[:-1])
+    cad[:-1][nxt] = (t0[1:] - t0[:-1])[nxt]
+    has = cad >= 0
+    gap = np.where(host_end >= 0, cad - host_end, cad)
+    if has.any():
+        limit = IDLE_FACTOR * float(np.median(gap[has])) + IDLE_FLOOR_NS
+        idle = has & (gap > limit)
+    return cad, idle

@@ -13,7 +13,7 @@ ends at a token's arrival, at a wall-clock time, and every step of the event log
 window (its ``t0`` to the next step's ``t0``, the step's cadence): each gap goes to the arm of the step running
 when its token arrived. Left out, and counted: gaps whose token arrived in no switchback step (before the first,
 after the last, in an idle gap of the engine) and — as the saving drops each block's first step (washout,
-:mod:`expo_prof.analysis.switchback`) — gaps that arrived in a block's first step: a token reaches the client
+:mod:`expo_prof.analysis.saving.switchback`) — gaps that arrived in a block's first step: a token reaches the client
 while the step after the one that produced it runs (in the committed samples, a median 0.2–0.5 ms into it), so
 the first step of a block holds the previous block's last gap.
 """
@@ -26,7 +26,8 @@ from typing import Protocol
 import msgspec
 import numpy as np
 
-from expo_prof.analysis.switchback import COMPARISONS, THREE_ARMS, TWO_ARMS, cadence, ints
+from expo_prof.analysis.saving.switchback import COMPARISONS, THREE_ARMS, TWO_ARMS
+from expo_prof.analysis.steps.facts import cadence, ints
 from expo_prof.words import fmt_ns
 from expo_prof.timeline import overlay_log
 
@@ -177,7 +178,7 @@ def step_windows(cols: Mapping[str, np.ndarray],
                  wall_minus_mono_ns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per step line of an overlay log: its wall-clock window ``[start, end)`` (ns) and whether it is its block's
     first step. A step runs from its ``t0`` to the next step's (its cadence, when the next line is the very next
-    step and no idle gap: :func:`~expo_prof.analysis.switchback.cadence`); else to the end of its own work
+    step and no idle gap: :func:`~expo_prof.analysis.saving.switchback.cadence`); else to the end of its own work
     (``t0 + host_end``), or it has no window (``end == start``) when that is unknown."""
     t0, host_end, block = ints(cols["t0_ns"]), ints(cols["host_end_ns"]), ints(cols["block"])
     cad, idle = cadence(cols["step"], t0, host_end)
@@ -210,7 +211,7 @@ def switchback_arrival(arrival_ns: np.ndarray, gaps_s: np.ndarray, start_ns: np.
                        phase: np.ndarray, first_of_block: np.ndarray,
                        arms: tuple[str, ...] = TWO_ARMS) -> SwitchbackArrival:
     """A switchback run's gaps by arm, and the burst rule over each comparison of ``arms``
-    (:data:`~expo_prof.analysis.switchback.COMPARISONS`: the arm looked at first, then its baseline).
+    (:data:`~expo_prof.analysis.saving.switchback.COMPARISONS`: the arm looked at first, then its baseline).
 
     ``arrival_ns`` / ``gaps_s``: each gap's end on the wall clock and the gap (:func:`arrivals`); ``start_ns``,
     ``end_ns``, ``phase``, ``first_of_block``: per step (:func:`step_windows`; ``phase`` None or an arm not in

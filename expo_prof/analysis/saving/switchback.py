@@ -52,8 +52,8 @@ The natural experiment (:func:`natural_experiment`) needs no switchback: in
 any overlay run, steps whose batch launched no ``q`` (all greedy, all seeded)
 ran their forward without the lane; compared with launched steps of the same
 batch shape they show the forward's slowdown beside the draw. A switchback
-rank measures that by its pairs already, so :func:`expo_prof.analysis.savings.savings_of` gives it none
-(:mod:`expo_prof.analysis.natural`).
+rank measures that by its pairs already, so :func:`expo_prof.analysis.saving.recording.savings_of` gives it none
+(:mod:`expo_prof.analysis.saving.natural`).
 """
 
 from __future__ import annotations
@@ -64,9 +64,10 @@ import msgspec
 import numpy as np
 
 from expo_prof import stats
-from expo_prof.analysis.sequential import ALPHA as CS_ALPHA
-from expo_prof.analysis.sequential import DEFAULT_MARGIN_SHARE, DEFAULT_OPTIMAL_PAIRS, Sequence, sequence
-from expo_prof.analysis.switchback_words import (
+from expo_prof.analysis.saving.sequential import ALPHA as CS_ALPHA
+from expo_prof.analysis.steps.facts import cadence, ints
+from expo_prof.analysis.saving.sequential import DEFAULT_MARGIN_SHARE, DEFAULT_OPTIMAL_PAIRS, Sequence, sequence
+from expo_prof.analysis.saving.words import (
     across_zero,
     diff_words,
     left_out_words,
@@ -78,9 +79,6 @@ from expo_prof.words import ENABLE, INCONCLUSIVE, KEEP_OFF, NO_DIFFERENCE, NO_EF
 
 CONFIDENCE = 0.95
 ALPHA = 0.05
-#: A step's host time after its own work above IDLE_FACTOR × the run's median + IDLE_FLOOR_NS is an idle gap.
-IDLE_FACTOR = 10
-IDLE_FLOOR_NS = 1_000_000
 #: The phase words of the event log (overlay.contract.PHASE_ON / PHASE_OFF / PHASE_NATIVE).
 ON, OFF, NATIVE = "on", "off", "native"
 TWO_ARMS = (OFF, ON)
@@ -218,34 +216,6 @@ class SequentialSpec(msgspec.Struct, kw_only=True, frozen=True):
         return self.margin_share * float(baseline_step_ns or 0.0), self.margin_share
 
 
-def ints(values: np.ndarray) -> np.ndarray:
-    return np.asarray(values, dtype=np.int64)
-
-
-def cadence(step: np.ndarray, t0: np.ndarray, host_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per step line: its cadence (ns; -1 where none), and whether it was left out as an idle gap.
-
-    A cadence needs the next line to be the very next step of the process.
-    An idle gap: the host time after the step's own work (cadence − host_end,
-    or the whole cadence when host_end is unknown) above IDLE_FACTOR × its
-    median + IDLE_FLOOR_NS.
-    """
-    step, t0, host_end = ints(step), ints(t0), ints(host_end)
-    n = len(step)
-    cad = np.full(n, -1, dtype=np.int64)
-    idle = np.zeros(n, dtype=bool)
-    if n < 2:
-        return cad, idle
-    nxt = (step[1:] == step[:-1] + 1) & (t0[1:] >= t0[:-1])
-    cad[:-1][nxt] = (t0[1:] - t0[:-1])[nxt]
-    has = cad >= 0
-    gap = np.where(host_end >= 0, cad - host_end, cad)
-    if has.any():
-        limit = IDLE_FACTOR * float(np.median(gap[has])) + IDLE_FLOOR_NS
-        idle = has & (gap > limit)
-    return cad, idle
-
-
 def _interval(off: np.ndarray, on: np.ndarray, sign: int) -> Interval | None:
     """``sign`` · (on − off) over pairs, with its CI and tests (None without pairs)."""
     if len(off) == 0:
@@ -346,7 +316,7 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
     record); the others are left out as ``outside_load``. ``arms``: the run's
     arms (blocks ``len(arms)·g`` … form group ``g``); ``compared``: (baseline,
     arm), whose steps alone are counted. ``sequential``: the run decided as it went (a confidence sequence
-    instead of the fixed-horizon CI: :mod:`expo_prof.analysis.sequential`).
+    instead of the fixed-horizon CI: :mod:`expo_prof.analysis.saving.sequential`).
     """
     block = ints(cols["block"])
     phase = np.asarray(cols["phase"], dtype=object)

@@ -1,7 +1,7 @@
 """Switchback's figures in words: what each left-out step means, differences in words that follow their CI,
 what would settle a saving, the tok/s CI without an infinity.
 
-Shared by the estimator's statements (:mod:`expo_prof.analysis.switchback`), the tables
+Shared by the estimator's statements (:mod:`expo_prof.analysis.saving.switchback`), the tables
 (``terminal/saving.py``) and the saving line (``pipeline/result.py``), so every output says a figure alike.
 """
 
@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from expo_prof.analysis.sequential import MIN_PAIRS
+from expo_prof.analysis.saving.sequential import MIN_PAIRS
 from expo_prof.words import fmt_ns
 
 if TYPE_CHECKING:
-    from expo_prof.analysis.sequential import Sequence
-    from expo_prof.analysis.switchback import Interval, Saving
+    from expo_prof.analysis.saving.sequential import Sequence
+    from expo_prof.analysis.saving.switchback import Interval, Saving
 
 __all__ = ["DROPPED_WORDS", "across_zero", "diff_words", "left_out_words", "margin_words", "sequence_words",
            "settle_words", "tokps_ci_text", "tokps_of"]

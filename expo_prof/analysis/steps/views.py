@@ -26,8 +26,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from expo_prof.analysis.hidden import TimelineAnalysis, assign_steps
-from expo_prof.analysis.stepfacts import VLLM_EMPTY_STEP
+from expo_prof.analysis.overlap.hidden import TimelineAnalysis
+
+from expo_prof.analysis.steps.windows import assign_steps
+from expo_prof.analysis.steps.windows import VLLM_EMPTY_STEP
 from expo_prof.clocks import log_onto_trace
 from expo_prof.words import fmt_ns, plural
 from expo_prof.timeline import Timeline, overlay_log

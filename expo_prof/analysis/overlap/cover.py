@@ -1,9 +1,9 @@
 """What counts as compute that covers (hides) a target instance: the one busy-time definition.
 
-Used by :mod:`expo_prof.analysis.hidden` (how much of each instance is hidden)
-and :mod:`expo_prof.analysis.pieces` (where inside it), so the totals and the
+Used by :mod:`expo_prof.analysis.overlap.hidden` (how much of each instance is hidden)
+and :mod:`expo_prof.analysis.overlap.pieces` (where inside it), so the totals and the
 drawn pieces can never disagree. What counts depends on where the instance runs
-(module docstring of :mod:`~expo_prof.analysis.hidden`).
+(module docstring of :mod:`~expo_prof.analysis.overlap.hidden`).
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from expo_prof.analysis.hidden import TimelineAnalysis, analyze_timeline
-from expo_prof.analysis.logmap import attach_overlay_logs
-from expo_prof.analysis.stepfacts import DECODE, PREFILL, Q, StepFacts, log_q
-from expo_prof.analysis.stepviews import drawless_note, views_note
+from expo_prof.analysis.overlap.hidden import TimelineAnalysis, analyze_timeline
+from expo_prof.analysis.overlap.logmap import attach_overlay_logs
+from expo_prof.analysis.steps.facts import DECODE, PREFILL, Q, StepFacts, log_q
+from expo_prof.analysis.steps.views import drawless_note, views_note
 from expo_prof.analysis.model import (
     AnalysisResult,
     Dist,
@@ -160,7 +160,7 @@ def _critical(a: TimelineAnalysis, sid: int, exposed: int, wait: int | None) -> 
 
 def _steps_differ(keep: list[TimelineAnalysis], other: list[TimelineAnalysis]) -> bool:
     """Whether two views of one rank's draws hold different numbers of steps (or of draws)."""
-    from expo_prof.analysis.stepviews import counted_steps
+    from expo_prof.analysis.steps.views import counted_steps
 
     n_steps, n_inst = len(counted_steps(keep)), sum(len(a) for a in keep)
     for fmt in {a.tl.fmt for a in other}:

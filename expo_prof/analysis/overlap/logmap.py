@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from expo_prof.analysis import intervals as iv
-from expo_prof.analysis.hidden import TimelineAnalysis, assign_steps, union_by_step
+from expo_prof.analysis.overlap.hidden import TimelineAnalysis
+from expo_prof.analysis.steps.windows import assign_steps, union_by_step
 from expo_prof.analysis.targets import SPAN_FORWARD, is_overlay_forward, is_overlay_wait, name_mask
 from expo_prof.clocks import log_onto_trace
 from expo_prof.timeline import Kind, Timeline, overlay_log
