@@ -79,7 +79,7 @@ def test_a_one_line_change_to_the_estimator_makes_the_record_stale(copy):
     # GIVEN a record of the copied code
     record = _record(copy)
     # WHEN one line of the switchback estimator changes
-    est = copy / "expo_prof/analysis/switchback.py"
+    est = copy / "expo_prof/analysis/saving/switchback.py"
     est.write_text(est.read_text(encoding="utf-8") + "# one line\n", encoding="utf-8")
     # THEN the record is stale, and the message names `make proof`
     (problem,) = proof.staleness(record, copy)

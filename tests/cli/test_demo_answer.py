@@ -58,7 +58,7 @@ def test_a_sequential_run_leads_with_its_decision():
     first, then the cost with its confidence sequence and the tok/s; the load it was measured under; and only the
     sign carries to another machine. GIVEN the same sequence moved inside the margin, or left undecided, THEN
     "no effect beyond the margin" / "undecided" with the margin in both units and the steps still needed."""
-    from expo_prof.analysis.switchback_words import margin_words
+    from expo_prof.analysis.saving.words import margin_words
 
     sv = _sequential()
     sq = sv.sequence

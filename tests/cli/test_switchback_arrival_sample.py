@@ -99,7 +99,7 @@ def test_the_block_says_the_flag_when_an_arm_arrives_in_bursts():
     import numpy as np
     from rich.console import Console
 
-    from expo_prof.analysis.arrival import switchback_arrival
+    from expo_prof.analysis.saving.arrival import switchback_arrival
     from expo_prof.pipeline import run as pipeline_run
     from expo_prof.terminal.saving import saving_table
 

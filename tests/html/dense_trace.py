@@ -4,7 +4,7 @@ exponential kernel on stream 20 overlapping them, so each draw is cut into ~100 
 Used by the pixel test (a few hundred steps) and by ``bench/bench_html.py`` (10,000 steps, about a
 million events). Built as a :class:`~expo_prof.timeline.Timeline` directly (the arithmetic of the
 page is under test, not a reader); the hidden fraction is set by the parameters and the test
-compares the page's pixels with what :func:`expo_prof.analysis.hidden.analyze_timeline` computes.
+compares the page's pixels with what :func:`expo_prof.analysis.overlap.hidden.analyze_timeline` computes.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import pytest
 from dense_trace import dense_cuda_timeline  # type: ignore[import-not-found]
 from html_helpers import page_data, require, wait_for  # type: ignore[import-not-found]
 
-from expo_prof.analysis.hidden import analyze_timeline
+from expo_prof.analysis.overlap.hidden import analyze_timeline
 from expo_prof.html.timeline_data import build_payload
 from expo_prof.html.timeline_page import render
 

@@ -13,11 +13,11 @@ from export_helpers import RUN_WITH_LOG, export, instances, two_ranks  # type: i
 
 from expo_prof import readers
 from expo_prof.analysis import analyze
-from expo_prof.analysis.hidden import analyze_timeline
+from expo_prof.analysis.overlap.hidden import analyze_timeline
 from expo_prof.export.chrome import ANALYSIS_PID, RANK_PID, UNCOUNTED_CAT
 from expo_prof.export.raw_trace import us_to_ns
 from expo_prof.export.tracks import ADDED_CAT
-from expo_prof.analysis.pieces import instance_pieces
+from expo_prof.analysis.overlap.pieces import instance_pieces
 
 
 def _load(path):

@@ -21,10 +21,10 @@ import pytest
 from export_helpers import RUN_WITH_LOG, export, two_ranks  # type: ignore[import-not-found]
 
 from expo_prof import readers
-from expo_prof.analysis.hidden import analyze_timeline
+from expo_prof.analysis.overlap.hidden import analyze_timeline
 from expo_prof.export.perfetto import MARK, begin_end, nest_levels
 from expo_prof.export.proto import perfetto_trace_subset_pb2 as pb
-from expo_prof.analysis.pieces import instance_pieces
+from expo_prof.analysis.overlap.pieces import instance_pieces
 from expo_prof.pipeline import Options, run
 
 BEGIN, END, INSTANT = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END, pb.TrackEvent.TYPE_INSTANT

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from expo_prof.analysis.hidden import analyze_timeline
+from expo_prof.analysis.overlap.hidden import analyze_timeline
 from expo_prof.html import names as names_mod
 from expo_prof.html.names import CUT, LONG_BUDGET
 from expo_prof.html.timeline_data import build_payload

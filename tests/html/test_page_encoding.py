@@ -7,7 +7,7 @@ import json
 import numpy as np
 from dense_trace import dense_cuda_timeline  # type: ignore[import-not-found]
 
-from expo_prof.analysis.hidden import analyze_timeline
+from expo_prof.analysis.overlap.hidden import analyze_timeline
 from expo_prof.html.escape import json_for_script
 from expo_prof.html.timeline_data import DELTA_TABLES, build_payload, decode_page, encode_for_page
 

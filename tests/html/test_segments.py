@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from expo_prof import readers
 from expo_prof.analysis import intervals as iv
-from expo_prof.analysis.hidden import analyze_timeline
-from expo_prof.analysis.pieces import instance_pieces, split_members
+from expo_prof.analysis.overlap.hidden import analyze_timeline
+from expo_prof.analysis.overlap.pieces import instance_pieces, split_members
 
 
 def _check(a):

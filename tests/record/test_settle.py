@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from expo_prof.analysis.savings import savings_of, sequential_spec
+from expo_prof.analysis.saving.recording import savings_of, sequential_spec
 from expo_prof.errors import BadInput
 from expo_prof.pipeline.live import Settler
 from expo_prof.readers.overlay_log import read_overlay_log
