@@ -238,7 +238,9 @@ class StdlibOnly(Rule):
 
 @dataclass(frozen=True)
 class NoCycle(Rule):
-    """No cycle of runtime imports (module-level or lazy) among the modules — or the packages — of ``src``.
+    """No import cycle among the modules — or the packages — of ``src``, type-only (``TYPE_CHECKING``) imports
+    included: a type-only circle does not fail at import time, but neither module can be read alone, and it is
+    the first step to a runtime one.
 
     ``packages``: a package (``Graph.unit``) stands for all its modules; a cycle between packages
     (readers → pipeline → readers) is a layering knot even when no module meets itself.
@@ -254,7 +256,7 @@ class NoCycle(Rule):
         succ: dict[str, set[str]] = {}
         for m in nodes:
             s = succ.setdefault(name(m), set())
-            s.update(name(e.dst) for e in graph.out(m, RUNTIME) if within(e.dst, self.src) and name(e.dst) != name(m))
+            s.update(name(e.dst) for e in graph.out(m, EVERY_KIND) if within(e.dst, self.src) and name(e.dst) != name(m))
         for cycle in _cycles(succ):
             yield Failure(self, cycle, () if self.packages else _how(graph, cycle))
 

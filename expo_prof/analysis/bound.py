@@ -22,39 +22,8 @@ looser one, and the saving line says so (:func:`noise_free`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-import msgspec
-
+from expo_prof.analysis.model import AnalysisResult, SamplingBound
 from expo_prof.analysis.targets import FUSED_SAMPLERS, FusedSampler
-
-if TYPE_CHECKING:  # model.py imports this module for its RunEntry
-    from expo_prof.analysis.model import AnalysisResult
-
-
-class SamplingBound(msgspec.Struct, kw_only=True):
-    """The fused sampling kernel's time on the critical path per step: the most an async draw could save (with
-    ``noise``), else the sampling cost of a sampler that draws no noise, where nothing can be saved."""
-
-    #: The recognition rule(s) that found the kernels (``RankResult.rule``: ``+``-joined when several).
-    rule: str
-    #: The engine and its kernel in words.
-    engine: str
-    #: "kernel" (device kernels) or "op" (CPU operators).
-    what: str
-    #: Whether the overlay can run on this engine, so ``expo-prof record --overlay switchback`` measures the saving.
-    switchback: bool
-    #: Mean over steps of the kernels' critical-path time (``summary.per_step.critical_ns.mean``: the headline's).
-    critical_ns: float
-    #: Mean step time of the numbered steps (``steps[].step_ns``: the step's own time, as the step table's), else of
-    #: their windows; null when the trace has no step markers.
-    step_ns: float | None
-    #: critical_ns / step_ns: the share of the step the kernel holds; null without step_ns.
-    share: float | None
-    #: Whether any kernel found draws noise over the vocabulary, so critical_ns bounds what an async draw could
-    #: save; false (vllm-ascend's categorical_sample: one uniform per row) makes critical_ns a sampling cost with
-    #: nothing to save. Defaults to true: documents written before this field held only noise-drawing samplers.
-    noise: bool = True
 
 
 def step_time(steps: Sequence) -> float | None:

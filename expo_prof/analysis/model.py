@@ -1,7 +1,9 @@
 """The result data model of ``expo-prof analyze``: what every reporter renders.
 
 Plain :mod:`msgspec` Structs, so the JSON reporter encodes them directly and
-the schema in ``docs/json-output.md`` is this file. Bump :data:`SCHEMA` on any
+the schema in ``docs/json-output.md`` is this file: every struct of the ``analyze``, switchback and
+switchback-runs documents lives here, and computing modules import them (this module imports nothing of
+expo_prof, so no import circle can pass through it). Bump :data:`SCHEMA` on any
 incompatible change (a removed or renamed key, a changed meaning or unit);
 adding keys is compatible.
 """
@@ -10,15 +12,18 @@ from __future__ import annotations
 
 import msgspec
 
-from expo_prof.analysis.saving.arrival import SwitchbackArrival
-from expo_prof.analysis.bound import SamplingBound
-from expo_prof.analysis.saving.natural import Natural
-from expo_prof.analysis.saving.switchback import Saving
-from expo_prof.analysis.saving.spread import Spread
 
 #: Version of the ``analyze --json`` schema (docs/json-output.md).
 SCHEMA = 2
 SCHEMA_NAME = "expo-prof.analyze"
+
+
+#: The confidence sequence's method, level and defaults (analysis/saving/sequential.py computes with them; the
+#: schema names them as the defaults of :class:`Sequence` and :class:`SequentialSpec`).
+SEQUENCE_METHOD = "asymptotic confidence sequence (Waudby-Smith et al. 2024)"
+SEQUENCE_ALPHA = 0.05
+DEFAULT_OPTIMAL_PAIRS = 50
+DEFAULT_MARGIN_SHARE = 0.01
 
 
 class Dist(msgspec.Struct, kw_only=True):
@@ -291,6 +296,279 @@ class AnalysisResult(msgspec.Struct, kw_only=True):
 
 
 #: Version of the document ``compare RUN --json`` writes for a switchback run (docs/ab.md, "Switchback").
+# ------------------------------------------------------------------------------------------------ the saving
+class Sequence(msgspec.Struct, kw_only=True):
+    """The confidence sequence on the per-step saving after ``pairs`` block pairs, and what it decides."""
+
+    method: str = SEQUENCE_METHOD
+    alpha: float
+    #: Pairs the sequence is tightest at (``n*``) and the ρ² that gives it.
+    optimal_pairs: int
+    rho2: float
+    #: Pairs seen, their mean difference (ns per step, positive: the overlay saves) and standard deviation.
+    pairs: int
+    mean_ns: float
+    sd_ns: float | None
+    #: The sequence's bounds after ``pairs``; null before MIN_PAIRS.
+    lo_ns: float | None
+    hi_ns: float | None
+    #: ±margin (ns per step) of "no effect", and the share of the baseline's cadence it is.
+    margin_ns: float
+    margin_share: float | None
+    #: enable / keep off / no effect beyond the margin / undecided (words.py): the first settling look's.
+    decision: str
+    #: The first number of pairs at which the sequence settled, the look that stops the run (null: not settled).
+    settled_at: int | None
+    #: Pairs still needed to settle, from the current mean and spread (null when settled, or beyond MAX_PAIRS).
+    pairs_needed: int | None
+
+
+class Interval(msgspec.Struct, kw_only=True):
+    """A mean per-step difference (ns) with its 95 % confidence interval and the tests' p-values."""
+
+    mean_ns: float
+    ci_ns: list[float] | None
+    #: Paired t-test and sign-flip permutation test of the pair differences; null with fewer than 2 pairs.
+    t_p: float | None
+    permutation_p: float | None
+    significant: bool | None
+
+
+class StepParts(msgspec.Struct, kw_only=True):
+    """One arm's mean step (cadence) broken into its parts, weighted like the step itself (ns per step).
+
+    ``step_ns`` = ``forward_ns`` + ``sampler_ns`` + ``rest_ns``: the sampler call includes its wait for ``q``
+    (``wait_ns``, also shown alone); the rest is vLLM's host time outside both (scheduling, preparing the
+    inputs, processing the outputs, between steps). Null parts: not measured in this arm's steps (the rest is
+    then null too).
+    """
+
+    step_ns: float
+    forward_ns: float | None
+    sampler_ns: float | None
+    wait_ns: float | None
+    rest_ns: float | None
+
+
+class Shape(msgspec.Struct, kw_only=True):
+    """One batch shape (requests, forward tokens) of the compared steps."""
+
+    reqs: int
+    tokens: int
+    #: Pairs in which both blocks ran this shape, and the steps compared on each side.
+    pairs: int
+    off_steps: int
+    on_steps: int
+    off_step_ns: float
+    on_step_ns: float
+
+
+class Saving(msgspec.Struct, kw_only=True):
+    """What the overlay saves per step on one rank, measured by switchback in one run."""
+
+    method: str = "switchback"
+    rank: int
+    block_steps: int
+    #: The run's arms (header ``arms``; ["off", "on"] for two-arm and older logs).
+    arms: list[str] = msgspec.field(default_factory=lambda: ["off", "on"])
+    #: [baseline, arm] of this comparison: the ``off_*`` fields below are the baseline's, the ``on_*`` the arm's.
+    compared: list[str] = msgspec.field(default_factory=lambda: ["off", "on"])
+    #: Blocks seen (of the two compared arms), and pairs of blocks that could be compared (both with a shape in
+    #: common; with three arms, the baseline's and the arm's block of one group).
+    blocks: int
+    pairs: int
+    #: Steps compared (after washout, idle gaps and unmatched shapes), per phase.
+    off_steps: int
+    on_steps: int
+    #: Step lines left out, by reason: outside_load (before or after the measured load: the warm-up),
+    #: washout, idle, no_cadence (last step / a gap in the step numbers), unmatched_shape (its shape not in
+    #: the other block of its pair), unpaired (its block has no partner).
+    dropped: dict[str, int]
+    #: Wall-clock (epoch ns) window the steps were taken from: the run's measured load (what its
+    #: workload metrics cover); null = every step of the log.
+    load_window_ns: list[int] | None = None
+    #: Mean step time (cadence) of the compared steps, weighted like the differences.
+    off_step_ns: float | None
+    on_step_ns: float | None
+    #: off − on per step: positive = the overlay makes the step shorter.
+    saving: Interval | None
+    #: Output tok/s change the saving implies (%, off / on − 1), and its CI; a bound is null where it does not
+    #: exist (a saving as large as the off step would mean an on step of zero time), ``tokps_ci_note`` says so.
+    tokps_change_pct: float | None
+    tokps_ci_pct: list[float | None] | None
+    tokps_ci_note: str | None = None
+    decision: str
+    #: Steps (both phases together) that would give 80 % power at alpha 0.05 for the saving seen;
+    #: null when settled, or when it would take more than 1000 pairs.
+    steps_needed: int | None
+    #: on − off per step of the forward (contention with the lane), and of the sampler call (incl. the wait).
+    forward_change: Interval | None
+    sampler_change: Interval | None
+    #: Mean sampler wait per on step (ns); null when not measured.
+    wait_on_ns: float | None
+    #: Each compared arm's mean step broken into forward, sampler (its wait included) and the rest, weighted as
+    #: the step means are (``off_parts`` the baseline's, ``on_parts`` the arm's); their forward and sampler
+    #: differences are ``forward_change`` and ``sampler_change`` (the same pairs, the same weights).
+    off_parts: StepParts | None = None
+    on_parts: StepParts | None = None
+    shapes: list[Shape]
+    statement: str
+    notes: list[str]
+    #: Each usable pair's saving (baseline − arm, ns per step), in the order the pairs ran: what the paired
+    #: tests and the confidence sequence read.
+    pair_savings_ns: list[float] = msgspec.field(default_factory=list)
+    #: A sequential run (``record --overlay switchback`` until settled): the confidence sequence on the saving
+    #: and its decision, which is then ``decision`` (docs/ab.md, "Sequential switchback"); null for a run of a
+    #: length fixed in advance, whose figure is the fixed-horizon ``saving`` CI.
+    sequence: Sequence | None = None
+
+
+class SequentialSpec(msgspec.Struct, kw_only=True, frozen=True):
+    """How a sequential switchback decides (the run's manifest ``switchback``): its margin and level."""
+
+    #: ±margin of "no effect": an absolute time (ns per step), else a share of the baseline's cadence.
+    margin_ns: float | None = None
+    margin_share: float = DEFAULT_MARGIN_SHARE
+    alpha: float = SEQUENCE_ALPHA
+    #: Pairs where the sequence is tightest.
+    optimal_pairs: int = DEFAULT_OPTIMAL_PAIRS
+
+    def margin_for(self, baseline_step_ns: float | None) -> tuple[float, float | None]:
+        """(margin in ns per step, the share of the baseline's cadence it is) for a baseline step mean."""
+        if self.margin_ns is not None:
+            share = self.margin_ns / baseline_step_ns if baseline_step_ns else None
+            return float(self.margin_ns), share
+        return self.margin_share * float(baseline_step_ns or 0.0), self.margin_share
+
+
+class Natural(msgspec.Struct, kw_only=True):
+    """Forward time of steps that launched no ``q`` (the lane idle) against launched steps of the same shape."""
+
+    rank: int
+    #: Steps without a launch (all-greedy / all-seeded batches, or switchback off blocks) and with one.
+    without_steps: int
+    with_steps: int
+    forward_without_ns: float | None
+    forward_with_ns: float | None
+    #: with − without (ns per step, matched by batch shape): the forward's slowdown beside the draw.
+    slowdown: Interval | None
+    #: Which steps count as "without": "no q launched (all greedy / all seeded / FlashInfer)" or "switchback off blocks".
+    basis: str
+    statement: str
+
+
+class SamplingBound(msgspec.Struct, kw_only=True):
+    """The fused sampling kernel's time on the critical path per step: the most an async draw could save (with
+    ``noise``), else the sampling cost of a sampler that draws no noise, where nothing can be saved."""
+
+    #: The recognition rule(s) that found the kernels (``RankResult.rule``: ``+``-joined when several).
+    rule: str
+    #: The engine and its kernel in words.
+    engine: str
+    #: "kernel" (device kernels) or "op" (CPU operators).
+    what: str
+    #: Whether the overlay can run on this engine, so ``expo-prof record --overlay switchback`` measures the saving.
+    switchback: bool
+    #: Mean over steps of the kernels' critical-path time (``summary.per_step.critical_ns.mean``: the headline's).
+    critical_ns: float
+    #: Mean step time of the numbered steps (``steps[].step_ns``: the step's own time, as the step table's), else of
+    #: their windows; null when the trace has no step markers.
+    step_ns: float | None
+    #: critical_ns / step_ns: the share of the step the kernel holds; null without step_ns.
+    share: float | None
+    #: Whether any kernel found draws noise over the vocabulary, so critical_ns bounds what an async draw could
+    #: save; false (vllm-ascend's categorical_sample: one uniform per row) makes critical_ns a sampling cost with
+    #: nothing to save. Defaults to true: documents written before this field held only noise-drawing samplers.
+    noise: bool = True
+
+
+class RunSaving(msgspec.Struct, kw_only=True):
+    """One run's saving as the spread sees it."""
+
+    run: str
+    decision: str
+    mean_ns: float
+    #: Fixed-horizon standard error (ns per step); null with fewer than 2 pairs.
+    se_ns: float | None
+    tokps_change_pct: float | None
+    pairs: int
+
+
+class Spread(msgspec.Struct, kw_only=True):
+    """Several switchback runs of one configuration, side by side (module docstring)."""
+
+    runs: list[RunSaving]
+    #: Unweighted mean, standard deviation (ddof 1) and range of the runs' mean savings (ns per step).
+    mean_ns: float
+    sd_ns: float | None
+    min_ns: float
+    max_ns: float
+    #: The same in output tok/s change (%), over the runs that have one.
+    tokps_sd_pct: float | None
+    tokps_range_pct: list[float] | None
+    #: Cochran's Q over the runs with a standard error, its degrees of freedom, p-value and I² (null: < 2 such).
+    q: float | None
+    df: int
+    p: float | None
+    i2: float | None
+    #: Whether the runs differ more than their intervals allow (p < ALPHA).
+    differ: bool
+    #: How many runs decided each way (enable / keep off / no effect … / undecided).
+    decisions: dict[str, int]
+
+
+class ArmGaps(msgspec.Struct, kw_only=True):
+    """The shape of one side's (or one arm's) inter-token gaps."""
+
+    #: The side or arm (``off`` / ``on`` / ``native`` in a switchback run).
+    name: str
+    gaps: int
+    #: Mean gap (ms): the decode time per gap, which bursts leave as it is (the same tokens in the same time).
+    mean_ms: float
+    #: The near-zero threshold (ms): ``NEAR_ZERO_SHARE_OF_MEAN`` × ``mean_ms``.
+    near_zero_ms: float
+    #: Share of the gaps below ``near_zero_ms`` (0…1): tokens that came with the one before, no decode step between.
+    near_zero_share: float
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    #: ``p99_ms / p50_ms``: how far the tail is from the typical gap; null when p50 is 0.
+    tail_ratio: float | None
+
+
+class BurstFlag(msgspec.Struct, kw_only=True):
+    """One comparison of a switchback run in which one arm's tokens arrive in bursts."""
+
+    #: The arm whose tokens arrive in bursts, and the arm it was compared with.
+    arm: str
+    against: str
+    #: Which rule fired, with the figures.
+    reasons: list[str]
+
+
+class SwitchbackArrival(msgspec.Struct, kw_only=True):
+    """A switchback run's inter-token gaps by arm (each gap in the arm of the step running when its token arrived),
+    and the burst rule between the arms it compares (docs/ab.md, "Bursty tokens")."""
+
+    #: Every compared arm kept at least ``min_gaps`` gaps in one comparison at least; false: not measurable.
+    measured: bool
+    #: Per arm with gaps, in the run's arm order.
+    arms: list[ArmGaps]
+    #: Gaps left out: their token arrived in no switchback step (before the first, after the last, in an idle
+    #: gap), or in a block's first step (``washout``: that step holds the previous block's last gap).
+    outside: int
+    washout: int
+    #: Whether one arm's tokens arrive in bursts (against the arm it is compared with); null when not measured.
+    bursts: bool | None
+    flags: list[BurstFlag]
+    #: The finding in words (the flag's, "tokens arrive alike: …", or "not measurable: …").
+    statement: str
+    near_zero_share_of_mean: float
+    share_rise: float
+    shape_change: float
+    min_gaps: int
+
+
 SWITCHBACK_SCHEMA = 1
 SWITCHBACK_SCHEMA_NAME = "expo-prof.switchback"
 

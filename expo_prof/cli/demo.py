@@ -37,7 +37,7 @@ from expo_prof.analysis.saving.words import tokps_ci_text
 from expo_prof.words import fmt_ns, plural
 
 if TYPE_CHECKING:
-    from expo_prof.analysis.saving.switchback import Saving
+    from expo_prof.analysis.model import Saving
 
 #: The load of an on / off / both demo.
 DEMO_LOAD = {"num_prompts": 16, "input_len": 64, "output_len": 64}

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from expo_prof.analysis.saving.recording import savings_of
 from expo_prof.analysis.saving.sequential import MIN_PAIRS
-from expo_prof.analysis.saving.switchback import NATIVE, OFF, ON, Saving, SequentialSpec
+from expo_prof.analysis.saving.switchback import NATIVE, OFF, ON
+from expo_prof.analysis.model import Saving, SequentialSpec
 from expo_prof.words import UNDECIDED
 
 __all__ = ["DECIDING", "MIN_PAIRS", "Look", "SequentialSpec", "Settler", "launch_sequence"]

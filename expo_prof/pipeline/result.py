@@ -13,12 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from expo_prof.analysis.saving.arrival import SwitchbackArrival
-from expo_prof.analysis.bound import SamplingBound, noise_free, sampling_bound
+from expo_prof.analysis.model import SwitchbackArrival
+from expo_prof.analysis.bound import noise_free, sampling_bound
+from expo_prof.analysis.model import SamplingBound
 from expo_prof.analysis.overlap.hidden import TimelineAnalysis
 from expo_prof.analysis.model import AnalysisResult, Summary
-from expo_prof.analysis.saving.natural import Natural
-from expo_prof.analysis.saving.switchback import Saving
+from expo_prof.analysis.model import Natural
+from expo_prof.analysis.model import Saving
 from expo_prof.analysis.saving.sequential import decide
 from expo_prof.analysis.saving.words import across_zero, diff_words, margin_words, sequence_words, tokps_ci_text
 from expo_prof.pipeline.options import Options

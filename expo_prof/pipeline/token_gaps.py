@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from expo_prof.analysis.saving import arrival
-from expo_prof.analysis.saving.arrival import SwitchbackArrival
+from expo_prof.analysis.model import SwitchbackArrival
 from expo_prof.errors import BadInput
 from expo_prof.runs.layout import inside
 from expo_prof.runs.recordings import Recording

@@ -10,9 +10,11 @@ from rich.console import Console
 from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
 from rich.table import Table
 
-from expo_prof.analysis.saving.arrival import BURSTS, SWITCHBACK_MEANING, SwitchbackArrival
-from expo_prof.analysis.saving.natural import Natural
-from expo_prof.analysis.saving.switchback import Interval, Saving, StepParts
+from expo_prof.analysis.saving.arrival import BURSTS, SWITCHBACK_MEANING
+
+from expo_prof.analysis.model import SwitchbackArrival
+from expo_prof.analysis.model import Natural
+from expo_prof.analysis.model import Interval, Saving, StepParts
 from expo_prof.analysis.saving.words import SIGN_ONLY, DROPPED_WORDS, arm_words_of, across_zero, settle_words, tokps_ci_text, tokps_of
 from expo_prof.words import fmt_ns, plural
 

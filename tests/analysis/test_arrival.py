@@ -16,15 +16,7 @@ import pytest
 from expo_prof.abtest import model as ab_model
 from expo_prof.abtest.judging import flags
 from expo_prof.analysis.saving import arrival
-from expo_prof.analysis.saving.arrival import (
-    BURSTS,
-    NOT_A_SPEEDUP,
-    arrivals,
-    attribute,
-    of_log,
-    step_windows,
-    switchback_arrival,
-)
+from expo_prof.analysis.saving.arrival import BURSTS, NOT_A_SPEEDUP, arrivals, attribute, of_log, step_windows, switchback_arrival
 from expo_prof.pipeline.token_gaps import measured_arrivals
 
 MS = 1_000_000

@@ -59,6 +59,13 @@ SECTIONS = {
     "SwitchbackRun": "### `compare RUN1 RUN2 … --json` of switchback runs",
     "Spread": "### `compare RUN1 RUN2 … --json` of switchback runs",
     "RunSaving": "### `compare RUN1 RUN2 … --json` of switchback runs",
+    "Interval": "### `Saving`",
+    "StepParts": "### `Saving`",
+    "Shape": "### `Saving`",
+    "Sequence": "### `Saving`",
+    "SequentialSpec": "### `Saving`",
+    "ArmGaps": "### `SwitchbackArrival`",
+    "BurstFlag": "### `SwitchbackArrival`",
 }
 
 

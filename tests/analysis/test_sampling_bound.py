@@ -13,7 +13,8 @@ import msgspec
 import pytest
 
 from expo_prof.analysis import analyze
-from expo_prof.analysis.bound import SamplingBound, sampling_bound
+from expo_prof.analysis.bound import sampling_bound
+from expo_prof.analysis.model import SamplingBound
 from expo_prof.pipeline.result import saving_line
 from expo_prof.timeline import Kind
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-import msgspec
 import numpy as np
 
+from expo_prof.analysis.model import ArmGaps, BurstFlag, SwitchbackArrival
 from expo_prof.analysis.saving.switchback import COMPARISONS, THREE_ARMS, TWO_ARMS
 from expo_prof.analysis.steps.facts import cadence, ints
 from expo_prof.words import fmt_ns
@@ -74,25 +74,6 @@ class GapShape(Protocol):
     max_ms: float
 
 
-class ArmGaps(msgspec.Struct, kw_only=True):
-    """The shape of one side's (or one arm's) inter-token gaps."""
-
-    #: The side or arm (``off`` / ``on`` / ``native`` in a switchback run).
-    name: str
-    gaps: int
-    #: Mean gap (ms): the decode time per gap, which bursts leave as it is (the same tokens in the same time).
-    mean_ms: float
-    #: The near-zero threshold (ms): ``NEAR_ZERO_SHARE_OF_MEAN`` × ``mean_ms``.
-    near_zero_ms: float
-    #: Share of the gaps below ``near_zero_ms`` (0…1): tokens that came with the one before, no decode step between.
-    near_zero_share: float
-    p50_ms: float
-    p99_ms: float
-    max_ms: float
-    #: ``p99_ms / p50_ms``: how far the tail is from the typical gap; null when p50 is 0.
-    tail_ratio: float | None
-
-
 def gap_shape(name: str, gaps_s: np.ndarray | Sequence[float]) -> ArmGaps:
     """The shape of ``gaps_s`` (seconds in, ms out; at least one gap): mean, near-zero share, p50, p99, max.
 
@@ -125,39 +106,6 @@ def burst_reasons(x: GapShape, y: GapShape, unit: str = "side") -> list[str]:
 
 
 # ------------------------------------------------------------------------------------ a switchback run, by arm
-
-class BurstFlag(msgspec.Struct, kw_only=True):
-    """One comparison of a switchback run in which one arm's tokens arrive in bursts."""
-
-    #: The arm whose tokens arrive in bursts, and the arm it was compared with.
-    arm: str
-    against: str
-    #: Which rule fired, with the figures.
-    reasons: list[str]
-
-
-class SwitchbackArrival(msgspec.Struct, kw_only=True):
-    """A switchback run's inter-token gaps by arm (each gap in the arm of the step running when its token arrived),
-    and the burst rule between the arms it compares (docs/ab.md, "Bursty tokens")."""
-
-    #: Every compared arm kept at least ``min_gaps`` gaps in one comparison at least; false: not measurable.
-    measured: bool
-    #: Per arm with gaps, in the run's arm order.
-    arms: list[ArmGaps]
-    #: Gaps left out: their token arrived in no switchback step (before the first, after the last, in an idle
-    #: gap), or in a block's first step (``washout``: that step holds the previous block's last gap).
-    outside: int
-    washout: int
-    #: Whether one arm's tokens arrive in bursts (against the arm it is compared with); null when not measured.
-    bursts: bool | None
-    flags: list[BurstFlag]
-    #: The finding in words (the flag's, "tokens arrive alike: …", or "not measurable: …").
-    statement: str
-    near_zero_share_of_mean: float
-    share_rise: float
-    shape_change: float
-    min_gaps: int
-
 
 def arrivals(start_wall_ns: Sequence[int], ttft_s: Sequence[float],
              itl_s: Sequence[Sequence[float]]) -> tuple[np.ndarray, np.ndarray]:

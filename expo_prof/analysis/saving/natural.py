@@ -13,29 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-import msgspec
 import numpy as np
 
-from expo_prof.analysis.saving.switchback import OFF, Interval, shape_key
+from expo_prof.analysis.model import Interval, Natural
+from expo_prof.analysis.saving.switchback import OFF, shape_key
+
 from expo_prof.analysis.steps.facts import ints
 from expo_prof.analysis.saving.words import diff_words
 from expo_prof.words import fmt_ns, plural
-
-
-class Natural(msgspec.Struct, kw_only=True):
-    """Forward time of steps that launched no ``q`` (the lane idle) against launched steps of the same shape."""
-
-    rank: int
-    #: Steps without a launch (all-greedy / all-seeded batches, or switchback off blocks) and with one.
-    without_steps: int
-    with_steps: int
-    forward_without_ns: float | None
-    forward_with_ns: float | None
-    #: with − without (ns per step, matched by batch shape): the forward's slowdown beside the draw.
-    slowdown: Interval | None
-    #: Which steps count as "without": "no q launched (all greedy / all seeded / FlashInfer)" or "switchback off blocks".
-    basis: str
-    statement: str
 
 
 def natural_experiment(cols: Mapping[str, np.ndarray], *, rank: int, window: np.ndarray | None = None) -> Natural | None:

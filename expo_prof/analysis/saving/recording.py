@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from expo_prof.analysis.saving.natural import Natural, natural_experiment
-from expo_prof.analysis.saving.switchback import THREE_ARMS, TWO_ARMS, Saving, SequentialSpec, in_window, switchback_savings
+from expo_prof.analysis.saving.natural import natural_experiment
+
+from expo_prof.analysis.model import Natural
+from expo_prof.analysis.saving.switchback import THREE_ARMS, TWO_ARMS, in_window, switchback_savings
+from expo_prof.analysis.model import Saving, SequentialSpec
 from expo_prof.timeline import overlay_log
 
 

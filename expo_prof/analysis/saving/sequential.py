@@ -35,48 +35,21 @@ from __future__ import annotations
 
 import math
 
-import msgspec
 import numpy as np
 
+from expo_prof.analysis.model import DEFAULT_OPTIMAL_PAIRS, SEQUENCE_ALPHA, SEQUENCE_METHOD, Sequence
 from expo_prof.words import ENABLE, KEEP_OFF, NO_EFFECT, UNDECIDED
 
-ALPHA = 0.05
+ALPHA = SEQUENCE_ALPHA
 #: No decision from fewer pairs: the running standard deviation of 2–5 pairs is too rough for the asymptotic
 #: boundary (bench/sim_sequential.py: with it the false-decision rate under the null stays under α).
 MIN_PAIRS = 6
-#: Where the sequence is tightest by default (pairs): a short run's decisions are the ones to make cheap.
-DEFAULT_OPTIMAL_PAIRS = 50
-#: The default margin: this share of the baseline arm's mean step cadence.
-DEFAULT_MARGIN_SHARE = 0.01
+# DEFAULT_OPTIMAL_PAIRS (where the sequence is tightest by default: a short run's decisions are the ones to make
+# cheap) and DEFAULT_MARGIN_SHARE (the default margin, a share of the baseline arm's mean cadence) are the schema's
+# defaults (analysis/model.py).
 #: Largest number of pairs the settle estimate searches (beyond it: "more than this").
 MAX_PAIRS = 1_000_000
-METHOD = "asymptotic confidence sequence (Waudby-Smith et al. 2024)"
-
-
-class Sequence(msgspec.Struct, kw_only=True):
-    """The confidence sequence on the per-step saving after ``pairs`` block pairs, and what it decides."""
-
-    method: str = METHOD
-    alpha: float
-    #: Pairs the sequence is tightest at (``n*``) and the ρ² that gives it.
-    optimal_pairs: int
-    rho2: float
-    #: Pairs seen, their mean difference (ns per step, positive: the overlay saves) and standard deviation.
-    pairs: int
-    mean_ns: float
-    sd_ns: float | None
-    #: The sequence's bounds after ``pairs``; null before MIN_PAIRS.
-    lo_ns: float | None
-    hi_ns: float | None
-    #: ±margin (ns per step) of "no effect", and the share of the baseline's cadence it is.
-    margin_ns: float
-    margin_share: float | None
-    #: enable / keep off / no effect beyond the margin / undecided (words.py): the first settling look's.
-    decision: str
-    #: The first number of pairs at which the sequence settled, the look that stops the run (null: not settled).
-    settled_at: int | None
-    #: Pairs still needed to settle, from the current mean and spread (null when settled, or beyond MAX_PAIRS).
-    pairs_needed: int | None
+METHOD = SEQUENCE_METHOD
 
 
 def rho2_for(optimal_pairs: int, alpha: float = ALPHA) -> float:

@@ -23,49 +23,13 @@ from __future__ import annotations
 
 import math
 
-import msgspec
 import numpy as np
 
-from expo_prof.analysis.saving.switchback import Saving
+from expo_prof.analysis.model import RunSaving, Saving, Spread
 from expo_prof.stats import t_ppf
 
 #: The level at which runs are said to differ more than their intervals allow.
 ALPHA = 0.05
-
-
-class RunSaving(msgspec.Struct, kw_only=True):
-    """One run's saving as the spread sees it."""
-
-    run: str
-    decision: str
-    mean_ns: float
-    #: Fixed-horizon standard error (ns per step); null with fewer than 2 pairs.
-    se_ns: float | None
-    tokps_change_pct: float | None
-    pairs: int
-
-
-class Spread(msgspec.Struct, kw_only=True):
-    """Several switchback runs of one configuration, side by side (module docstring)."""
-
-    runs: list[RunSaving]
-    #: Unweighted mean, standard deviation (ddof 1) and range of the runs' mean savings (ns per step).
-    mean_ns: float
-    sd_ns: float | None
-    min_ns: float
-    max_ns: float
-    #: The same in output tok/s change (%), over the runs that have one.
-    tokps_sd_pct: float | None
-    tokps_range_pct: list[float] | None
-    #: Cochran's Q over the runs with a standard error, its degrees of freedom, p-value and I² (null: < 2 such).
-    q: float | None
-    df: int
-    p: float | None
-    i2: float | None
-    #: Whether the runs differ more than their intervals allow (p < ALPHA).
-    differ: bool
-    #: How many runs decided each way (enable / keep off / no effect … / undecided).
-    decisions: dict[str, int]
 
 
 def standard_error(sv: Saving) -> float | None:

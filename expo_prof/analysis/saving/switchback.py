@@ -60,13 +60,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import msgspec
 import numpy as np
 
+from expo_prof.analysis.model import Interval, Saving, SequentialSpec, Shape, StepParts, Sequence
 from expo_prof import stats
-from expo_prof.analysis.saving.sequential import ALPHA as CS_ALPHA
 from expo_prof.analysis.steps.facts import cadence, ints
-from expo_prof.analysis.saving.sequential import DEFAULT_MARGIN_SHARE, DEFAULT_OPTIMAL_PAIRS, Sequence, sequence
+from expo_prof.analysis.saving.sequential import sequence
 from expo_prof.analysis.saving.words import (
     across_zero,
     diff_words,
@@ -96,124 +95,6 @@ SUBJECTS = {
                                  "forward (off),",
     (THREE_ARMS, (NATIVE, ON)): "the overlay's early launch (on), against the engine's own draw (native),",
 }
-
-
-class Interval(msgspec.Struct, kw_only=True):
-    """A mean per-step difference (ns) with its 95 % confidence interval and the tests' p-values."""
-
-    mean_ns: float
-    ci_ns: list[float] | None
-    #: Paired t-test and sign-flip permutation test of the pair differences; null with fewer than 2 pairs.
-    t_p: float | None
-    permutation_p: float | None
-    significant: bool | None
-
-
-class StepParts(msgspec.Struct, kw_only=True):
-    """One arm's mean step (cadence) broken into its parts, weighted like the step itself (ns per step).
-
-    ``step_ns`` = ``forward_ns`` + ``sampler_ns`` + ``rest_ns``: the sampler call includes its wait for ``q``
-    (``wait_ns``, also shown alone); the rest is vLLM's host time outside both (scheduling, preparing the
-    inputs, processing the outputs, between steps). Null parts: not measured in this arm's steps (the rest is
-    then null too).
-    """
-
-    step_ns: float
-    forward_ns: float | None
-    sampler_ns: float | None
-    wait_ns: float | None
-    rest_ns: float | None
-
-
-class Shape(msgspec.Struct, kw_only=True):
-    """One batch shape (requests, forward tokens) of the compared steps."""
-
-    reqs: int
-    tokens: int
-    #: Pairs in which both blocks ran this shape, and the steps compared on each side.
-    pairs: int
-    off_steps: int
-    on_steps: int
-    off_step_ns: float
-    on_step_ns: float
-
-
-class Saving(msgspec.Struct, kw_only=True):
-    """What the overlay saves per step on one rank, measured by switchback in one run."""
-
-    method: str = "switchback"
-    rank: int
-    block_steps: int
-    #: The run's arms (header ``arms``; ["off", "on"] for two-arm and older logs).
-    arms: list[str] = msgspec.field(default_factory=lambda: list(TWO_ARMS))
-    #: [baseline, arm] of this comparison: the ``off_*`` fields below are the baseline's, the ``on_*`` the arm's.
-    compared: list[str] = msgspec.field(default_factory=lambda: list(TWO_ARMS))
-    #: Blocks seen (of the two compared arms), and pairs of blocks that could be compared (both with a shape in
-    #: common; with three arms, the baseline's and the arm's block of one group).
-    blocks: int
-    pairs: int
-    #: Steps compared (after washout, idle gaps and unmatched shapes), per phase.
-    off_steps: int
-    on_steps: int
-    #: Step lines left out, by reason: outside_load (before or after the measured load: the warm-up),
-    #: washout, idle, no_cadence (last step / a gap in the step numbers), unmatched_shape (its shape not in
-    #: the other block of its pair), unpaired (its block has no partner).
-    dropped: dict[str, int]
-    #: Wall-clock (epoch ns) window the steps were taken from: the run's measured load (what its
-    #: workload metrics cover); null = every step of the log.
-    load_window_ns: list[int] | None = None
-    #: Mean step time (cadence) of the compared steps, weighted like the differences.
-    off_step_ns: float | None
-    on_step_ns: float | None
-    #: off − on per step: positive = the overlay makes the step shorter.
-    saving: Interval | None
-    #: Output tok/s change the saving implies (%, off / on − 1), and its CI; a bound is null where it does not
-    #: exist (a saving as large as the off step would mean an on step of zero time), ``tokps_ci_note`` says so.
-    tokps_change_pct: float | None
-    tokps_ci_pct: list[float | None] | None
-    tokps_ci_note: str | None = None
-    decision: str
-    #: Steps (both phases together) that would give 80 % power at alpha 0.05 for the saving seen;
-    #: null when settled, or when it would take more than 1000 pairs.
-    steps_needed: int | None
-    #: on − off per step of the forward (contention with the lane), and of the sampler call (incl. the wait).
-    forward_change: Interval | None
-    sampler_change: Interval | None
-    #: Mean sampler wait per on step (ns); null when not measured.
-    wait_on_ns: float | None
-    #: Each compared arm's mean step broken into forward, sampler (its wait included) and the rest, weighted as
-    #: the step means are (``off_parts`` the baseline's, ``on_parts`` the arm's); their forward and sampler
-    #: differences are ``forward_change`` and ``sampler_change`` (the same pairs, the same weights).
-    off_parts: StepParts | None = None
-    on_parts: StepParts | None = None
-    shapes: list[Shape]
-    statement: str
-    notes: list[str]
-    #: Each usable pair's saving (baseline − arm, ns per step), in the order the pairs ran: what the paired
-    #: tests and the confidence sequence read.
-    pair_savings_ns: list[float] = msgspec.field(default_factory=list)
-    #: A sequential run (``record --overlay switchback`` until settled): the confidence sequence on the saving
-    #: and its decision, which is then ``decision`` (docs/ab.md, "Sequential switchback"); null for a run of a
-    #: length fixed in advance, whose figure is the fixed-horizon ``saving`` CI.
-    sequence: Sequence | None = None
-
-
-class SequentialSpec(msgspec.Struct, kw_only=True, frozen=True):
-    """How a sequential switchback decides (the run's manifest ``switchback``): its margin and level."""
-
-    #: ±margin of "no effect": an absolute time (ns per step), else a share of the baseline's cadence.
-    margin_ns: float | None = None
-    margin_share: float = DEFAULT_MARGIN_SHARE
-    alpha: float = CS_ALPHA
-    #: Pairs where the sequence is tightest.
-    optimal_pairs: int = DEFAULT_OPTIMAL_PAIRS
-
-    def margin_for(self, baseline_step_ns: float | None) -> tuple[float, float | None]:
-        """(margin in ns per step, the share of the baseline's cadence it is) for a baseline step mean."""
-        if self.margin_ns is not None:
-            share = self.margin_ns / baseline_step_ns if baseline_step_ns else None
-            return float(self.margin_ns), share
-        return self.margin_share * float(baseline_step_ns or 0.0), self.margin_share
 
 
 def _interval(off: np.ndarray, on: np.ndarray, sign: int) -> Interval | None:

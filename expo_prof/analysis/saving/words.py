@@ -8,14 +8,9 @@ Shared by the estimator's statements (:mod:`expo_prof.analysis.saving.switchback
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
-
+from expo_prof.analysis.model import Interval, Saving, Sequence
 from expo_prof.analysis.saving.sequential import MIN_PAIRS
 from expo_prof.words import fmt_ns
-
-if TYPE_CHECKING:
-    from expo_prof.analysis.saving.sequential import Sequence
-    from expo_prof.analysis.saving.switchback import Interval, Saving
 
 __all__ = ["DROPPED_WORDS", "across_zero", "diff_words", "left_out_words", "margin_words", "sequence_words",
            "settle_words", "tokps_ci_text", "tokps_of"]
