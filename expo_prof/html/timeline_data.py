@@ -74,9 +74,9 @@ def step_phases(tl: Timeline) -> tuple[np.ndarray, np.ndarray, int] | None:
     """(step ids, phase per step — None where the step is in no switchback block —, number of arms) of a
     switchback run's overlay event log; None for any other Timeline (no step lines, or no step in a block)."""
     ov = overlay_log(tl)
-    cols = ov.steps if ov is not None else None
-    if not cols or "phase" not in cols or "block" not in cols:
+    if ov is None or not ov.steps or "phase" not in ov.steps or "block" not in ov.steps:
         return None
+    cols = ov.steps
     block = np.asarray(cols["block"], dtype=np.int64)
     phase = np.array(cols["phase"], dtype=object)  # a copy: the reader's column stays as read
     inside = (block >= 0) & np.isin(phase, PHASES)

@@ -5,7 +5,7 @@ while the overlay is on), seeded alike as vLLM seeds every rank. Rank 1's overla
 by an internal error at ``--disable-at`` (through the real guard, as any overlay bug would); rank
 0's lane fails once at ``--lane-error-at`` (that step draws inline there only). With
 ``--bookkeeping-error-at`` rank 1's overlay instead fails inside the sampler's bookkeeping of a step
-whose q it took (a FAKE internal error in ``Overlay._complete``): the guard switches it off there and
+whose q it took (a FAKE internal error in ``StepLines.complete``): the guard switches it off there and
 vLLM draws inline. After every step
 the ranks exchange their tokens and the state of torch's default generator over gloo
 (127.0.0.1); the script writes what it saw to ``--out`` as JSON.
@@ -27,7 +27,7 @@ SCHEDULE = ["sample", "sample", "unconsumed", "sample", "mismatch", "sample", "s
 
 
 def _failing_when_used(complete):
-    """``Overlay._complete`` raising a FAKE internal error for the step whose q the sampler takes."""
+    """``StepLines.complete`` raising a FAKE internal error for the step whose q the sampler takes."""
 
     def failing(step):
         if step.used:
@@ -77,7 +77,7 @@ def main() -> None:
                 ov.lane.launch = launch
             ov.end_forward(step)
             if args.rank == 1 and i == args.bookkeeping_error_at:
-                ov._complete = _failing_when_used(ov._complete)
+                ov.lines.complete = _failing_when_used(ov.lines.complete)
         tokens = [] if kind == "unconsumed" else topk.random_sample(probs, {}).tolist()
         state = hashlib.sha256(torch.default_generator.get_state().numpy().tobytes()).hexdigest()
         mine = {"tokens": tokens, "rng": state, "overlay_on": ov is not None}

@@ -64,7 +64,7 @@ def _produce(reason, ov, vllm_random_sample):
         _step(ov)
         _step(ov, all_greedy=True)  # the next forward closes it
     elif reason == "no_pending":  # the sampler ran with no forward step before it
-        ov._close_current()
+        ov.steps.close_current()
         _sample(ov, _probs(4), vllm_random_sample)
     elif reason == "rng_moved":  # something drew from vLLM's generator during the forward
         _step(ov)

@@ -48,8 +48,8 @@ def test_draw_failing_on_the_lane_thread_falls_back_at_wait(tmp_path, vllm_rando
     ov = _overlay(tmp_path)
     _step(ov)
     assert overlay_random_sample(_probs(4), {}, False, inline=vllm_random_sample, overlay=ov).shape == (4,)
-    fork = ov._fork
-    ov._fork = lambda device: SimpleNamespace(generator="not a generator", commit=fork(device).commit)
+    fork = ov.draws.fork
+    ov.draws.fork = lambda device: SimpleNamespace(generator="not a generator", commit=fork(device).commit)
     for _ in range(2):
         # WHEN the launch succeeds but the draw fails on the lane thread, and the sampler waits for it
         step = _step(ov)

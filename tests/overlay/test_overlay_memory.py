@@ -50,7 +50,7 @@ def test_consumed_q_is_dropped_while_its_events_are_still_pending(tmp_path):
         gc.collect()
         # THEN no q is alive once the sampler returned, though the step waits for its events
         assert alloc.live_bytes == 0
-    assert len(ov._pending) == 10 and alloc.allocations == 10
+    assert len(ov.lines.pending) == 10 and alloc.allocations == 10
     assert alloc.peak_bytes == Q_BYTES
     ov.shutdown()
 
@@ -139,7 +139,7 @@ def test_summary_reports_the_live_q_memory_the_lane_counted(tmp_path):
     assert (ov.log.q_max_bytes, ov.log.q_peak_bytes, ov.log.q_reserved_bytes) == (Q_BYTES, Q_BYTES, 0)
     # WHEN something keeps a q alive past its step (a leak)
     _step(ov)
-    leaked = ov._current.draw.q
+    leaked = ov.steps.current.draw.q
     _step(ov)
     # THEN the peak shows two q alive, as the allocator does
     assert ov.log.q_peak_bytes == alloc.live_bytes == 2 * Q_BYTES

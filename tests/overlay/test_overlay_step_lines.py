@@ -36,7 +36,7 @@ def test_sampler_calls_without_a_forward_are_their_own_steps(tmp_path, vllm_rand
     step = ov.begin_step(rows=4, vocab=32, dtype=torch.float32, device="cpu", all_greedy=False, seeded_rows=0)
     ov.end_forward(step)
     overlay_random_sample(_probs(4), {}, False, inline=vllm_random_sample, overlay=ov)
-    ov._close_current()
+    ov.steps.close_current()
     # WHEN the sampler runs three times with no forward before it (float32, fp64 gumbel, float64 probs)
     for dtype, fp64 in ((torch.float32, False), (torch.float32, True), (torch.float64, False)):
         out = overlay_random_sample(_probs(3, dtype=dtype), {}, fp64, inline=vllm_random_sample, overlay=ov)

@@ -79,7 +79,7 @@ def test_off_blocks_sample_on_vllms_own_path_and_on_blocks_on_the_lane(tmp_path,
         real_take = ov.take
 
         def take(*args):
-            takes.append(ov._current.index)
+            takes.append(ov.steps.current.index)
             return real_take(*args)
 
         ov.take = take
@@ -123,7 +123,7 @@ def test_greedy_steps_count_in_the_blocks_and_say_why_nothing_was_launched(tmp_p
     inline_calls = []
 
     def inline(probs, generators, fp64):
-        inline_calls.append(ov._current.index)
+        inline_calls.append(ov.steps.current.index)
         return probs.argmax(dim=-1)
 
     for i in range(4):

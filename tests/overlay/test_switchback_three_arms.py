@@ -75,7 +75,7 @@ def test_vllm_cpu_sampler_runs_each_arm_on_its_own_path(tmp_path, topk_module, m
     real_native = topk_module.TopKTopPSampler.forward_native
 
     def forward_native(self, *args, **kwargs):
-        native_calls.append(ov._current.index)
+        native_calls.append(ov.steps.current.index)
         return real_native(self, *args, **kwargs)
 
     monkeypatch.setattr(topk_module.TopKTopPSampler, "forward_native", forward_native)
