@@ -152,3 +152,15 @@ def forward_sources_by_rank(by_rank: Iterable[tuple[int, str]]) -> str:
         rs = sorted(set(rs))
         parts.append(f"{'rank' if len(rs) == 1 else 'ranks'} {', '.join(map(str, rs))}: {forward_label(source)}")
     return "; ".join(parts)
+
+
+#: What each source of the sampler's wait measures (``Totals.wait_source``; docs/glossary.md, "wait").
+WAIT_SOURCES = {"span": "the trace's expo_prof::wait spans (the wait call and its own entry and exit)",
+                "log window": "the overlay log's wait windows (the wait alone)"}
+
+
+def wait_label(source: str | None) -> str:
+    """The sampler's wait, named by the source that measured it: ``sampler wait (span)``, ``sampler wait (log
+    window)``, ``sampler wait (span+log window)``; ``sampler wait`` when none measured it. Two sources measure
+    different spans of time (the span encloses the window), so they never print under one name."""
+    return f"sampler wait ({source})" if source else "sampler wait"

@@ -14,6 +14,19 @@ from dataclasses import dataclass
 HIGHER = 1  # more is better (throughput)
 LOWER = -1  # less is better (latency, exposed time)
 
+#: What a metric's two sides must share to be one measure (``Metric.like_by``), so that their difference is a
+#: change (expo_prof/abtest/judging/likeness.py). Where the sides differ in it, compare shows each side's values
+#: and the reason, and no change, CI, test or outcome (``MetricResult.not_compared``).
+#: Nothing: the figure means the same whatever produced it.
+ALWAYS_LIKE = ""
+#: The forward time's source (``summary.forward_source``): a forward span (``expo_prof::forward``, vLLM's
+#: ``execute_context`` / ``gpu_model_runner: forward``) or compute-busy time; each encloses something else.
+FORWARD = "forward"
+#: What the instances are (``ranks[].rule``): the exponential draw (any draw rule: the overlay's span or log,
+#: the exponential kernel / chain / op) or a whole fused sampler with its noise inside (a FUSED_SAMPLERS rule
+#: of expo_prof/analysis/targets.py: noise + argmax in one op), or an ``--op`` target.
+INSTANCES = "instances"
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -27,8 +40,13 @@ class Metric:
     main: bool = False
     #: From the traces (analysis.json): the "why", not the "what".
     mechanism: bool = False
+    #: What the two sides must share for their difference to be a change: ALWAYS_LIKE, FORWARD or INSTANCES.
+    like_by: str = ALWAYS_LIKE
 
 
+# The client's figures (the built-in load, `vllm bench serve`, a table's columns): one definition each, whatever
+# the engine measured or however the server was traced, so never unlike by their source. (That both sides ran
+# the same workload is the workload check's job: abtest/inputs/workloads.py refuses a mismatch.)
 _SERVE = [
     Metric("output_throughput", "output tok/s", "tok/s", HIGHER, main=True),
     Metric("total_token_throughput", "total tok/s", "tok/s", HIGHER),
@@ -46,12 +64,21 @@ _SERVE = [
     Metric("median_e2el_ms", "E2E latency p50", "ms", LOWER),
     Metric("p99_e2el_ms", "E2E latency p99", "ms", LOWER),
 ]
+# The traces' figures per step (analysis.json summary.per_step), each unlike where what it times differs:
 _MECHANISM = [
-    Metric("critical_us_per_step", "critical path / step", "µs", LOWER, main=True, mechanism=True),
-    Metric("exposed_exp_us_per_step", "exposed exp / step", "µs", LOWER, main=True, mechanism=True),
-    Metric("forward_us_per_step", "forward / step", "µs", LOWER, main=True, mechanism=True),
-    Metric("hidden_exp_us_per_step", "hidden exp / step", "µs", HIGHER, mechanism=True),
-    Metric("exp_us_per_step", "exp draw / step", "µs", LOWER, mechanism=True),
+    # The instances' exposed time and the sampler's wait, counted once: unlike where the instances are a fused
+    # sampler (noise + argmax) on one side and the draw on the other (the wait is one measure: below).
+    Metric("critical_us_per_step", "critical path / step", "µs", LOWER, main=True, mechanism=True, like_by=INSTANCES),
+    # The instances' time with no other compute lane busy: unlike by the instances, as above.
+    Metric("exposed_exp_us_per_step", "exposed exp / step", "µs", LOWER, main=True, mechanism=True, like_by=INSTANCES),
+    # A forward span's length or the compute lanes' busy time: unlike by the forward source.
+    Metric("forward_us_per_step", "forward / step", "µs", LOWER, main=True, mechanism=True, like_by=FORWARD),
+    # The instances' time beside other compute (analysis/overlap/hidden.py: other lanes, not the forward span, so
+    # the forward source does not enter): unlike by the instances.
+    Metric("hidden_exp_us_per_step", "hidden exp / step", "µs", HIGHER, mechanism=True, like_by=INSTANCES),
+    # The instances' own time: unlike by the instances.
+    Metric("exp_us_per_step", "exp draw / step", "µs", LOWER, mechanism=True, like_by=INSTANCES),
+    # The overlay's expo_prof::wait span (or its log's wait window): one definition, only overlay runs have it.
     Metric("wait_us_per_step", "sampler wait / step", "µs", LOWER, mechanism=True),
 ]
 

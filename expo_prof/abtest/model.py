@@ -30,6 +30,10 @@ MISSING = "missing"
 #: figures without any token coming sooner — neither better nor worse (judging/flags.py, docs/ab.md "Bursty
 #: tokens").
 BURSTS = "tokens arrive in bursts"
+#: The outcome of a row whose two sides measure different things (a different forward source; a fused sampler's
+#: time on one side, the draw's on the other: judging/likeness.py): each side's values, no change —
+#: ``MetricResult.not_compared`` says why.
+NOT_COMPARED = "not compared"
 
 
 class Test(msgspec.Struct, kw_only=True):
@@ -86,6 +90,10 @@ class MetricResult(msgspec.Struct, kw_only=True):
     #: The test that judged: "t" (the t-test, as a rule), "permutation" (zero variance: the t-test degenerates,
     #: only the permutation test can judge a difference), null when none could.
     decided_by: str | None = "t"
+    #: Why the two sides are not one measure (e.g. "forward by vLLM execute_context step span (off) vs
+    #: expo_prof::forward span (on)"), with the outcome NOT_COMPARED: diff, change_pct, the CIs, the tests,
+    #: significant and runs_needed are then null, the sides' values kept; null when the sides are alike.
+    not_compared: str | None = None
 
 
 class Flag(msgspec.Struct, kw_only=True):

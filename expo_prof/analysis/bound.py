@@ -21,19 +21,9 @@ looser one, and the saving line says so (:func:`noise_free`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from expo_prof.analysis.model import AnalysisResult, SamplingBound
+from expo_prof.analysis.steps.means import mean_own_ns
 from expo_prof.analysis.targets import FUSED_SAMPLERS, FusedSampler
-
-
-def step_time(steps: Sequence) -> float | None:
-    """Mean step time of the numbered ``StepResult`` rows: their own time (``step_ns``, the figure the step table
-    shows, so the bound's share and the table's agree) when every one has it, else their windows' length; None
-    when there are none."""
-    numbered = [s for s in steps if s.step is not None]
-    if numbered and all(s.step_ns for s in numbered):
-        return sum(s.step_ns for s in numbered) / len(numbered)
-    return sum(s.end_ns - s.start_ns for s in numbered) / len(numbered) if numbered else None
 
 
 def sampling_bound(result: AnalysisResult | None) -> SamplingBound | None:
@@ -47,7 +37,7 @@ def sampling_bound(result: AnalysisResult | None) -> SamplingBound | None:
     kinds = [FUSED_SAMPLERS[r] for r in rules]
     ps = result.summary.per_step
     crit = ps.critical_ns.mean if ps.critical_ns is not None else ps.exposed_ns.mean
-    step_ns = step_time(result.steps)
+    step_ns = mean_own_ns(result.steps)
     return SamplingBound(
         rule="+".join(rules),
         engine="; ".join(k.engine for k in kinds),
@@ -55,7 +45,7 @@ def sampling_bound(result: AnalysisResult | None) -> SamplingBound | None:
         # Switchback runs only where every kernel found lets the overlay run.
         switchback=all(k.switchback for k in kinds),
         critical_ns=float(crit),
-        step_ns=step_ns,
+        own_ns=step_ns,
         share=crit / step_ns if step_ns else None,
         # One noise-drawing kernel keeps the figure a bound (a looser one: the noise-free kernels count in it).
         noise=any(k.noise for k in kinds),

@@ -100,7 +100,7 @@ def cluster_view(steps: Sequence[StepResult], run: str | None = None) -> Cluster
         ))
     skews = [s.skew_exposed_ns for s in out]
     return ClusterView(
-        run=run, ranks=ranks, steps=out, rule=RULE,
+        recording=run, ranks=ranks, steps=out, rule=RULE,
         exposed_bound_ns=int(bound), exposed_mean_ns=int(round(mean_sum)),
         forward_bound_ns=fwd_bound,
         skew_p50_ns=int(np.median(skews)), skew_max_ns=int(max(skews)),

@@ -14,7 +14,7 @@ import msgspec
 
 
 #: Version of the ``analyze --json`` schema (docs/json-output.md).
-SCHEMA = 2
+SCHEMA = 3
 SCHEMA_NAME = "expo-prof.analyze"
 
 
@@ -47,16 +47,21 @@ class Totals(msgspec.Struct, kw_only=True):
     hidden_fraction: float | None
     #: Forward-pass time; null when the inputs hold nothing to measure it by.
     forward_ns: int | None
-    #: The sampler's wait for q (overlay spans or event log); null when not measured (a plain trace).
+    #: The sampler's wait for q, by ``wait_source``; null when not measured (a plain trace).
     wait_ns: int | None
-    #: What the noise costs the critical path: exposed_ns + wait_ns (exposed_ns alone when no wait was
-    #: measured). Overlap is not saving: a hidden draw the sampler still waits for is paid here.
+    #: What the noise costs the critical path (docs/glossary.md, "critical path"): the union of the exposed
+    #: draw and the sampler's wait where both come from one source; their sum where the wait comes from another
+    #: (an overlay log's windows mapped onto a trace cannot be overlapped with the trace's draws); exposed_ns
+    #: alone when no wait was measured. Overlap is not saving: a hidden draw the sampler still waits for is paid.
     critical_ns: int = 0
+    #: Which source measured wait_ns: "span" (the trace's expo_prof::wait spans), "log window" (the overlay
+    #: event log's wait windows), "span+log window" (a sum over both); null when no wait was measured.
+    wait_source: str | None = None
 
 
 class StepResult(Totals, kw_only=True):
-    #: The run this step belongs to (run directory, else input PATH); null when the result holds one run.
-    run: str | None = None
+    #: The recording this step belongs to (its label, RecordingEntry.label); null when the result holds one.
+    recording: str | None = None
     rank: int
     #: Step id (ProfilerStep#N → N, vLLM step annotations → their order, overlay → its counter); null = outside any step.
     step: int | None
@@ -64,12 +69,13 @@ class StepResult(Totals, kw_only=True):
     start_ns: int
     end_ns: int
     #: The step's own time: its start to the end of its last part (marker, draws, sampler wait; an overlay log's
-    #: host_end), without the time between steps; null when the source has no step markers (Summary.step.missing).
-    step_ns: int | None = None
-    #: critical_ns / step_ns; null without a step time.
+    #: host_end), without the time between steps; null when the source has no step markers
+    #: (Summary.step_breakdown.missing).
+    own_ns: int | None = None
+    #: critical_ns / own_ns; null without an own time.
     critical_share: float | None = None
     #: The step's start to the next step's start (vLLM's time between steps included): what the step costs
-    #: throughput, switchback's "step"; null for the last step, before an idle gap, or without step markers.
+    #: throughput, what switchback compares; null for the last step, before an idle gap, or without step markers.
     cadence_ns: int | None = None
     #: "prefill" (a request in its prompt, mixed batches included) or "decode"; null when the source cannot tell.
     kind: str | None = None
@@ -83,13 +89,13 @@ class StepResult(Totals, kw_only=True):
 
 
 class StepGroup(msgspec.Struct, kw_only=True):
-    """Step time and critical path over a set of steps (all, prefill, decode)."""
+    """Own time, cadence and critical path over a set of steps (all, prefill, decode)."""
 
-    steps: int
-    #: Step time (StepResult.step_ns) over the steps that have one; null when none has.
-    step_ns: Dist | None
+    step_count: int
+    #: Own time (StepResult.own_ns) over the steps that have one; null when none has.
+    own_ns: Dist | None
     critical_ns: Dist
-    #: Sum of critical_ns / sum of step_ns over the steps with a step time; null without one.
+    #: Sum of critical_ns / sum of own_ns over the steps with an own time; null without one.
     critical_share: float | None
     #: Cadence (StepResult.cadence_ns) over the steps that have one; null when none has.
     cadence_ns: Dist | None = None
@@ -101,12 +107,13 @@ class QShape(msgspec.Struct, kw_only=True):
     rows: int
     vocab: int
     dtype: str | None
-    steps: int
+    #: Steps that launched it.
+    step_count: int
 
 
 class StepBreakdown(msgspec.Struct, kw_only=True):
-    """The step itself (analysis/steps/facts.py): its time, the critical path's share of it, prefill and decode
-    steps apart, the batch, and q."""
+    """The step itself (analysis/steps/): its own time, cadence, the critical path's share of it, prefill and
+    decode steps apart, the batch, and q."""
 
     overall: StepGroup
     #: Steps with a prompt request (mixed batches included), and pure decode steps; null when no step was told.
@@ -119,9 +126,9 @@ class StepBreakdown(msgspec.Struct, kw_only=True):
     #: Where q's shapes were counted: "steps" (the counted steps' own), "overlay-log" (a trace counted: every step
     #: of the same rank's overlay log, which may hold more steps than the trace); null when q is not known.
     q_from: str | None = None
-    #: How the step time was measured, in words; null when it was not.
-    time_source: str | None
-    #: Figure ("step time", "prefill / decode", "batch size", "q shape and dtype") -> why the source cannot give it.
+    #: How the own time was measured, in words; null when it was not.
+    own_source: str | None
+    #: Figure ("own time", "prefill / decode", "batch size", "q shape and dtype") -> why the source cannot give it.
     missing: dict[str, str]
 
 
@@ -156,8 +163,8 @@ class WallTotals(Totals, kw_only=True):
 
 
 class RankResult(WallTotals, kw_only=True):
-    #: The run of this rank (run directory, else input PATH); null when the result holds one run.
-    run: str | None = None
+    #: The recording of this rank (RecordingEntry.label); null when the result holds one.
+    recording: str | None = None
     rank: int
     backend: str
     fmt: str
@@ -168,27 +175,29 @@ class RankResult(WallTotals, kw_only=True):
     rule: str
     #: Where forward_ns comes from: a span name, or "compute-busy".
     forward_source: str
-    steps: int
+    #: Numbered steps of this rank that hold a draw (the rows of steps[] with a step id).
+    step_count: int
     names: dict[str, int]
     per_instance: InstanceDists
     per_step: StepDists
-    #: The step itself: time, critical share, prefill / decode, batch, q (StepBreakdown).
-    step: StepBreakdown | None = None
+    #: The step itself: own time, cadence, critical share, prefill / decode, batch, q (StepBreakdown).
+    step_breakdown: StepBreakdown | None = None
 
 
 class Summary(WallTotals, kw_only=True):
     ranks: int
-    steps: int
+    #: Rank-steps: numbered steps summed over the ranks (a step of 4 ranks counts 4).
+    rank_steps: int
     per_instance: InstanceDists
     per_step: StepDists
     #: Where forward_ns comes from: the ranks' forward_source when they agree, "mixed" when they differ (each
     #: rank's is in ranks[].forward_source). Null only in documents written before this key was added.
     forward_source: str | None = None
     #: The step itself over every rank's steps (StepBreakdown).
-    step: StepBreakdown | None = None
+    step_breakdown: StepBreakdown | None = None
 
 
-class RunEntry(msgspec.Struct, kw_only=True):
+class RecordingEntry(msgspec.Struct, kw_only=True):
     """One recording (one profile window of one job) of the inputs, with its own summary."""
 
     #: The recording's label (run directory, input PATH, or the folder/file its sources share).
@@ -206,8 +215,8 @@ class RunEntry(msgspec.Struct, kw_only=True):
     headline: str
     #: The line every command prints under it: what the overlay saves (switchback), or that nothing measured it.
     saving_line: str = ""
-    #: Switchback's measurement of what the overlay saves, per rank (expo_prof/analysis/saving/switchback.py).
-    saving: list[Saving] = []
+    #: Switchback's measurement of what the overlay saves, per rank and comparison (analysis/saving/switchback.py).
+    savings: list[Saving] = []
     #: The load the saving was measured under, in words (requests in flight or their rate, the mean batch of the
     #: compared steps, the host's load average during the run); "" without a saving.
     measured_under: str = ""
@@ -253,8 +262,8 @@ class ClusterStep(msgspec.Struct, kw_only=True):
 class ClusterView(msgspec.Struct, kw_only=True):
     """One recording's ranks side by side (recordings with at least two ranks with numbered steps)."""
 
-    #: The recording (as in steps[].run); null when the result holds one run.
-    run: str | None = None
+    #: The recording (as in steps[].recording); null when the result holds one.
+    recording: str | None = None
     ranks: list[int]
     steps: list[ClusterStep]
     #: The straggler rule, in words.
@@ -286,7 +295,7 @@ class AnalysisResult(msgspec.Struct, kw_only=True):
     ranks: list[RankResult]
     steps: list[StepResult]
     #: One entry per recording, in input order.
-    runs: list[RunEntry] = []
+    recordings: list[RecordingEntry] = []
     warnings: list[str]
     #: What was read and chosen, in one line each (sources chosen, expo-prof's own files passed over).
     info: list[str] = []
@@ -337,16 +346,16 @@ class Interval(msgspec.Struct, kw_only=True):
 class StepParts(msgspec.Struct, kw_only=True):
     """One arm's mean step (cadence) broken into its parts, weighted like the step itself (ns per step).
 
-    ``step_ns`` = ``forward_ns`` + ``sampler_ns`` + ``rest_ns``: the sampler call includes its wait for ``q``
-    (``wait_ns``, also shown alone); the rest is vLLM's host time outside both (scheduling, preparing the
+    ``cadence_ns`` = ``forward_ns`` + ``sampler_ns`` + ``rest_ns``: the sampler call includes its wait for ``q``
+    (``log_wait_ns``, the overlay log's wait window, also shown alone); the rest is vLLM's host time outside both (scheduling, preparing the
     inputs, processing the outputs, between steps). Null parts: not measured in this arm's steps (the rest is
     then null too).
     """
 
-    step_ns: float
+    cadence_ns: float
     forward_ns: float | None
     sampler_ns: float | None
-    wait_ns: float | None
+    log_wait_ns: float | None
     rest_ns: float | None
 
 
@@ -357,10 +366,11 @@ class Shape(msgspec.Struct, kw_only=True):
     tokens: int
     #: Pairs in which both blocks ran this shape, and the steps compared on each side.
     pairs: int
-    off_steps: int
-    on_steps: int
-    off_step_ns: float
-    on_step_ns: float
+    baseline_steps: int
+    arm_steps: int
+    #: Mean cadence of those steps in the baseline and in the arm.
+    baseline_cadence_ns: float
+    arm_cadence_ns: float
 
 
 class Saving(msgspec.Struct, kw_only=True):
@@ -371,15 +381,16 @@ class Saving(msgspec.Struct, kw_only=True):
     block_steps: int
     #: The run's arms (header ``arms``; ["off", "on"] for two-arm and older logs).
     arms: list[str] = msgspec.field(default_factory=lambda: ["off", "on"])
-    #: [baseline, arm] of this comparison: the ``off_*`` fields below are the baseline's, the ``on_*`` the arm's.
+    #: [baseline, arm] of this comparison: the ``baseline_*`` fields below are the first's, the ``arm_*`` the
+    #: second's (with three arms the baseline of on against native is native, not the off phase).
     compared: list[str] = msgspec.field(default_factory=lambda: ["off", "on"])
     #: Blocks seen (of the two compared arms), and pairs of blocks that could be compared (both with a shape in
     #: common; with three arms, the baseline's and the arm's block of one group).
     blocks: int
     pairs: int
-    #: Steps compared (after washout, idle gaps and unmatched shapes), per phase.
-    off_steps: int
-    on_steps: int
+    #: Steps compared (after washout, idle gaps and unmatched shapes), in the baseline and in the arm.
+    baseline_steps: int
+    arm_steps: int
     #: Step lines left out, by reason: outside_load (before or after the measured load: the warm-up),
     #: washout, idle, no_cadence (last step / a gap in the step numbers), unmatched_shape (its shape not in
     #: the other block of its pair), unpaired (its block has no partner).
@@ -387,13 +398,14 @@ class Saving(msgspec.Struct, kw_only=True):
     #: Wall-clock (epoch ns) window the steps were taken from: the run's measured load (what its
     #: workload metrics cover); null = every step of the log.
     load_window_ns: list[int] | None = None
-    #: Mean step time (cadence) of the compared steps, weighted like the differences.
-    off_step_ns: float | None
-    on_step_ns: float | None
-    #: off − on per step: positive = the overlay makes the step shorter.
+    #: Mean cadence of the compared steps, weighted like the differences.
+    baseline_cadence_ns: float | None
+    arm_cadence_ns: float | None
+    #: baseline − arm per step: positive = the arm makes the step shorter (a saving), negative = it costs.
     saving: Interval | None
-    #: Output tok/s change the saving implies (%, off / on − 1), and its CI; a bound is null where it does not
-    #: exist (a saving as large as the off step would mean an on step of zero time), ``tokps_ci_note`` says so.
+    #: Output tok/s change the saving implies (%, baseline / arm − 1), and its CI; a bound is null where it does
+    #: not exist (a saving as large as the baseline's cadence would mean an arm step of zero time),
+    #: ``tokps_ci_note`` says so.
     tokps_change_pct: float | None
     tokps_ci_pct: list[float | None] | None
     tokps_ci_note: str | None = None
@@ -401,16 +413,16 @@ class Saving(msgspec.Struct, kw_only=True):
     #: Steps (both phases together) that would give 80 % power at alpha 0.05 for the saving seen;
     #: null when settled, or when it would take more than 1000 pairs.
     steps_needed: int | None
-    #: on − off per step of the forward (contention with the lane), and of the sampler call (incl. the wait).
+    #: arm − baseline per step of the forward (contention with the lane), and of the sampler call (incl. the wait).
     forward_change: Interval | None
     sampler_change: Interval | None
-    #: Mean sampler wait per on step (ns); null when not measured.
-    wait_on_ns: float | None
+    #: Mean sampler wait per compared arm step by the overlay log's wait window (ns); null when not measured.
+    arm_log_wait_ns: float | None
     #: Each compared arm's mean step broken into forward, sampler (its wait included) and the rest, weighted as
-    #: the step means are (``off_parts`` the baseline's, ``on_parts`` the arm's); their forward and sampler
-    #: differences are ``forward_change`` and ``sampler_change`` (the same pairs, the same weights).
-    off_parts: StepParts | None = None
-    on_parts: StepParts | None = None
+    #: the cadence means are (``baseline_parts``, ``arm_parts``); their forward and sampler differences are
+    #: ``forward_change`` and ``sampler_change`` (the same pairs, the same weights).
+    baseline_parts: StepParts | None = None
+    arm_parts: StepParts | None = None
     shapes: list[Shape]
     statement: str
     notes: list[str]
@@ -471,10 +483,10 @@ class SamplingBound(msgspec.Struct, kw_only=True):
     switchback: bool
     #: Mean over steps of the kernels' critical-path time (``summary.per_step.critical_ns.mean``: the headline's).
     critical_ns: float
-    #: Mean step time of the numbered steps (``steps[].step_ns``: the step's own time, as the step table's), else of
-    #: their windows; null when the trace has no step markers.
-    step_ns: float | None
-    #: critical_ns / step_ns: the share of the step the kernel holds; null without step_ns.
+    #: Mean own time of the numbered steps (``steps[].own_ns``, as the step table's), else of their windows
+    #: (analysis/steps/means.py mean_own_ns); null when the trace has no step markers.
+    own_ns: float | None
+    #: critical_ns / own_ns: the share of the step the kernel holds; null without own_ns.
     share: float | None
     #: Whether any kernel found draws noise over the vocabulary, so critical_ns bounds what an async draw could
     #: save; false (vllm-ascend's categorical_sample: one uniform per row) makes critical_ns a sampling cost with
@@ -569,7 +581,7 @@ class SwitchbackArrival(msgspec.Struct, kw_only=True):
     min_gaps: int
 
 
-SWITCHBACK_SCHEMA = 1
+SWITCHBACK_SCHEMA = 2
 SWITCHBACK_SCHEMA_NAME = "expo-prof.switchback"
 
 
@@ -581,7 +593,7 @@ class SwitchbackRun(msgspec.Struct, kw_only=True):
 
     run: str
     saving_line: str
-    saving: list[Saving]
+    savings: list[Saving]
 
 
 class SwitchbackRuns(msgspec.Struct, kw_only=True):
@@ -606,11 +618,11 @@ class SwitchbackResult(msgspec.Struct, kw_only=True):
     tool_version: str
     #: The run directory.
     run: str
-    #: The one line every command prints for it (RunEntry.saving_line).
+    #: The one line every command prints for it (RecordingEntry.saving_line).
     saving_line: str
     #: Per rank: what the overlay saves (switchback), and the forward with / without the lane.
-    saving: list[Saving]
+    savings: list[Saving]
     natural: list[Natural]
-    #: The arms' token gaps (RunEntry.arrival); null when not measurable.
+    #: The arms' token gaps (RecordingEntry.arrival); null when not measurable.
     arrival: SwitchbackArrival | None = None
     warnings: list[str]

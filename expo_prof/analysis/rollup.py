@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -11,16 +10,14 @@ import numpy as np
 
 from expo_prof.analysis.overlap.hidden import TimelineAnalysis, analyze_timeline
 from expo_prof.analysis.overlap.logmap import attach_overlay_logs
-from expo_prof.analysis.steps.facts import DECODE, PREFILL, Q, StepFacts, log_q
+from expo_prof.analysis.dists import dist, fraction, opt_dist
+from expo_prof.analysis.steps.facts import StepFacts
+from expo_prof.analysis.steps.means import numbered, step_breakdown
 from expo_prof.analysis.steps.views import drawless_note, views_note
 from expo_prof.analysis.model import (
     AnalysisResult,
-    Dist,
     InstanceDists,
-    QShape,
     RankResult,
-    StepBreakdown,
-    StepGroup,
     StepDists,
     StepResult,
     Summary,
@@ -35,23 +32,6 @@ from expo_prof.words import common_forward_source, plural
 #: trace_view.json, kernel_details.csv and a .db side by side), the first format
 #: here that found instances is used and the others are reported as ignored.
 FORMAT_PRIORITY = ("kineto", "nsys", "ascend-db", "ascend-trace-view", "msprof", "ascend-kernel-csv", "overlay-log")
-
-
-def dist(values: Sequence[int] | np.ndarray) -> Dist:
-    """Mean, nearest-rank p50/p99 and max of ``values`` (ns); all 0 for none."""
-    x = np.sort(np.asarray(values, dtype=np.int64))
-    n = len(x)
-    if n == 0:
-        return Dist(n=0, mean=0.0, p50=0, p99=0, max=0)
-
-    def rank(p: float) -> int:
-        return int(x[max(0, math.ceil(p / 100.0 * n) - 1)])
-
-    return Dist(n=n, mean=float(x.mean()), p50=rank(50), p99=rank(99), max=int(x[-1]))
-
-
-def fraction(hidden: int, total: int) -> float | None:
-    return hidden / total if total > 0 else None
 
 
 def _fmt_rank(fmt: str) -> int:
@@ -72,7 +52,7 @@ def _steps_of(a: TimelineAnalysis, run: str | None = None, *, wait: bool = True,
         s, e = win.get(int(sid), (int(a.inst.start[sel].min()), int(a.inst.end[sel].max())))
         rows.append(
             StepResult(
-                run=run,
+                recording=run,
                 rank=a.tl.rank,
                 step=None if sid < 0 else int(sid),
                 source=a.tl.source,
@@ -96,59 +76,14 @@ def _with_facts(row: StepResult, f: StepFacts, sid: int) -> None:
     """Fill the step's own figures (time, share, prefill / decode, batch, q) from the source's facts."""
     if sid < 0:
         return
-    row.step_ns = f.step_ns.get(sid)
-    row.critical_share = row.critical_ns / row.step_ns if row.step_ns else None
+    row.own_ns = f.own_ns.get(sid)
+    row.critical_share = row.critical_ns / row.own_ns if row.own_ns else None
     row.cadence_ns = f.cadence_ns.get(sid)
     row.kind = f.kind.get(sid)
     row.reqs = f.reqs.get(sid)
     row.tokens = f.tokens.get(sid)
     if sid in f.q:
         row.q_rows, row.q_vocab, row.q_dtype = f.q[sid]
-
-
-def _group(steps: list[StepResult]) -> StepGroup:
-    timed = [s for s in steps if s.step_ns]
-    return StepGroup(
-        steps=len(steps),
-        step_ns=_opt_dist([s.step_ns for s in timed]),
-        critical_ns=dist([s.critical_ns for s in steps]),
-        critical_share=fraction(sum(s.critical_ns for s in timed), sum(s.step_ns or 0 for s in timed)),
-        cadence_ns=_opt_dist([s.cadence_ns for s in steps]),
-    )
-
-
-def step_breakdown(steps: list[StepResult], parts: Sequence[TimelineAnalysis],
-                   logs: Sequence[TimelineAnalysis] = ()) -> StepBreakdown:
-    """The step itself over ``steps`` (those with a step id): time, critical share, prefill and decode apart,
-    batch and q. ``parts``: the analyses the steps come from (their facts say what is missing and why);
-    ``logs``: overlay logs of the same ranks not counted (they still say q's shape and dtype)."""
-    steps = [s for s in steps if s.step is not None]
-    pre = [s for s in steps if s.kind == PREFILL]
-    dec = [s for s in steps if s.kind == DECODE]
-    q: Counter[tuple[int, int, str | None]] = Counter(
-        (s.q_rows, s.q_vocab, s.q_dtype) for s in steps if s.q_rows is not None and s.q_vocab is not None)
-    missing: dict[str, str] = {}
-    for a in parts:
-        for k, why in a.facts.missing.items():
-            missing.setdefault(k, why)
-    q_from = "steps" if q else None
-    if not q:
-        for lg in logs:
-            q.update(log_q(lg.tl))
-        q_from = "overlay-log" if q else None
-    if q:
-        missing.pop(Q, None)
-    sources = {a.facts.time_source for a in parts if a.facts.time_source}
-    return StepBreakdown(
-        overall=_group(steps),
-        prefill=_group(pre) if pre else None,
-        decode=_group(dec) if dec else None,
-        batch=_opt_dist([s.reqs for s in steps]),
-        q=[QShape(rows=r, vocab=v, dtype=d, steps=n) for (r, v, d), n in q.most_common()],
-        q_from=q_from,
-        time_source="; ".join(sorted(sources)) or None,
-        missing=missing,
-    )
 
 
 def _critical(a: TimelineAnalysis, sid: int, exposed: int, wait: int | None) -> int:
@@ -184,21 +119,30 @@ def _step_dists(steps: list[StepResult]) -> StepDists:
         total_ns=dist([s.total_ns for s in steps]),
         hidden_ns=dist([s.hidden_ns for s in steps]),
         exposed_ns=dist([s.exposed_ns for s in steps]),
-        forward_ns=_opt_dist([s.forward_ns for s in steps]),
-        wait_ns=_opt_dist([s.wait_ns for s in steps]),
+        forward_ns=opt_dist([s.forward_ns for s in steps]),
+        wait_ns=opt_dist([s.wait_ns for s in steps]),
         critical_ns=dist([s.critical_ns for s in steps]),
     )
-
-
-def _opt_dist(values: list[int | None]) -> Dist | None:
-    """Distribution of the measured values; None when none was measured."""
-    known = [v for v in values if v is not None]
-    return dist(known) if known else None
 
 
 def _opt_sum(values) -> int | None:
     known = [v for v in values if v is not None]
     return sum(known) if known else None
+
+
+def _counted_wait(parts: list[TimelineAnalysis], steps: list[StepResult]) -> int:
+    """The sampler's wait in the rows of ``steps``, plus the wait in no step (the ``-1`` bucket: a log's windows
+    outside the trace's steps) where no row holds it."""
+    rows = sum(st.wait_ns or 0 for st in steps)
+    if not any(st.step is None for st in steps):
+        rows += sum(int(a.wait_by_step.get(-1, 0)) for a in parts)
+    return int(rows)
+
+
+def wait_source(parts: Sequence[TimelineAnalysis]) -> str | None:
+    """Which source measured the parts' wait: "span", "log window", or both joined by "+"; None when none."""
+    found = sorted({a.wait_source for a in parts if a.wait_measured and a.wait_source})
+    return "+".join(found) or None
 
 
 def _names(parts: list[TimelineAnalysis]) -> dict[str, int]:
@@ -338,7 +282,8 @@ def analyze_parts(
                 info.append(line)
         warn.extend(notes)
         # Step windows without a draw are not counted; export's steps track shows them: said where counted.
-        if (note := drawless_note(who, keep)) is not None:
+        rank_logs = [a for a in parts if a.tl.fmt == "overlay-log" and a not in keep]
+        if (note := drawless_note(who, keep, rank_logs)) is not None:
             warn.append(note)
         chosen[key] = keep
         unused_logs[key] = [a for a in parts if a.tl.fmt == "overlay-log" and a not in keep]
@@ -356,13 +301,15 @@ def analyze_parts(
         steps.sort(key=lambda s: (s.start_ns, s.step if s.step is not None else -1))
         tot = int(sum(int(a.total.sum()) for a in parts))
         hid = int(sum(int(a.hidden.sum()) for a in parts))
-        wait = int(sum(a.wait_total for a in parts)) + rank_only_wait.get(key, 0) if wait_known else None
-        fwd = int(sum(sum(a.forward_by_step.values()) for a in parts)) if fwd_known else None
+        # Totals over the steps steps[] holds (those with a draw), as the per-step figures beside them: a
+        # drawless window's forward or wait (switchback's off blocks, an empty step) is in neither.
+        wait = _counted_wait(parts, steps) + rank_only_wait.get(key, 0) if wait_known else None
+        fwd = sum(st.forward_ns or 0 for st in steps) if fwd_known else None
         wall = int(sum(a.wall for a in parts))
         wall_hid = int(sum(a.wall_hidden for a in parts))
         ranks.append(
             RankResult(
-                run=run,
+                recording=run,
                 rank=key[1],
                 backend=parts[0].tl.backend,
                 fmt=parts[0].tl.fmt,
@@ -370,7 +317,7 @@ def analyze_parts(
                 sources=[a.tl.source for a in parts],
                 rule=_rule(parts),
                 forward_source=parts[0].forward_source,
-                steps=sum(1 for s in steps if s.step is not None),
+                step_count=sum(1 for s in steps if s.step is not None),
                 names=_names(parts),
                 instances=int(sum(len(a) for a in parts)),
                 total_ns=tot,
@@ -380,12 +327,13 @@ def analyze_parts(
                 forward_ns=fwd,
                 wait_ns=wait,
                 critical_ns=sum(st.critical_ns for st in steps) + rank_only_wait.get(key, 0),
+                wait_source=(wait_source(parts) or "log window") if wait_known else None,
                 wall_ns=wall,
                 wall_hidden_ns=wall_hid,
                 wall_hidden_fraction=fraction(wall_hid, wall),
                 per_instance=_instance_dists(parts),
-                per_step=_step_dists(steps),
-                step=step_breakdown(steps, parts, unused_logs[key]),
+                per_step=_step_dists(steps if numbered(steps) else []),
+                step_breakdown=step_breakdown(steps, parts, unused_logs[key]),
             )
         )
         all_steps.extend(steps)
@@ -395,7 +343,7 @@ def analyze_parts(
     hid = sum(r.hidden_ns for r in ranks)
     summary = Summary(
         ranks=len(ranks),
-        steps=sum(r.steps for r in ranks),
+        rank_steps=sum(r.step_count for r in ranks),
         instances=sum(r.instances for r in ranks),
         total_ns=tot,
         hidden_ns=hid,
@@ -404,13 +352,14 @@ def analyze_parts(
         forward_ns=_opt_sum(r.forward_ns for r in ranks),
         wait_ns=_opt_sum(r.wait_ns for r in ranks),
         critical_ns=sum(r.critical_ns for r in ranks),
+        wait_source="+".join(sorted({p for r in ranks if r.wait_source for p in r.wait_source.split("+")})) or None,
         wall_ns=sum(r.wall_ns for r in ranks),
         wall_hidden_ns=sum(r.wall_hidden_ns for r in ranks),
         wall_hidden_fraction=fraction(sum(r.wall_hidden_ns for r in ranks), sum(r.wall_ns for r in ranks)),
         per_instance=_instance_dists(used),
-        per_step=_step_dists(all_steps),
+        per_step=_step_dists(all_steps if numbered(all_steps) else []),
         forward_source=common_forward_source(r.forward_source for r in ranks),
-        step=step_breakdown(all_steps, used, [lg for logs in unused_logs.values() for lg in logs]),
+        step_breakdown=step_breakdown(all_steps, used, [lg for logs in unused_logs.values() for lg in logs]),
     )
     result = AnalysisResult(
         tool_version=__version__,
@@ -473,14 +422,3 @@ def _nothing_found(timelines: Sequence[Timeline], op: str | None, pattern: re.Pa
     else:
         details.append("no similar names present")
     return NothingFound(msg, details=details)
-
-
-def worst_steps(steps: list[StepResult], top: int) -> list[StepResult]:
-    """The ``top`` steps that cost the critical path most: by ``critical_ns`` (exposed ∪ sampler wait).
-
-    Exposed time alone ranks a fully hidden run's steps by their order (all 0) and puts a step that waited
-    milliseconds for ``q`` below steps that waited less. Ties break on exposed time, then rank, step id
-    (steps outside any step last) and start, so the choice never depends on input order.
-    """
-    return sorted(steps, key=lambda s: (-s.critical_ns, -s.exposed_ns, s.rank,
-                                        s.step is None, s.step or 0, s.start_ns))[:top]

@@ -1,19 +1,25 @@
-"""What every command shares: its help layout, the exit-code table, ``-q``, and refusing conflicting options.
+"""What every command shares: its help layout, the exit-code table, the global options, and refusing conflicting options.
 
 Each command module builds its click command with :func:`command`, which
 gives it a one-line summary that survives click's shortening in the command
 list, an examples block and the same exit-code table in every ``--help``
-(docs/cli.md), and ``-q/--quiet`` at the command's level as well as the root's.
+(docs/cli.md). Every :class:`Command` and the root :class:`Group` take the
+global options (:data:`GLOBAL_OPTIONS`: ``-q``, ``-v``, ``--no-progress``,
+``--version``) from one definition, so each works before the command's name
+(``expo-prof --no-progress analyze X``) and after it (``expo-prof analyze X
+--no-progress``) alike: both set the one :class:`Settings` the commands read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from expo_prof.errors import BadInput
+from expo_prof.version import __version__
 
 #: The exit codes of every command (expo_prof/errors.py), as each --help prints them.
 EXIT_CODES = """\b
@@ -50,29 +56,117 @@ class HelpContext(click.Context):
     formatter_class = HelpFormatter
 
 
+@dataclass
+class Settings:
+    """The global options (:data:`GLOBAL_OPTIONS`), handed to every command as ``ctx.obj``: one object for the
+    root and the command, whichever of the two was given each flag."""
+
+    quiet: bool = False
+    no_progress: bool = False
+    #: -v: every file skipped named on its own line (by default they are counted by kind).
+    verbose: bool = False
+
+
+class GlobalOption(click.Option):
+    """An option of :data:`GLOBAL_OPTIONS`: the root's and every command's, listed under "Global options"."""
+
+
+def _set_flag(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """A global flag, wherever it was given, turns on its :class:`Settings` field (the root's object, which the
+    command's context shares; a command run on its own gets one of its own). Never turns one off: given before
+    and after the command's name, the two agree."""
+    settings = ctx.ensure_object(Settings)
+    if value and param.name:
+        setattr(settings, param.name, True)
+
+
+def _flag(*decls: str, help: str) -> Callable[[Callable], Callable]:  # noqa: A002 (click's own keyword)
+    return click.option(*decls, cls=GlobalOption, is_flag=True, expose_value=False, callback=_set_flag, help=help)
+
+
+#: The global options, defined once: the root group and every :class:`Command` take each of them, with the same
+#: effect before the command's name and after it. The flags set the :class:`Settings` field of their name.
+GLOBAL_OPTIONS: tuple[Callable[[Callable], Callable], ...] = (
+    _flag("-q", "--quiet", help="Print only results and errors."),
+    _flag("-v", "--verbose", help="Name every file skipped (by default counted by kind)."),
+    _flag("--no-progress", help="Never show progress bars."),
+    click.version_option(__version__, prog_name="expo-prof", cls=GlobalOption),
+)
+
+#: What every help says above the global options (at most 80 columns wide once wrapped, like the rest).
+GLOBAL_NOTE = ("Each works before or after the command's name, with the same effect: expo-prof -q analyze X is "
+               "expo-prof analyze X -q. Given in both places, a flag is simply on (flags only turn on, so the two "
+               "places always agree).")
+
+
+def global_params() -> list[click.Parameter]:
+    """New instances of :data:`GLOBAL_OPTIONS`, in their order, for one command (a parameter belongs to one)."""
+
+    def holder() -> None: ...
+
+    for opt in reversed(GLOBAL_OPTIONS):
+        holder = opt(holder)
+    return list(reversed(holder.__click_params__))  # type: ignore[attr-defined]  # click stacks them reversed
+
+
+def _format_options(cmd: click.Command, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    """The command's own options, then the global ones under their own heading with :data:`GLOBAL_NOTE`."""
+    own: list[tuple[str, str]] = []
+    common: list[tuple[str, str]] = []
+    for param in cmd.get_params(ctx):
+        rec = param.get_help_record(ctx)
+        if rec is not None and not isinstance(param, click.Argument):
+            (common if isinstance(param, GlobalOption) else own).append(rec)
+    if own:
+        with formatter.section("Options"):
+            formatter.write_dl(own)
+    if common:
+        with formatter.section("Global options"):
+            formatter.write_text(GLOBAL_NOTE)
+            formatter.write_paragraph()
+            formatter.write_dl(common)
+
+
 class Command(click.Command):
-    """Every subcommand: its help laid out by :class:`HelpFormatter`."""
+    """Every subcommand: its help laid out by :class:`HelpFormatter`, and the global options after its own."""
 
     context_class = HelpContext
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(global_params())
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        _format_options(self, ctx, formatter)
 
 
 class Group(click.Group):
-    """The root: its help laid out by :class:`HelpFormatter`."""
+    """The root: its help laid out by :class:`HelpFormatter`, with the global options; it takes only commands
+    built as :class:`Command` (each of which takes the global options too)."""
 
     context_class = HelpContext
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(global_params())
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        _format_options(self, ctx, formatter)
+        self.format_commands(ctx, formatter)
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        if not isinstance(cmd, Command):
+            raise TypeError(f"{cmd.name}: build commands with expo_prof.cli.base.command (the global options)")
+        super().add_command(cmd, name)
+
 
 def command(name: str, *, summary: str, examples: Iterable[str] = (), **kw: Any) -> Callable:
-    """A click command with ``summary`` as its short help, ``examples`` and the exit codes as its epilog,
-    and ``-q/--quiet`` (which sets the root's ``settings.quiet``)."""
+    """A click command with ``summary`` as its short help, ``examples`` and the exit codes as its epilog, and the
+    global options (:class:`Command`)."""
     lines = [ln for e in examples for ln in example_lines(e)]
     epilog = ("\b\nExamples:\n" + "\n".join(lines) + "\n\n" if lines else "") + EXIT_CODES
 
     def deco(f: Callable) -> click.Command:
-        f = click.option("-v", "--verbose", "cmd_verbose", is_flag=True,
-                         help="Name every file skipped (by default counted by kind).")(f)
-        f = click.option("-q", "--quiet", "cmd_quiet", is_flag=True, help="Print only results and errors.")(f)
-        f = _absorb_quiet(f)
         return click.command(name, cls=Command, short_help=summary, epilog=epilog, **kw)(f)
 
     return deco
@@ -99,21 +193,6 @@ def example_lines(example: str, width: int = HELP_WIDTH - 2) -> list[str]:  # cl
         line += ("" if line.strip() == "" else " ") + word
     out.append(line)
     return out
-
-
-def _absorb_quiet(f: Callable) -> Callable:
-    """Fold the command-level ``-q`` and ``-v`` into the shared settings object, so commands read one flag each."""
-    import functools
-
-    @functools.wraps(f)
-    def wrapper(*args: Any, cmd_quiet: bool = False, cmd_verbose: bool = False, **kwargs: Any) -> Any:
-        ctx = click.get_current_context()
-        if ctx.obj is not None:
-            ctx.obj.quiet = ctx.obj.quiet or cmd_quiet
-            ctx.obj.verbose = getattr(ctx.obj, "verbose", False) or cmd_verbose
-        return f(*args, **kwargs)
-
-    return wrapper
 
 
 def given(ctx: click.Context, name: str) -> bool:

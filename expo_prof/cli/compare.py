@@ -198,14 +198,14 @@ def switchback_runs_comparison(paths: list[Path], kw: dict, shown: bool = False)
     if kw["fmt"] == "html":
         raise BadInput("several switchback runs have no page of their own: `expo-prof report RUN1 RUN2 -o PAGE.html`")
     result = run(paths)
-    entries = [e for e in result.document.runs if e.saving]
+    entries = [e for e in result.document.recordings if e.savings]
     if len(entries) < 2:
         raise BadInput(f"{len(entries)} of {len(paths)} switchback runs measured a saving: at least 2 are needed to "
                        "compare runs (see each run's server.log)")
-    spread = between_runs([(e.label, e.saving[0]) for e in entries])
+    spread = between_runs([(e.label, e.savings[0]) for e in entries])
     line = spread_words(spread) if spread is not None else "between runs: fewer than 2 runs measured a saving"
     doc = SwitchbackRuns(tool_version=__version__, runs=[SwitchbackRun(run=e.path, saving_line=e.saving_line,
-                                                                       saving=e.saving) for e in entries],
+                                                                       savings=e.savings) for e in entries],
                          spread_line=line, spread=spread, warnings=result.warnings)
     if kw["fmt"] == "json":
         data = msgspec.json.format(msgspec.json.encode(doc)).decode() + "\n"
@@ -254,12 +254,12 @@ def switchback_comparison(path: Path, kw: dict, settings, shown: bool = False) -
     if kw["fmt"] == "html":
         raise BadInput(f"{path}: a switchback run's page is the report's: `expo-prof report {path} -o PAGE.html`")
     result = run([path])
-    entry = result.document.runs[0]
-    if not entry.saving:
+    entry = result.document.recordings[0]
+    if not entry.savings:
         raise BadInput(f"{path}: no switchback steps in its overlay event logs (did the server run any steps "
                        "with the overlay applied? see its server.log)")
     doc = SwitchbackResult(tool_version=__version__, run=str(path), saving_line=entry.saving_line, arrival=entry.arrival,
-                           saving=entry.saving, natural=entry.natural, warnings=result.warnings)
+                           savings=entry.savings, natural=entry.natural, warnings=result.warnings)
     if kw["fmt"] == "json":
         data = msgspec.json.format(msgspec.json.encode(doc)) + b"\n"
         if kw["output"] is None:
@@ -273,7 +273,7 @@ def switchback_comparison(path: Path, kw: dict, settings, shown: bool = False) -
     if kw["output"] is not None:
         buf = io.StringIO()
         con = TextConsole(file=buf, width=100, highlight=False)
-    render_saving(con, entry.saving, entry.natural, entry.measured_under, entry.arrival)
+    render_saving(con, entry.savings, entry.natural, entry.measured_under, entry.arrival)
     con.print(entry.saving_line, markup=False)
     if buf is not None:
         write(kw["output"], buf.getvalue())

@@ -33,7 +33,7 @@ import click
 from expo_prof.errors import import_extra
 from expo_prof.cli.base import command as cli_command
 from expo_prof.cli.record import sequential_options
-from expo_prof.analysis.saving.words import tokps_ci_text
+from expo_prof.analysis.saving.words import ci_text, tokps_ci_text, tokps_text
 from expo_prof.words import fmt_ns, plural
 
 if TYPE_CHECKING:
@@ -149,14 +149,14 @@ def answer_line(sv: Saving | None, under: str = "") -> str:
         return (f"saving {fmt_ns(mean, signed=True)}/step from {plural(sv.pairs, 'block pair')}: no confidence "
                 f"interval (at least 2 pairs needed; {more})")
     lo, hi = sorted(sv.saving.ci_ns)
-    tok = "" if sv.tokps_change_pct is None else f"{sv.tokps_change_pct:+.1f}%"
-    ci_text = tokps_ci_text(sv.tokps_ci_pct, sv.tokps_ci_note, digits=1)
-    tok_ci = f" ({ci_text})" if ci_text else ""
+    tok = "" if sv.tokps_change_pct is None else tokps_text(sv.tokps_change_pct)
+    tok_ci_words = tokps_ci_text(sv.tokps_ci_pct, sv.tokps_ci_note)
+    tok_ci = f" ({tok_ci_words})" if tok_ci_words else ""
     if lo > 0:
-        return (f"the overlay saves {fmt_ns(mean)}/step (95% CI {fmt_ns(lo)} to {fmt_ns(hi)}): output tok/s "
+        return (f"the overlay saves {fmt_ns(mean)}/step ({ci_text(sv.saving)}): output tok/s "
                 f"{tok}{tok_ci} with it on, {where}")
     if hi < 0:
-        return (f"the overlay costs {fmt_ns(-mean)}/step (95% CI {fmt_ns(-hi)} to {fmt_ns(-lo)}): output tok/s "
+        return (f"the overlay costs {fmt_ns(-mean)}/step ({ci_text(sv.saving, -1)}): output tok/s "
                 f"{tok}{tok_ci} with it on, {where} — keep it off here")
     settle = (f"; about {sv.steps_needed} steps would settle a saving this size" if sv.steps_needed is not None
               else "")
@@ -173,13 +173,13 @@ def _sequential_answer(sv: Saving, where: str) -> str:
 
     sq = sv.sequence
     assert sq is not None
-    margin = margin_words(sq.margin_ns, sv.off_step_ns)
+    margin = margin_words(sq.margin_ns, sv.baseline_cadence_ns)
     if sq.lo_ns is None or sq.hi_ns is None:
         return (f"undecided: {plural(sq.pairs, 'block pair')} are too few for a confidence sequence (at least {MIN_PAIRS}), "
                 f"{where}; run longer: expo-prof demo --budget 5m")
     if sq.decision in (ENABLE, KEEP_OFF):
         tail = "" if sq.decision == ENABLE else " — keep it off here"
-        return (f"{sq.decision}: the overlay {sequence_words(sq, sv.off_step_ns)} with it on, {where}{tail}; another "
+        return (f"{sq.decision}: the overlay {sequence_words(sq, sv.baseline_cadence_ns)} with it on, {where}{tail}; another "
                 "machine or load may differ in size, only the sign carries over")
     lo_hi = f"{fmt_ns(sq.lo_ns, signed=True)} to {fmt_ns(sq.hi_ns, signed=True)}"
     if sq.decision == NO_EFFECT:

@@ -10,32 +10,20 @@ from __future__ import annotations
 
 import signal
 import sys
-from dataclasses import dataclass
 
 import click
 
-from expo_prof.cli.base import Group
+from expo_prof.cli.base import Group, Settings
 from expo_prof.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, ExpoProfError
-from expo_prof.version import __version__
+
+__all__ = ["Settings", "cli", "main"]
 
 
-@dataclass
-class Settings:
-    """Options of the root group, handed to every command as ``ctx.obj``."""
-
-    quiet: bool = False
-    no_progress: bool = False
-    #: -v: every file skipped named on its own line (by default they are counted by kind).
-    verbose: bool = False
-
-
+# The root's options, -q, -v, --no-progress and --version, are the global options (expo_prof.cli.base.GLOBAL_OPTIONS):
+# Group adds them here and Command to every command, so each works before the command's name and after it.
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 80})
-@click.version_option(__version__, prog_name="expo-prof")
-@click.option("-q", "--quiet", is_flag=True, help="Print only results and errors.")
-@click.option("-v", "--verbose", is_flag=True, help="Name every file skipped (by default counted by kind).")
-@click.option("--no-progress", is_flag=True, help="Never show progress bars.")
 @click.pass_context
-def cli(ctx: click.Context, quiet: bool, verbose: bool, no_progress: bool) -> None:
+def cli(ctx: click.Context) -> None:
     """expo-prof: how much of vLLM's exponential sampling hides under the forward pass.
 
     \b
@@ -47,7 +35,7 @@ def cli(ctx: click.Context, quiet: bool, verbose: bool, no_progress: bool) -> No
     Exit codes (every command): 0 done, 1 nothing found, 2 bad input or options,
     3 a launched server failed, 130 interrupted. docs/cli.md has the details.
     """
-    ctx.obj = Settings(quiet=quiet, no_progress=no_progress, verbose=verbose)
+    ctx.ensure_object(Settings)  # set by the global options' callbacks already; the command shares it
 
 
 def _register() -> None:

@@ -45,8 +45,8 @@ import orjson
 
 from expo_prof.export import raw_trace
 from expo_prof.readers.chrome.batch import DROP_CATS
-from expo_prof.readers.chrome.columns import _int_or, times_to_ns
-from expo_prof.readers.chrome.decode import _Event, _EventRawTs
+from expo_prof.readers.chrome.columns import int_or, times_to_ns
+from expo_prof.readers.chrome.decode import Event, EventRawTs
 from expo_prof.readers.timeparse import FLOAT_EXACT_LIMIT_US
 from expo_prof.timeline import Timeline
 
@@ -56,13 +56,13 @@ MALFORMED = "malformed"
 NO_RANK = "of no rank"
 
 
-class _Ev(_Event, gc=False):
+class _Ev(Event, gc=False):
     # The reader's own event (the same fields decoded the same way: an event it finds malformed, e.g. of an
     # unknown phase or with args that are no object, is malformed here too), and an instant's scope.
     s: Any = None
 
 
-class _EvRawTs(_EventRawTs, gc=False):
+class _EvRawTs(EventRawTs, gc=False):
     # Re-decode when a float time is too large for a float64 to hold to the ns: the number's text.
     s: Any = None
 
@@ -209,7 +209,7 @@ class _Pass:
             self.label.append(NO_RANK)
             return
         cat = ct if isinstance(ct, str) and ct else None
-        lane = self.lane_of.get((_int_or(pid, 0), _int_or(tid, 0)))
+        lane = self.lane_of.get((int_or(pid, 0), int_or(tid, 0)))
         if ph == "X":
             self.label.append(cat or "no category")
             # The reader keeps a complete event of a kept category on a lane it keeps (Ascend drops some).

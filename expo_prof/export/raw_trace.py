@@ -2,11 +2,11 @@
 
 The readers keep only the columns the analysis needs; an export must keep
 everything else too (flow arrows, ``deviceProperties``, kernel args). So the
-JSON trace is read again here, as raw slices, through the chrome reader's
-window (:class:`~expo_prof.readers.chrome.window.Window`): the event array is
-split at event boundaries (the reader's
-:func:`~expo_prof.readers.chrome.decode.next_boundary`) into chunks of about
-:data:`WALK_CHUNK` bytes, and msgspec checks each and splits it into one
+JSON trace is read again here, as raw slices, by the chrome reader's own walk
+(:class:`~expo_prof.readers.chrome.walk.ArrayWalk`: the head, the event array
+split at event boundaries into chunks of about
+:data:`~expo_prof.readers.chrome.decode.CHUNK_BYTES` bytes, blanks never held,
+the end of the document), and msgspec checks each chunk and splits it into one
 undecoded slice per event (:class:`msgspec.Raw`). A first walk checks the
 file and takes its top-level keys (:func:`load_raw`); the writing walks it
 again (:meth:`RawTrace.pieces`). A lone rank is copied byte for byte; several
@@ -32,8 +32,7 @@ import msgspec
 import orjson
 
 from expo_prof.errors import BadInput
-from expo_prof.readers.chrome.decode import CHUNK_BYTES, EVENTS_KEY, next_boundary
-from expo_prof.readers.chrome.filler import skip_space
+from expo_prof.readers.chrome.walk import HEAD_MAX, ArrayWalk, DocEnd
 from expo_prof.readers.chrome.window import DamagedGzip, Window
 from expo_prof.readers.long_names import LONG, LongNames
 
@@ -87,14 +86,12 @@ class RawTrace:
         self.top = {}
 
 
-#: Bytes of events decoded (or copied) at a time: peak memory is a few of these, whatever the file's size. The
-#: reader's chunk: a "}, {" inside a string is tried as a boundary and costs a decode of the chunk, as there.
-WALK_CHUNK = CHUNK_BYTES
 #: Bytes of events handed out together by :meth:`RawTrace.batches`.
 _BATCH_BYTES = 1 << 20
-#: The event array must start within this many bytes (the top-level keys Kineto writes before it).
-_HEAD_MAX = 1 << 23
 _AT_BYTE = re.compile(r"\(byte (\d+)\)")
+#: A chunk of the event array: its text exactly as in the file (the separators after it included, the blanks
+#: before the array's ``]`` not) and one undecoded slice per event.
+Piece = tuple[bytes, list[msgspec.Raw]]
 
 
 class _NotPlain(Exception):
@@ -102,10 +99,10 @@ class _NotPlain(Exception):
 
 
 class _Walk:
-    """One file's event array read through a :class:`~expo_prof.readers.chrome.window.Window` (the chrome
-    reader's fixed window: plain or gzip, the size cap) and split at event boundaries
-    (:func:`~expo_prof.readers.chrome.decode.next_boundary`), each chunk checked by msgspec; the document's
-    other keys are decoded at the end from the text before the array and the text after its last chunk."""
+    """One file's event array read by the chrome reader's walk (:class:`_RawWalk`: a
+    :class:`~expo_prof.readers.chrome.window.Window`, plain or gzip, the size cap), each chunk checked by
+    msgspec; the document's other keys are decoded at the end from the text before the array and the text
+    after its last chunk."""
 
     def __init__(self, path: Path, max_bytes: int) -> None:
         self.path = path
@@ -113,68 +110,79 @@ class _Walk:
         self.top: dict[str, msgspec.Raw] = {}
         self.n = 0
 
-    def pieces(self) -> Iterator[tuple[bytes, list[msgspec.Raw]]]:
+    def pieces(self) -> Iterator[Piece]:
         try:
             with Window(self.path, max_bytes=self.max_bytes) as w:
-                yield from self._walk(w)
+                walk = _RawWalk(w)
+                last = yield from walk.pieces()
+                if last is not None:
+                    yield last
+                self.top, self.n = walk.top, walk.n
         except DamagedGzip as exc:
             raise BadInput(f"{self.path}: damaged gzip data ({exc})") from None
         except (_NotPlain, msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise BadInput(f"{self.path}: not plain valid JSON ({str(exc).splitlines()[0]})") from None
 
-    def _walk(self, w: Window) -> Iterator[tuple[bytes, list[msgspec.Raw]]]:
-        while True:  # the first byte of the document
-            i = skip_space(w.buf, 0, w.hi)
-            if i < w.hi:
-                break
-            if not w.more(w.hi):
-                raise _NotPlain("empty file")
-        d0 = w.base + i
-        is_array = w.buf[i] == 0x5B
-        a0 = d0
-        while not is_array:  # an object's event array follows its "traceEvents" key
-            m = EVENTS_KEY.search(w.buf, d0 - w.base, w.hi)
-            if m is not None:
-                a0 = w.base + m.end() - 1
-                del m  # (a match holds on to the buffer it searched)
-                break
-            if w.base + w.hi - d0 >= _HEAD_MAX or not w.more(d0 - w.base):
-                raise _NotPlain(f"no traceEvents array in the first {_HEAD_MAX >> 20} MB")
-        head = bytes(w.buf[d0 - w.base : a0 - w.base + 1])
-        s = a0 + 1
-        while True:  # the first event
-            k = skip_space(w.buf, s - w.base, w.hi)
-            s = w.base + k
-            if k < w.hi or not w.more(s - w.base):
-                break
-        pos = s + WALK_CHUNK
-        while True:
-            while w.base + w.hi < pos + WALK_CHUNK // 4 and w.more(s - w.base):
-                pass
-            e, nxt = next_boundary(w.buf, pos - w.base, w.hi)
-            if e >= w.hi:  # no boundary in what has been read
-                end = w.base + w.hi
-                if not w.more(s - w.base):
-                    break
-                pos = max(pos, end - 4096)
-                continue
-            doc = b"[" + bytes(w.buf[s - w.base : e]) + b"]"
-            try:
-                raws = _ARRAY.decode(doc)
-            except msgspec.DecodeError as exc:
-                # Cut inside a string or a nested value ("truncated", or an error at the "]" added): that "}" was
-                # no event's end. Anything else is damage inside the chunk.
-                at = _AT_BYTE.search(str(exc))
-                if "truncated" not in str(exc) and (at is None or int(at.group(1)) < len(doc) - 1):
-                    raise _NotPlain(f"{exc} (the chunk from byte {s:,})") from None
-                pos = w.base + e  # the "}" ended a string, not an event: the next candidate
-                continue
-            self.n += len(raws)
-            yield doc[1:-1] + bytes(w.buf[e:nxt]), raws
-            s, pos = w.base + nxt, w.base + nxt + WALK_CHUNK
-        # The end of the file is in the window: the last events, the array's "]" and the keys after it.
-        tail = head + bytes(w.buf[s - w.base : w.hi])
-        if is_array:
+
+class _RawWalk(ArrayWalk[Piece, Piece | None]):
+    """The walk that passes every element through: each chunk split into undecoded slices by msgspec, nothing
+    skipped but blanks, and anything that is not plain valid JSON refused (:class:`_NotPlain`: the export then
+    writes the events the timeline holds)."""
+
+    def __init__(self, w: Window) -> None:
+        super().__init__(w)
+        self.top: dict[str, msgspec.Raw] = {}
+        self.n = 0
+        self._past_end = -1
+
+    def chunk(self, i: int, e: int, nxt: int) -> Piece | None:
+        """The chunk's text (and the separator after it) and its events as slices; None when ``e`` was no
+        event's end."""
+        w = self.w
+        doc = b"[" + bytes(w.buf[i:e]) + b"]"
+        self._past_end = -1
+        try:
+            raws = _ARRAY.decode(doc)
+        except msgspec.DecodeError as exc:
+            # Cut inside a string or a nested value ("truncated", or an error at the "]" added): that "}" was no
+            # event's end; past the array's own "]" ("trailing characters": a later list of the top level), the
+            # walk looks for the end of the document there. Anything else is damage inside the chunk.
+            msg = str(exc)
+            at = _AT_BYTE.search(msg)
+            if at is not None and "trailing characters" in msg:
+                self._past_end = i - 2 + int(at.group(1))  # msgspec counts the trailing byte in
+                return None
+            if "truncated" not in msg and (at is None or int(at.group(1)) < len(doc) - 1):
+                raise _NotPlain(f"{exc} (the chunk from byte {w.base + i:,})") from None
+            return None
+        self.n += len(raws)
+        return doc[1:-1] + bytes(w.buf[e:nxt]), raws
+
+    def past_end(self) -> int:
+        return self._past_end
+
+    def no_array(self) -> Piece | None:
+        raise _NotPlain(f"no traceEvents array in the first {HEAD_MAX >> 20} MB")
+
+    def cut_by_nul(self, i: int, k: int) -> Piece | None:
+        raise _NotPlain(f"NUL bytes from byte {self.w.base + k:,}")
+
+    def close(self, i: int, doc: DocEnd, after: int, dropped: int) -> Piece | None:
+        """The last events and the top level, from the document up to its end; anything but blanks after it is
+        refused."""
+        w = self.w
+        if after >= 0:
+            raise _NotPlain(f"trailing data after the end of the JSON document, from byte {w.base + after + dropped:,}")
+        return self._tail(bytes(w.buf[i : doc.end - w.base]))
+
+    def at_eof(self, i: int) -> Piece | None:
+        return self._tail(bytes(self.w.buf[i : self.w.hi]))
+
+    def _tail(self, rest: bytes) -> Piece | None:
+        """The last events (None: there are none) and the top level's keys, from ``rest``: the document from the
+        last chunk's start to its end."""
+        tail = self.head + rest
+        if self.is_array:
             arr = _RAW.decode(tail)
         else:
             self.top = {k: msgspec.Raw(bytes(v)) for k, v in _TOP.decode(tail).items()}
@@ -183,15 +191,16 @@ class _Walk:
                 raise _NotPlain("traceEvents is not an array")
             arr = got
         raws = _ARRAY.decode(arr)
-        if raws:
-            self.n += len(raws)
-            mv = memoryview(arr)
-            lo, hi = 1, len(mv) - 1
-            while mv[lo] in b" \t\r\n":
-                lo += 1
-            while mv[hi - 1] in b" \t\r\n":
-                hi -= 1
-            yield bytes(mv[lo:hi]), raws
+        if not raws:
+            return None
+        self.n += len(raws)
+        mv = memoryview(arr)
+        lo, hi = 1, len(mv) - 1
+        while mv[lo] in b" \t\r\n":
+            lo += 1
+        while mv[hi - 1] in b" \t\r\n":
+            hi -= 1
+        return bytes(mv[lo:hi]), raws
 
 
 def load_raw(path: Path, max_bytes: int) -> RawTrace:

@@ -109,7 +109,7 @@ def step_args(a: TimelineAnalysis, sid: int) -> dict:
     or decode, batch and q — the figures ``analyze --json`` gives in ``steps[]`` (keys left out when unknown)."""
     f = a.facts
     args: dict = {"step": sid}
-    for key, d in (("step_ns", f.step_ns), ("cadence_ns", f.cadence_ns), ("kind", f.kind), ("reqs", f.reqs), ("tokens", f.tokens)):
+    for key, d in (("own_ns", f.own_ns), ("cadence_ns", f.cadence_ns), ("kind", f.kind), ("reqs", f.reqs), ("tokens", f.tokens)):
         if sid in d:
             args[key] = d[sid]
     if sid in f.q:

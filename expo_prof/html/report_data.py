@@ -46,7 +46,10 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from expo_prof.analysis.bound import SamplingBound, sampling_bound, step_time
+from expo_prof.analysis.bound import sampling_bound
+from expo_prof.analysis.steps.means import mean_own_ns
+
+from expo_prof.analysis.model import SamplingBound
 from expo_prof.analysis.cluster import cluster_view, per_step_means
 from expo_prof.analysis.model import AnalysisResult, ClusterView
 from expo_prof.html.names import budget_names
@@ -102,15 +105,15 @@ def headline(result: AnalysisResult | None, metrics: dict, op: str | None = None
         line=one_line(s),
         hidden_fraction=s.hidden_fraction,
         instances=s.instances,
-        steps=s.steps,
+        steps=s.rank_steps,
         ranks=s.ranks,
         exposed_per_step_ns=ps.exposed_ns.mean if ps.exposed_ns.n else None,
         exposed_p50_ns=ps.exposed_ns.p50 if ps.exposed_ns.n else None,
         exposed_p99_ns=ps.exposed_ns.p99 if ps.exposed_ns.n else None,
         forward_per_step_ns=ps.forward_ns.mean if ps.forward_ns is not None and ps.forward_ns.n else None,
         wait_per_step_ns=ps.wait_ns.mean if ps.wait_ns is not None and ps.wait_ns.n else None,
-        # The step itself (analysis/stepfacts.py): the "step" card — time, critical share, prefill / decode, batch, q.
-        step=to_builtins(s.step),
+        # The step itself (analysis/steps/facts.py): the "step" card — time, critical share, prefill / decode, batch, q.
+        step=to_builtins(s.step_breakdown),
     )
     if view is not None:
         # Several ranks: mean of ranks per step (and the slowest rank), never the (rank, step) rows pooled.
@@ -133,7 +136,7 @@ def headline(result: AnalysisResult | None, metrics: dict, op: str | None = None
     if exp is not None:
         crit = ps.critical_ns.mean if ps.critical_ns is not None and op is None else None
         h["critical_per_step_ns"] = crit if crit is not None else exp + (h["wait_per_step_ns"] or 0.0)
-    step_ns = step_time(steps)  # the one definition the saving line's bound divides by (analysis/bound.py)
+    step_ns = mean_own_ns(steps)  # the one mean own time the saving line's bound divides by (analysis/steps/means.py)
     if step_ns is not None:
         h["step_ns"] = step_ns
         crit = h["critical_per_step_ns"]

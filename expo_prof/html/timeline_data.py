@@ -32,6 +32,7 @@ Columns (all sorted by lane, then start):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -211,6 +212,69 @@ def build_payload(
     """The timeline page's data (see the module docstring). ``timelines``: every Timeline of the recording
     (``RecordingResult.timelines``), where a switchback run's overlay log read beside a counted profiler trace
     gives that rank its phase track."""
+    place = _placed(analyses, timelines)
+    tabs = _Tables()
+    for gi in range(len(place.analyses)):
+        _add_group(tabs, place, gi)
+    t_end = max((int(t.end.max()) + o - place.origin for t, o in zip(place.tls, place.offs) if len(t)), default=0)
+    detail, work, busy = _work_tables(tabs.work_all, t_end, detail_budget, busy_budget)
+    ic, pc = _instance_tables(tabs.inst, tabs.piece)
+    fwd_cols, wait_cols = tabs.fwd.sorted_by("lane", "start"), tabs.wait.sorted_by("lane", "start")
+    phase_cols = _in_span(tabs.phase.sorted_by("lane", "start"), t_end)
+    page_names, cut_note = _page_names(tabs.names, (ic, work, fwd_cols, wait_cols, phase_cols))
+    return {
+        "schema": SCHEMA,
+        "kind": "timeline",
+        "title": title,
+        "tool": f"expo-prof {__version__}",
+        "origin_ns": str(place.origin),
+        "origin_is_epoch": place.origin > _EPOCH_2001_NS,
+        "span_ns": t_end,
+        "clock_note": place.clock_note,
+        "lod": _lod_info(detail, detail_budget, busy_budget),
+        "work_cats": list(WORK_CATS),
+        "names": page_names,
+        "lanes": tabs.lanes,
+        "groups": tabs.groups,
+        "inst": ic,
+        "piece": pc,
+        "work": work,
+        "busy": busy,
+        "busy_cover": {"bin_ns": int(detail.cover_bin_ns), "lanes": sorted(detail.cover),
+                       "ns": [detail.cover[k] for k in sorted(detail.cover)]},
+        "fwd": fwd_cols,
+        "wait": wait_cols,
+        "step": tabs.step.sorted_by("group", "start"),
+        "phase": phase_cols,
+        "phases": list(PHASES),
+        # A switchback recording's header leads with the answer: the saving line every command prints.
+        "answer": ((run or {}).get("saving_line") or None) if len(phase_cols["start"]) else None,
+        "warnings": list(warnings or []) + ([cut_note] if cut_note else []),
+        "run": run or {},
+    }
+
+
+@dataclass
+class _Placed:
+    """The groups of a page in their order (rank, then format), and where each sits on the page's clock."""
+
+    analyses: list[TimelineAnalysis]
+    tls: list[Timeline]
+    #: Per group: ns to add to put its timeline on the common clock (:func:`clock_offsets`), and what was done.
+    offs: list[int]
+    clock_note: str | None
+    #: Per group: its switchback overlay log and steps (:func:`phase_source`), or None.
+    phase_src: list[tuple[Timeline, Steps | None] | None]
+    #: {id(log): its offset} of the phase logs that can be placed (:func:`_log_offsets`).
+    log_off: dict[int, int]
+    #: The page's time 0 on the common clock: the earliest event.
+    origin: int
+    #: Timelines per rank: a rank read from several sources names the format in its lanes' labels.
+    ranks_sources: dict[int, int]
+
+
+def _placed(analyses: list[TimelineAnalysis], timelines: list[Timeline] | None) -> _Placed:
+    """The groups of ``analyses`` ordered (:func:`_order`) and placed on one clock, with their phase logs."""
     order = _order([a.tl for a in analyses])
     analyses = [analyses[i] for i in order]
     tls = [a.tl for a in analyses]
@@ -218,94 +282,137 @@ def build_payload(
     phase_src = [phase_source(a, list(timelines or [])) for a in analyses]
     log_off = _log_offsets(tls, offs, [src[0] for src in phase_src if src is not None])
     starts = [int(t.start.min()) + o for t, o in zip(tls, offs) if len(t)]
-    origin = min(starts) if starts else 0
     ranks_sources: dict[int, int] = {}
     for t in tls:
         ranks_sources[t.rank] = ranks_sources.get(t.rank, 0) + 1
+    return _Placed(analyses, tls, offs, clock_note, phase_src, log_off, min(starts) if starts else 0, ranks_sources)
 
-    names = Interner()
-    lanes: list[dict] = []
-    groups: list[dict] = []
-    inst = _Cols(("lane", "start", "dur", "name", "step", "hidden", "exposed", "group", "key"))
-    piece = _Cols(("key", "start", "dur", "hidden"))
-    work_all = _Cols(("lane", "start", "dur", "name", "cat"))
-    fwd = _Cols(("lane", "start", "dur", "name"))
-    wait = _Cols(("lane", "start", "dur", "name"))
-    step = _Cols(("group", "id", "start", "dur"))
-    phase = _Cols(("lane", "start", "dur", "name", "phase", "first", "last", "n"))
-    inst_base = 0
 
-    for gi, (a, off) in enumerate(zip(analyses, offs)):
-        tl = a.tl
-        shift = off - origin
-        f_rows, w_rows = forward_rows(a), wait_rows(a)
-        special = np.zeros(len(tl), dtype=bool)
-        special[a.inst.matched] = True
-        special[f_rows] = True
-        special[w_rows] = True
-        special |= tl.kind == Kind.STEP
-        work_rows = np.flatnonzero(~special)
-        name_map = _intern_used(names, tl, np.concatenate((a.inst.name, tl.name[f_rows], tl.name[w_rows], tl.name[work_rows])))
+class _Tables:
+    """The page's tables while its groups are added: the names interned page-wide, the lanes, the groups, and
+    the growing columns of each table (instances before sorting are numbered page-wide: ``inst_base``)."""
 
-        used = np.zeros(len(tl.lanes), dtype=bool)
-        used[tl.lane[work_rows]] = True
-        used[a.inst.lane] = True
-        lane_ids = sorted(np.flatnonzero(used).tolist(), key=lambda i: (_LANE_ORDER.get(tl.lanes[i].kind, 9), i))
-        prefix = f"rank {tl.rank}" + (f" · {tl.fmt}" if ranks_sources[tl.rank] > 1 else "")
-        lane0 = len(lanes)
-        src = phase_src[gi]
-        blocks = phase_blocks(*src) if src is not None and id(src[0]) in log_off else None
-        if src is not None and blocks:
-            _add_phase_row(phase, names, lanes, blocks, log_off[id(src[0])] - origin, gi, prefix)
-        f_lane = w_lane = -1
-        if len(f_rows):
-            f_lane = len(lanes)
-            lanes.append({"label": f"{prefix} · forward pass", "group": gi, "kind": "forward"})
-        if len(w_rows):
-            w_lane = len(lanes)
-            lanes.append({"label": f"{prefix} · sampler wait", "group": gi, "kind": "wait"})
-        glane = np.full(len(tl.lanes), -1, dtype=np.int64)
-        for li in lane_ids:
-            ln = tl.lanes[li]
-            label = ln.name if ln.kind != LaneKind.STREAM else f"{ln.device} {ln.name}"
-            glane[li] = len(lanes)
-            lanes.append({"label": f"{prefix} · {label}", "group": gi, "kind": _LANE_KIND_NAME.get(ln.kind, "other")})
+    def __init__(self) -> None:
+        self.names = Interner()
+        self.lanes: list[dict] = []
+        self.groups: list[dict] = []
+        self.inst = _Cols(("lane", "start", "dur", "name", "step", "hidden", "exposed", "group", "key"))
+        self.piece = _Cols(("key", "start", "dur", "hidden"))
+        self.work_all = _Cols(("lane", "start", "dur", "name", "cat"))
+        self.fwd = _Cols(("lane", "start", "dur", "name"))
+        self.wait = _Cols(("lane", "start", "dur", "name"))
+        self.step = _Cols(("group", "id", "start", "dur"))
+        self.phase = _Cols(("lane", "start", "dur", "name", "phase", "first", "last", "n"))
+        self.inst_base = 0
 
-        # Instances and their hidden/exposed pieces (key: page-wide instance number before sorting).
-        pcs = instance_pieces(a)
-        n = len(a.inst)
-        keys = inst_base + np.arange(n, dtype=np.int64)
-        inst.add(
-            lane=glane[a.inst.lane], start=a.inst.start + shift, dur=a.inst.end - a.inst.start,
-            name=name_map[a.inst.name] if n else np.empty(0, np.int64), step=a.step, hidden=a.hidden,
-            exposed=a.exposed, group=np.full(n, gi), key=keys,
+
+@dataclass
+class _Rows:
+    """Which events of one group's timeline go to which table: forward spans, sampler waits, and the work
+    (every other event but the instances and the steps)."""
+
+    forward: np.ndarray
+    wait: np.ndarray
+    work: np.ndarray
+
+
+def _rows_of(a: TimelineAnalysis) -> _Rows:
+    """The forward, wait and work rows of ``a``'s timeline."""
+    tl = a.tl
+    f_rows, w_rows = forward_rows(a), wait_rows(a)
+    special = np.zeros(len(tl), dtype=bool)
+    special[a.inst.matched] = True
+    special[f_rows] = True
+    special[w_rows] = True
+    special |= tl.kind == Kind.STEP
+    return _Rows(f_rows, w_rows, np.flatnonzero(~special))
+
+
+def _add_group(tabs: _Tables, place: _Placed, gi: int) -> None:
+    """Group ``gi`` (one timeline) onto the page: its lanes, instances and pieces, forward, wait, work and steps,
+    moved onto the page's clock (``shift``: its offset less the page's origin), and its entry in ``groups``."""
+    a, tl = place.analyses[gi], place.tls[gi]
+    shift = place.offs[gi] - place.origin
+    rows = _rows_of(a)
+    name_map = _intern_used(tabs.names, tl, np.concatenate((a.inst.name, tl.name[rows.forward], tl.name[rows.wait],
+                                                             tl.name[rows.work])))
+    lane0 = len(tabs.lanes)
+    glane, f_lane, w_lane = _add_lanes(tabs, place, gi, rows)
+    _add_instances(tabs, a, glane, name_map, shift, gi)
+    for r, cols, ln in ((rows.forward, tabs.fwd, f_lane), (rows.wait, tabs.wait, w_lane)):
+        if len(r):
+            cols.add(lane=np.full(len(r), ln), start=tl.start[r] + shift, dur=tl.dur[r], name=name_map[tl.name[r]])
+    if len(rows.work):
+        tabs.work_all.add(
+            lane=glane[tl.lane[rows.work]], start=tl.start[rows.work] + shift, dur=tl.dur[rows.work],
+            name=name_map[tl.name[rows.work]], cat=_CAT_OF_KIND[tl.kind[rows.work]],
         )
-        piece.add(key=inst_base + pcs.inst, start=pcs.start + shift, dur=pcs.end - pcs.start, hidden=pcs.hidden)
-        inst_base += n
+    st = a.steps
+    if len(st):
+        s_end = st.end.copy()
+        s_end[:-1] = np.minimum(s_end[:-1], st.start[1:])  # windows may overlap their successor
+        tabs.step.add(group=np.full(len(st), gi), id=st.ids, start=st.start + shift, dur=np.maximum(s_end - st.start, 0))
+    hid, tot = int(a.hidden.sum()), int(a.total.sum())
+    tabs.groups.append({
+        "rank": tl.rank, "fmt": tl.fmt, "backend": tl.backend, "source": tl.source, "lane0": lane0,
+        "lane1": len(tabs.lanes), "rule": a.inst.rule, "forward_source": a.forward_source,
+        "forward_label": forward_label(a.forward_source), "step_source": st.source,
+        "instances": len(a.inst), "total_ns": tot, "hidden_ns": hid, "exposed_ns": tot - hid, "events": len(tl),
+    })
 
-        for rows, cols, ln in ((f_rows, fwd, f_lane), (w_rows, wait, w_lane)):
-            if len(rows):
-                cols.add(lane=np.full(len(rows), ln), start=tl.start[rows] + shift, dur=tl.dur[rows], name=name_map[tl.name[rows]])
-        if len(work_rows):
-            work_all.add(
-                lane=glane[tl.lane[work_rows]], start=tl.start[work_rows] + shift, dur=tl.dur[work_rows],
-                name=name_map[tl.name[work_rows]], cat=_CAT_OF_KIND[tl.kind[work_rows]],
-            )
-        st = a.steps
-        if len(st):
-            s_end = st.end.copy()
-            s_end[:-1] = np.minimum(s_end[:-1], st.start[1:])  # windows may overlap their successor
-            step.add(group=np.full(len(st), gi), id=st.ids, start=st.start + shift, dur=np.maximum(s_end - st.start, 0))
-        hid, tot = int(a.hidden.sum()), int(a.total.sum())
-        groups.append({
-            "rank": tl.rank, "fmt": tl.fmt, "backend": tl.backend, "source": tl.source, "lane0": lane0,
-            "lane1": len(lanes), "rule": a.inst.rule, "forward_source": a.forward_source,
-            "forward_label": forward_label(a.forward_source), "step_source": st.source,
-            "instances": n, "total_ns": tot, "hidden_ns": hid, "exposed_ns": tot - hid, "events": len(tl),
-        })
 
+def _add_lanes(tabs: _Tables, place: _Placed, gi: int, rows: _Rows) -> tuple[np.ndarray, int, int]:
+    """Group ``gi``'s rows of the page, in order: its switchback phase row (with its blocks), forward pass,
+    sampler wait, then each lane of the timeline that holds work or an instance (streams first). Returns the
+    page's lane of each timeline lane (-1: not drawn) and the forward and wait rows' (-1: none)."""
+    a, tl = place.analyses[gi], place.tls[gi]
+    used = np.zeros(len(tl.lanes), dtype=bool)
+    used[tl.lane[rows.work]] = True
+    used[a.inst.lane] = True
+    lane_ids = sorted(np.flatnonzero(used).tolist(), key=lambda i: (_LANE_ORDER.get(tl.lanes[i].kind, 9), i))
+    prefix = f"rank {tl.rank}" + (f" · {tl.fmt}" if place.ranks_sources[tl.rank] > 1 else "")
+    lanes = tabs.lanes
+    src = place.phase_src[gi]
+    blocks = phase_blocks(*src) if src is not None and id(src[0]) in place.log_off else None
+    if src is not None and blocks:
+        _add_phase_row(tabs.phase, tabs.names, lanes, blocks, place.log_off[id(src[0])] - place.origin, gi, prefix)
+    f_lane = w_lane = -1
+    if len(rows.forward):
+        f_lane = len(lanes)
+        lanes.append({"label": f"{prefix} · forward pass", "group": gi, "kind": "forward"})
+    if len(rows.wait):
+        w_lane = len(lanes)
+        lanes.append({"label": f"{prefix} · sampler wait", "group": gi, "kind": "wait"})
+    glane = np.full(len(tl.lanes), -1, dtype=np.int64)
+    for li in lane_ids:
+        ln = tl.lanes[li]
+        label = ln.name if ln.kind != LaneKind.STREAM else f"{ln.device} {ln.name}"
+        glane[li] = len(lanes)
+        lanes.append({"label": f"{prefix} · {label}", "group": gi, "kind": _LANE_KIND_NAME.get(ln.kind, "other")})
+    return glane, f_lane, w_lane
+
+
+def _add_instances(tabs: _Tables, a: TimelineAnalysis, glane: np.ndarray, name_map: np.ndarray, shift: int,
+                   gi: int) -> None:
+    """Group ``gi``'s instances and their hidden/exposed pieces (key: the page-wide instance number before
+    sorting, which :func:`_instance_tables` turns into the row of the sorted instance table)."""
+    pcs = instance_pieces(a)
+    n = len(a.inst)
+    keys = tabs.inst_base + np.arange(n, dtype=np.int64)
+    tabs.inst.add(
+        lane=glane[a.inst.lane], start=a.inst.start + shift, dur=a.inst.end - a.inst.start,
+        name=name_map[a.inst.name] if n else np.empty(0, np.int64), step=a.step, hidden=a.hidden,
+        exposed=a.exposed, group=np.full(n, gi), key=keys,
+    )
+    tabs.piece.add(key=tabs.inst_base + pcs.inst, start=pcs.start + shift, dur=pcs.end - pcs.start, hidden=pcs.hidden)
+    tabs.inst_base += n
+
+
+def _work_tables(work_all: _Cols, t_end: int, detail_budget: int,
+                 busy_budget: int) -> tuple[lod.Detail, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The level of detail (:func:`lod.choose`) over every work event, the work events of the lanes drawn in
+    detail (sorted by lane, then start) and the busy intervals of the others."""
     w = work_all.sorted_by()
-    t_end = max((int(t.end.max()) + o - origin for t, o in zip(tls, offs) if len(t)), default=0)
     detail = lod.choose(w["lane"], w["start"], w["start"] + w["dur"], detail_budget=detail_budget, busy_budget=busy_budget,
                         span_ns=t_end)
     keep = np.isin(w["lane"], list(detail.detailed_lanes)) if detail.detailed_lanes else np.zeros(len(w["lane"]), bool)
@@ -313,7 +420,25 @@ def build_payload(
     o = np.lexsort((work["start"], work["lane"]))
     work = {k: v[o] for k, v in work.items()}
     busy = {"lane": detail.busy_lane, "start": detail.busy_start, "dur": detail.busy_end - detail.busy_start}
+    return detail, work, busy
 
+
+def _lod_info(detail: lod.Detail, detail_budget: int, busy_budget: int) -> dict:
+    """What the page says of its level of detail: the sentence, the counts and the budgets."""
+    return {
+        "text": detail.describe(),
+        "events": int(detail.events_in),
+        "merged": int(detail.merged_events),
+        "busy_intervals": int(len(detail.busy_start)),
+        "gap_closed_ns": int(detail.gap_closed_ns),
+        "detail_budget": detail_budget,
+        "busy_budget": busy_budget,
+    }
+
+
+def _instance_tables(inst: _Cols, piece: _Cols) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The instance table sorted by lane and start (``np``: its pieces' count) and the piece table, each piece
+    pointing at the row of its instance (``inst``) and sorted by it, then by start."""
     ic = inst.sorted_by("lane", "start")
     # Pieces point at rows of the sorted instance table.
     row_of_key = np.empty(len(ic["key"]), dtype=np.int64)
@@ -324,56 +449,24 @@ def build_payload(
     pc = {k: v[o] for k, v in pc.items()}
     ic.pop("key")
     ic["np"] = np.bincount(pc["inst"], minlength=len(ic["start"])).astype(np.int64)
+    return ic, pc
+
+
+def _page_names(names: Interner, tables: Sequence[dict[str, np.ndarray]]) -> tuple[list[str], str | None]:
+    """The page's name table and the note on what was cut: long names cut within the page's budget, and past
+    :data:`FOLD_AFTER` characters of cut names the later ones folded into one entry, the ``name`` column of each
+    of ``tables`` renumbered to match (in place)."""
     # Interned, each name is held once; names that all differ cannot be interned: long ones share a budget.
     page_names, cut_note = budget_names(names.names, "timeline")
     # ... and past a cap the cut ones share one entry (a million distinct long names: one name, not a million).
     page_names, remap, folded = fold_cut_names(page_names)
-    fwd_cols, wait_cols = fwd.sorted_by("lane", "start"), wait.sorted_by("lane", "start")
-    phase_cols = _in_span(phase.sorted_by("lane", "start"), t_end)
     if remap is not None:
-        for tab in (ic, work, fwd_cols, wait_cols, phase_cols):
+        for tab in tables:
             if len(tab["name"]):
                 tab["name"] = remap[tab["name"]]
         cut_note = (f"{cut_note}; past {FOLD_AFTER >> 20} Mi characters of cut names, {folded:,} more share one "
                     f"entry, \"other long names ({folded:,})\", which search cannot tell apart")
-    return {
-        "schema": SCHEMA,
-        "kind": "timeline",
-        "title": title,
-        "tool": f"expo-prof {__version__}",
-        "origin_ns": str(origin),
-        "origin_is_epoch": origin > _EPOCH_2001_NS,
-        "span_ns": t_end,
-        "clock_note": clock_note,
-        "lod": {
-            "text": detail.describe(),
-            "events": int(detail.events_in),
-            "merged": int(detail.merged_events),
-            "busy_intervals": int(len(detail.busy_start)),
-            "gap_closed_ns": int(detail.gap_closed_ns),
-            "detail_budget": detail_budget,
-            "busy_budget": busy_budget,
-        },
-        "work_cats": list(WORK_CATS),
-        "names": page_names,
-        "lanes": lanes,
-        "groups": groups,
-        "inst": ic,
-        "piece": pc,
-        "work": work,
-        "busy": busy,
-        "busy_cover": {"bin_ns": int(detail.cover_bin_ns), "lanes": sorted(detail.cover),
-                       "ns": [detail.cover[k] for k in sorted(detail.cover)]},
-        "fwd": fwd_cols,
-        "wait": wait_cols,
-        "step": step.sorted_by("group", "start"),
-        "phase": phase_cols,
-        "phases": list(PHASES),
-        # A switchback recording's header leads with the answer: the saving line every command prints.
-        "answer": ((run or {}).get("saving_line") or None) if len(phase_cols["start"]) else None,
-        "warnings": list(warnings or []) + ([cut_note] if cut_note else []),
-        "run": run or {},
-    }
+    return page_names, cut_note
 
 
 def _add_phase_row(cols: _Cols, names: Interner, lanes: list[dict], blocks: PhaseBlocks, shift: int, group: int,

@@ -71,7 +71,7 @@ class Settler:
         mine = [s for s in savings if s.rank == rank]
         want = list(DECIDING.get(len(mine[0].arms), (OFF, ON)))
         deciding = next((s for s in mine if s.compared == want), mine[0])
-        return Look(deciding, deciding.off_steps + deciding.on_steps)
+        return Look(deciding, deciding.baseline_steps + deciding.arm_steps)
 
 
 

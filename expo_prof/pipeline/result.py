@@ -20,8 +20,7 @@ from expo_prof.analysis.overlap.hidden import TimelineAnalysis
 from expo_prof.analysis.model import AnalysisResult, Summary
 from expo_prof.analysis.model import Natural
 from expo_prof.analysis.model import Saving
-from expo_prof.analysis.saving.sequential import decide
-from expo_prof.analysis.saving.words import across_zero, diff_words, margin_words, sequence_words, tokps_ci_text
+from expo_prof.analysis.saving.words import saving_line_part
 from expo_prof.pipeline.options import Options
 from expo_prof.runs.recordings import Recording
 from expo_prof.words import fmt_ns, plural
@@ -39,9 +38,12 @@ def headline(summary: Summary | None) -> str:
     frac = "–" if summary.hidden_fraction is None else f"{100 * summary.hidden_fraction:.1f} %"
     ps = summary.per_step
     waited = ps.wait_ns is not None and summary.wait_ns is not None
-    paid = ps.critical_ns.mean if ps.critical_ns is not None else ps.exposed_ns.mean
     what = "exposed ∪ wait" if waited else "exposed"
-    return f"{plural(summary.instances, 'instance')}, {frac} hidden; critical path {fmt_ns(paid)}/step ({what})"
+    # A per-step figure needs steps: a trace without step markers has instances but no step to divide them by.
+    head = f"{plural(summary.instances, 'instance')}, {frac} hidden"
+    if ps.critical_ns is None or not ps.critical_ns.n:
+        return f"{head}; no steps, so no critical path per step ({what})"
+    return f"{head}; critical path {fmt_ns(ps.critical_ns.mean)}/step ({what})"
 
 
 #: What the saving line says where nothing measured it (names the command that does).
@@ -105,9 +107,9 @@ def measured_under(sv: Saving | None, manifest: dict | None) -> str:
                      + ("" if rate in (None, "inf") else f" at {rate} req/s"))
     elif w.get("load_cmd"):
         words.append("your load command")
-    steps = sum(sh.off_steps + sh.on_steps for sh in sv.shapes)
+    steps = sum(sh.baseline_steps + sh.arm_steps for sh in sv.shapes)
     if steps:
-        words.append(f"batch {sum(sh.reqs * (sh.off_steps + sh.on_steps) for sh in sv.shapes) / steps:.1f} requests "
+        words.append(f"batch {sum(sh.reqs * (sh.baseline_steps + sh.arm_steps) for sh in sv.shapes) / steps:.1f} requests "
                      "on average")
     stopped = (m.get("switchback") or {}).get("stopped") or {}
     la = stopped.get("loadavg")
@@ -143,45 +145,10 @@ def saving_line(savings: list[Saving], op: str | None = None, bound: SamplingBou
     who = f", rank {first[0].rank} of {ranks}" if ranks > 1 else ""
     tail = f"; measured under {under}" if under else ""
     if len(first[0].arms) == 2:
-        return f"saving (switchback{who}): " + _saving_part(first[0]) + tail
+        return f"saving (switchback{who}): " + saving_line_part(first[0]) + tail
     # Three arms: each comparison, baseline last ("on vs off: ...").
     return f"saving (switchback, {len(first[0].arms)} arms{who}): " + "; ".join(
-        f"{s.compared[1]} vs {s.compared[0]}: {_saving_part(s)}" for s in first) + tail
-
-
-def _saving_part(s: Saving) -> str:
-    """One comparison's verdict, saving per step with its CI, tok/s and pairs."""
-    head = s.decision
-    if s.saving is None:
-        return f"{head} — no pair of blocks ran a batch shape in common"
-    if s.sequence is not None:
-        return _sequence_part(s)
-    sign = 1 if s.saving.mean_ns >= 0 else -1
-    if across_zero(s.saving):
-        # Words that follow the CI: an interval across zero shows no difference, whatever the mean's sign.
-        line = f"{head} — {diff_words(s.saving, 'saved', 'added', per='/step')}"
-    else:
-        ci = "" if s.saving.ci_ns is None else " (95% CI {} to {})".format(*(fmt_ns(sign * c) for c in sorted(
-            s.saving.ci_ns, key=lambda c: sign * c)))
-        line = f"{head} — {'saves' if sign > 0 else 'costs'} {fmt_ns(sign * s.saving.mean_ns)}/step{ci}"
-    if s.tokps_change_pct is not None:
-        line += f", output tok/s {s.tokps_change_pct:+.1f}%"
-        if s.tokps_ci_pct is not None:
-            line += f" ({tokps_ci_text(s.tokps_ci_pct, s.tokps_ci_note, 1).removeprefix('95% CI ')})"
-    return f"{line}, {plural(s.pairs, 'block pair')}"
-
-
-def _sequence_part(s: Saving) -> str:
-    """A sequential switchback's verdict: the saving with its 95% confidence sequence, tok/s, the margin."""
-    sq = s.sequence
-    assert sq is not None
-    line = (f"{sq.decision} — {sequence_words(sq, s.off_step_ns)}, margin {margin_words(sq.margin_ns, s.off_step_ns)}, "
-            f"{plural(s.pairs, 'block pair')}")
-    if sq.settled_at is not None and sq.settled_at < sq.pairs and decide(sq.lo_ns, sq.hi_ns, sq.margin_ns) != sq.decision:
-        # The decision is the first settling look's (the run stopped there); pairs in flight after it widened the
-        # sequence shown (it holds at every pair at once), so the line says where it was decided.
-        line += f", decided at block pair {sq.settled_at} (the pairs after it widened the sequence)"
-    return line
+        f"{s.compared[1]} vs {s.compared[0]}: {saving_line_part(s)}" for s in first) + tail
 
 
 @dataclass

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from expo_prof.analysis.rollup import analyze_parts
 from expo_prof.analysis.cluster import cluster_view
-from expo_prof.analysis.model import AnalysisResult, RunEntry
+from expo_prof.analysis.model import AnalysisResult, RecordingEntry
 from expo_prof.analysis.saving.recording import savings_of, sequential_spec
 from expo_prof.errors import BadInput, NothingFound
 from expo_prof.pipeline.options import Options
@@ -125,9 +125,9 @@ def run(paths: Sequence[str | Path], options: Options | None = None, *,
             continue
         if several:
             for r in res.ranks:
-                r.run = rec.label
+                r.recording = rec.label
             for s in res.steps:
-                s.run = rec.label
+                s.recording = rec.label
         prefix = f"{rec.label}: " if several else ""
         warnings += [prefix + w for w in res.warnings if w not in loaded.warnings]
         info += [prefix + line for line in res.info]
@@ -207,13 +207,13 @@ def _read_elsewhere(plist: list, opts: Options, progress: ProgressFn | None):
     return None
 
 
-def _entry(rr: RecordingResult) -> RunEntry:
+def _entry(rr: RecordingResult) -> RecordingEntry:
     rec: Recording = rr.recording
     a = rr.analysis
     ranks = sorted({r.rank for r in a.ranks}) if a is not None else []
-    return RunEntry(label=rec.label, path=rec.path, overlay=rec.overlay, ranks=ranks,
+    return RecordingEntry(label=rec.label, path=rec.path, overlay=rec.overlay, ranks=ranks,
                     summary=a.summary if a is not None else None, error=rr.error,
-                    headline=rr.headline, saving_line=rr.saving_line, saving=rr.savings, natural=rr.natural,
+                    headline=rr.headline, saving_line=rr.saving_line, savings=rr.savings, natural=rr.natural,
                     bound=rr.bound, measured_under=rr.measured_under, arrival=rr.arrival)
 
 
@@ -228,9 +228,9 @@ def _document(plist: list[Path], opts: Options, results: list[RecordingResult], 
         summary=found[0].summary if len(results) == 1 else None,
         ranks=[r for a in found for r in a.ranks],
         steps=[s for a in found for s in a.steps],
-        runs=[_entry(r) for r in results],
+        recordings=[_entry(r) for r in results],
         warnings=warnings,
         info=info,
         skipped=[[p, why] for p, why in skipped],
-        cluster=[v for v in (cluster_view(a.steps, a.steps[0].run if a.steps else None) for a in found) if v],
+        cluster=[v for v in (cluster_view(a.steps, a.steps[0].recording if a.steps else None) for a in found) if v],
     )

@@ -278,119 +278,195 @@ def read_overlay_log(data: bytes | bytearray, path: Path) -> Timeline:
 
 
 def _read(lines: _Lines, path: Path) -> Timeline:
+    """The Timeline of an event log's lines: the lines read and checked (:class:`_Scan`), the step lines made
+    columns and events (:func:`_step_columns`), the header and summary made one
+    :class:`~expo_prof.timeline.OverlayLog` (:func:`_overlay_log`)."""
     where = str(path)
-    warnings: list[str] = []
-    header: dict[str, Any] | None = None
-    summary: dict[str, Any] | None = None
-    #: Step lines after the last summary line: a checkpoint summary ("final": false) does not count them.
-    after_summary = 0
-    notices: list[dict[str, Any]] = []
-    steps: list[dict[str, Any]] = []
-    # Garbage lines (not JSON, not an object, no "type": binary junk, NUL bytes, invalid UTF-8, a cut line) are
-    # counted and skipped, the first one named; the valid lines around them are kept.
-    bad_lines = 0
-    first_bad = 0
-    # Step lines with a field of the wrong type: the field is ignored, the line kept.
-    bad_field_lines = 0
-    first_bad_field = ""
-    # Lines longer than MAX_LINE_BYTES: skipped unread, the first named with its length.
-    long_lines = 0
-    first_long = ""
-    # The last line that is not JSON, and whether a header came before it: the last line of the file is torn
-    # rather than malformed (a process killed while writing), which is only known at the end.
-    undecoded, header_before = -1, False
-    text_lines = 0
-    try:
-        for i, raw, length in lines:
-            if raw is None:
-                text_lines += 1
-                long_lines += 1
-                first_long = first_long or f"line {i + 1}: {length:,} bytes"
-                continue
-            if not raw.strip():
-                continue
-            text_lines += 1
-            try:
-                obj = _DEC.decode(raw)
-            except msgspec.DecodeError:
-                bad_lines += 1
-                first_bad = first_bad or i + 1
-                undecoded, header_before = i, header is not None
-                continue
-            if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-                bad_lines += 1
-                first_bad = first_bad or i + 1
-                continue
-            typ = obj.get("type")
-            if typ == "header":
-                if header is not None:
-                    warnings.append(f"{where}: second header line {i + 1} ignored")
-                    continue
-                schema = obj.get("schema")
-                if schema not in READABLE_SCHEMAS or isinstance(schema, bool):
-                    raise BadInput(
-                        f"{where}: event log schema {_short(schema)} is not supported "
-                        f"(this expo-prof reads schemas {', '.join(map(str, READABLE_SCHEMAS))}; "
-                        "use a matching expo-prof version)"
-                    )
-                header = obj
-                lines.limit = None
-            elif header is None:
-                raise BadInput(f"{where}: event log does not start with a header line (line {i + 1} is {_short(typ)})")
-            elif typ == "step":
-                bad = _bad_fields(obj)
-                if bad:
-                    bad_field_lines += 1
-                    first_bad_field = first_bad_field or f"line {i + 1}: {', '.join(bad)}"
-                steps.append(obj)
-                after_summary += 1
-            elif typ == "summary":
-                summary = obj
-                after_summary = 0
-            elif typ == "notice":
-                notices.append(obj)
-            # Unknown types are ignored (forward compatible within one schema).
-    except _NoHeaderYet:
-        if lines.first == 0:
-            what = "NUL bytes from byte 0 (a file allocated but never written: a crash?)"
-        elif long_lines or lines.cut > MAX_LINE_BYTES:
-            first_long = first_long or f"line {lines.count + 1}: {lines.cut:,} bytes and more"
-            what = f"no header line ({first_long}, longer than the {_mb(MAX_LINE_BYTES)} an event-log line may hold)"
-        else:
-            what = (f"no header line in its first {_mb(HEADER_WITHIN)} ({plural(text_lines, 'line')}, none a JSON "
-                    "object with a type)")
-        raise BadInput(f"{where}: not an overlay event log: {what}") from None
-    last = lines.count - 1 if lines.torn else lines.count - 2
-    if undecoded == last and (lines.torn or last > 0) and header_before:
-        bad_lines -= 1
-        warnings.append(f"{where}: last line is incomplete (process killed while writing?); skipped it")
-    if long_lines:
-        warnings.append(f"{where}: {plural(long_lines, 'line')} longer than the {_mb(MAX_LINE_BYTES)} an event-log "
-                        f"line may hold skipped unread (the first: {first_long})")
-    if header is None:
-        if bad_lines:
-            raise BadInput(f"{where}: not an overlay event log: none of its {text_lines} line(s) is a JSON object "
-                           "with a type, and no header line (a damaged or foreign file?)")
-        if long_lines:
-            raise BadInput(f"{where}: not an overlay event log: no header line ({first_long}, longer than the "
-                           f"{_mb(MAX_LINE_BYTES)} an event-log line may hold)")
-        raise BadInput(f"{where}: empty event log (no header line)")
-    if bad_lines:
-        warnings.append(f"{where}: {bad_lines} malformed line(s) skipped (not a JSON object with a type; "
-                        f"the first: line {first_bad})")
-    if bad_field_lines:
-        warnings.append(f"{where}: {bad_field_lines} step line(s) with a field of the wrong type; those fields "
-                        f"ignored (the first: {first_bad_field})")
-
+    scan = _Scan(where)
+    scan.read(lines)
+    header = scan.checked(lines)
+    warnings = scan.warnings
     rank = _int(header.get("rank")) or 0
     backend = str(header["backend"]) if header.get("backend") in ("cpu", "cuda", "npu") else "cpu"
     lanes = [Lane(LaneKind.OVERLAY, backend, lane_name) for _k, _span, lane_name in _WINDOWS]
     lanes.append(Lane(LaneKind.OVERLAY, backend, "overlay model"))
     names = Interner()
-    name_ids = [names(span) for _k, span, _l in _WINDOWS]
-    busy_lane, busy_name = len(_WINDOWS), names(OVERLAY_MODEL_BUSY)
+    cols, ev = _step_columns(scan.steps, header, names)
+    if ev.missing_t0:
+        warnings.append(f"{where}: {ev.missing_t0} step line(s) without t0_ns skipped")
+    meta = {OVERLAY_KEY: _overlay_log(scan, header, cols, lines.torn)}
+    return build_timeline(
+        rank=rank,
+        source=where,
+        fmt="overlay-log",
+        backend=backend,
+        lanes=lanes,
+        names=names,
+        start=np.array(ev.start, dtype=np.int64),
+        dur=np.array(ev.dur, dtype=np.int64),
+        lane=np.array(ev.lane, dtype=np.int32),
+        name=np.array(ev.name, dtype=np.int32),
+        kind=np.full(len(ev.start), Kind.OVERLAY, dtype=np.int8),
+        step=np.array(ev.step, dtype=np.int64),
+        meta=meta,
+        warnings=warnings,
+    )
 
-    n = len(steps)
+
+class _Scan:
+    """The lines of one event log, read and sorted: the header, step, summary and notice lines, and what was
+    wrong with the others (counted, the first named, for one warning each)."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.warnings: list[str] = []
+        self.header: dict[str, Any] | None = None
+        self.summary: dict[str, Any] | None = None
+        #: Step lines after the last summary line: a checkpoint summary ("final": false) does not count them.
+        self.after_summary = 0
+        self.notices: list[dict[str, Any]] = []
+        self.steps: list[dict[str, Any]] = []
+        # Garbage lines (not JSON, not an object, no "type": binary junk, NUL bytes, invalid UTF-8, a cut line)
+        # are counted and skipped, the first one named; the valid lines around them are kept.
+        self.bad_lines = 0
+        self.first_bad = 0
+        # Step lines with a field of the wrong type: the field is ignored, the line kept.
+        self.bad_field_lines = 0
+        self.first_bad_field = ""
+        # Lines longer than MAX_LINE_BYTES: skipped unread, the first named with its length.
+        self.long_lines = 0
+        self.first_long = ""
+        # The last line that is not JSON, and whether a header came before it: the last line of the file is
+        # torn rather than malformed (a process killed while writing), which is only known at the end.
+        self.undecoded, self.header_before = -1, False
+        self.text_lines = 0
+
+    def read(self, lines: _Lines) -> None:
+        """Read every line (:meth:`line`); BadInput when the data holds no header line where one must be."""
+        try:
+            for i, raw, length in lines:
+                self.line(lines, i, raw, length)
+        except _NoHeaderYet:
+            raise BadInput(f"{self.where}: not an overlay event log: {self._no_header(lines)}") from None
+
+    def line(self, lines: _Lines, i: int, raw: bytes | None, length: int) -> None:
+        """Take line ``i`` (None: longer than :data:`MAX_LINE_BYTES`, ``length`` bytes): counted when it is
+        blank, too long or no JSON object with a type, else sorted by its type (:meth:`_typed`)."""
+        if raw is None:
+            self.text_lines += 1
+            self.long_lines += 1
+            self.first_long = self.first_long or f"line {i + 1}: {length:,} bytes"
+            return
+        if not raw.strip():
+            return
+        self.text_lines += 1
+        try:
+            obj = _DEC.decode(raw)
+        except msgspec.DecodeError:
+            self.bad_lines += 1
+            self.first_bad = self.first_bad or i + 1
+            self.undecoded, self.header_before = i, self.header is not None
+            return
+        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+            self.bad_lines += 1
+            self.first_bad = self.first_bad or i + 1
+            return
+        self._typed(lines, i, obj)
+
+    def _typed(self, lines: _Lines, i: int, obj: dict[str, Any]) -> None:
+        """A JSON object with a type: the header (the first only; its schema must be one this reader knows),
+        then step, summary and notice lines; unknown types are ignored (forward compatible within one
+        schema)."""
+        where = self.where
+        typ = obj.get("type")
+        if typ == "header":
+            if self.header is not None:
+                self.warnings.append(f"{where}: second header line {i + 1} ignored")
+                return
+            schema = obj.get("schema")
+            if schema not in READABLE_SCHEMAS or isinstance(schema, bool):
+                raise BadInput(
+                    f"{where}: event log schema {_short(schema)} is not supported "
+                    f"(this expo-prof reads schemas {', '.join(map(str, READABLE_SCHEMAS))}; "
+                    "use a matching expo-prof version)"
+                )
+            self.header = obj
+            lines.limit = None
+        elif self.header is None:
+            raise BadInput(f"{where}: event log does not start with a header line (line {i + 1} is {_short(typ)})")
+        elif typ == "step":
+            bad = _bad_fields(obj)
+            if bad:
+                self.bad_field_lines += 1
+                self.first_bad_field = self.first_bad_field or f"line {i + 1}: {', '.join(bad)}"
+            self.steps.append(obj)
+            self.after_summary += 1
+        elif typ == "summary":
+            self.summary = obj
+            self.after_summary = 0
+        elif typ == "notice":
+            self.notices.append(obj)
+
+    def _no_header(self, lines: _Lines) -> str:
+        """Why the data that went past :data:`HEADER_WITHIN` bytes without a header line is no event log."""
+        if lines.first == 0:
+            return "NUL bytes from byte 0 (a file allocated but never written: a crash?)"
+        if self.long_lines or lines.cut > MAX_LINE_BYTES:
+            first_long = self.first_long or f"line {lines.count + 1}: {lines.cut:,} bytes and more"
+            return f"no header line ({first_long}, longer than the {_mb(MAX_LINE_BYTES)} an event-log line may hold)"
+        return (f"no header line in its first {_mb(HEADER_WITHIN)} ({plural(self.text_lines, 'line')}, none a JSON "
+                "object with a type)")
+
+    def checked(self, lines: _Lines) -> dict[str, Any]:
+        """Once every line is read: the header line (BadInput when there is none), and one warning each for a
+        torn last line, lines too long, malformed lines and step lines with fields of the wrong type."""
+        where = self.where
+        last = lines.count - 1 if lines.torn else lines.count - 2
+        if self.undecoded == last and (lines.torn or last > 0) and self.header_before:
+            self.bad_lines -= 1
+            self.warnings.append(f"{where}: last line is incomplete (process killed while writing?); skipped it")
+        if self.long_lines:
+            self.warnings.append(f"{where}: {plural(self.long_lines, 'line')} longer than the {_mb(MAX_LINE_BYTES)} "
+                                 f"an event-log line may hold skipped unread (the first: {self.first_long})")
+        if self.header is None:
+            if self.bad_lines:
+                raise BadInput(f"{where}: not an overlay event log: none of its {self.text_lines} line(s) is a JSON "
+                               "object with a type, and no header line (a damaged or foreign file?)")
+            if self.long_lines:
+                raise BadInput(f"{where}: not an overlay event log: no header line ({self.first_long}, longer than "
+                               f"the {_mb(MAX_LINE_BYTES)} an event-log line may hold)")
+            raise BadInput(f"{where}: empty event log (no header line)")
+        if self.bad_lines:
+            self.warnings.append(f"{where}: {self.bad_lines} malformed line(s) skipped (not a JSON object with a "
+                                 f"type; the first: line {self.first_bad})")
+        if self.bad_field_lines:
+            self.warnings.append(f"{where}: {self.bad_field_lines} step line(s) with a field of the wrong type; "
+                                 f"those fields ignored (the first: {self.first_bad_field})")
+        return self.header
+
+
+class _Events:
+    """The overlay's events of a log, one list per column (the Timeline's ``start``, ``dur``, ``lane``, ``name``
+    and ``step``), and the step lines skipped for want of a ``t0_ns``."""
+
+    def __init__(self) -> None:
+        self.start: list[int] = []
+        self.dur: list[int] = []
+        self.lane: list[int] = []
+        self.name: list[int] = []
+        self.step: list[int] = []
+        self.missing_t0 = 0
+
+    def add(self, start: int, dur: int, lane: int, name: int, step: int) -> None:
+        self.start.append(start)
+        self.dur.append(dur)
+        self.lane.append(lane)
+        self.name.append(name)
+        self.step.append(step)
+
+
+def _empty_columns(n: int) -> dict[str, Any]:
+    """The per-step columns of ``n`` step lines, before they are filled (-1 / 0 / None: unknown)."""
     cols: dict[str, Any] = {
         "step": np.full(n, -1, dtype=np.int64),
         "rows": np.zeros(n, dtype=np.int64),
@@ -414,60 +490,77 @@ def _read(lines: _Lines, path: Path) -> Timeline:
     for key, _span, _lane in _WINDOWS:
         cols[f"{key}_start_ns"] = np.full(n, -1, dtype=np.int64)
         cols[f"{key}_ns"] = np.full(n, -1, dtype=np.int64)
-    ev_start: list[int] = []
-    ev_dur: list[int] = []
-    ev_lane: list[int] = []
-    ev_name: list[int] = []
-    ev_step: list[int] = []
-    missing_t0 = 0
+    return cols
+
+
+def _step_columns(steps: list[dict[str, Any]], header: dict[str, Any],
+                  names: Interner) -> tuple[dict[str, Any], _Events]:
+    """The per-step columns of the step lines (:func:`_step_fields`) and their events: up to four windows on the
+    overlay lanes and the model's busy window (:func:`_step_events`); a step line without ``t0_ns`` has
+    columns but no events."""
+    name_ids = [names(span) for _k, span, _l in _WINDOWS]
+    busy_name = names(OVERLAY_MODEL_BUSY)
+    cols = _empty_columns(len(steps))
+    ev = _Events()
     for j, s in enumerate(steps):
-        sid = _int(s.get("step"))
-        cols["step"][j] = -1 if sid is None else sid
-        cols["rows"][j] = _int(s.get("rows")) or 0
-        cols["vocab"][j] = _int(s.get("vocab")) or 0
-        cols["launched"][j] = s.get("launched") is True
-        cols["used"][j] = s.get("used") is True
-        fb = s.get("fallback")
-        cols["fallback"][j] = fb if isinstance(fb, str) else None
-        cols["dtype"][j] = s.get("dtype") if isinstance(s.get("dtype"), str) else None
-        cols["timing"][j] = s.get("timing") if isinstance(s.get("timing"), str) else None
-        phase = s.get("phase", PHASE_ON if header.get("schema") == 1 else None)
-        cols["phase"][j] = phase if phase in PHASES else None
-        cols["tokens"][j] = _int(s.get("tokens")) or 0
-        cols["reqs"][j] = _int(s.get("reqs", s.get("rows"))) or 0
-        block = _int(s.get("block"))
-        cols["block"][j] = block if block is not None and block >= 0 else -1
-        host_end = _int(s.get("host_end"))
-        cols["host_end_ns"][j] = host_end if host_end is not None and host_end >= 0 else -1
+        _step_fields(cols, j, s, header)
         t0 = _int(s.get("t0_ns"))
         if t0 is None:
-            missing_t0 += 1
+            ev.missing_t0 += 1
             continue
         cols["t0_ns"][j] = t0
-        win = {}
-        for lane_i, (key, _span, _lane) in enumerate(_WINDOWS):
-            w = _window(s.get(key))
-            if w is None:
-                continue
-            win[key] = w
-            a, b = w
-            cols[f"{key}_start_ns"][j] = t0 + a
-            cols[f"{key}_ns"][j] = b - a
-            ev_start.append(t0 + a)
-            ev_dur.append(b - a)
-            ev_lane.append(lane_i)
-            ev_name.append(name_ids[lane_i])
-            ev_step.append(cols["step"][j])
-        busy = _model_busy(win)
-        if busy is not None:
-            ev_start.append(t0 + busy[0])
-            ev_dur.append(busy[1] - busy[0])
-            ev_lane.append(busy_lane)
-            ev_name.append(busy_name)
-            ev_step.append(cols["step"][j])
-    if missing_t0:
-        warnings.append(f"{where}: {missing_t0} step line(s) without t0_ns skipped")
+        _step_events(cols, j, s, t0, ev, name_ids, busy_name)
+    return cols, ev
 
+
+def _step_fields(cols: dict[str, Any], j: int, s: dict[str, Any], header: dict[str, Any]) -> None:
+    """Row ``j`` of the per-step columns from the step line ``s`` (a field of the wrong type reads as unknown)."""
+    sid = _int(s.get("step"))
+    cols["step"][j] = -1 if sid is None else sid
+    cols["rows"][j] = _int(s.get("rows")) or 0
+    cols["vocab"][j] = _int(s.get("vocab")) or 0
+    cols["launched"][j] = s.get("launched") is True
+    cols["used"][j] = s.get("used") is True
+    fb = s.get("fallback")
+    cols["fallback"][j] = fb if isinstance(fb, str) else None
+    cols["dtype"][j] = s.get("dtype") if isinstance(s.get("dtype"), str) else None
+    cols["timing"][j] = s.get("timing") if isinstance(s.get("timing"), str) else None
+    phase = s.get("phase", PHASE_ON if header.get("schema") == 1 else None)
+    cols["phase"][j] = phase if phase in PHASES else None
+    cols["tokens"][j] = _int(s.get("tokens")) or 0
+    cols["reqs"][j] = _int(s.get("reqs", s.get("rows"))) or 0
+    block = _int(s.get("block"))
+    cols["block"][j] = block if block is not None and block >= 0 else -1
+    host_end = _int(s.get("host_end"))
+    cols["host_end_ns"][j] = host_end if host_end is not None and host_end >= 0 else -1
+
+
+def _step_events(cols: dict[str, Any], j: int, s: dict[str, Any], t0: int, ev: _Events, name_ids: list[int],
+                 busy_name: int) -> None:
+    """The events of step line ``s`` (row ``j``, at ``t0``): each of its windows on its lane (and in the
+    columns), then the model's busy window (:func:`_model_busy`) on the lane after them."""
+    win = {}
+    for lane_i, (key, _span, _lane) in enumerate(_WINDOWS):
+        w = _window(s.get(key))
+        if w is None:
+            continue
+        win[key] = w
+        a, b = w
+        cols[f"{key}_start_ns"][j] = t0 + a
+        cols[f"{key}_ns"][j] = b - a
+        ev.add(t0 + a, b - a, lane_i, name_ids[lane_i], cols["step"][j])
+    busy = _model_busy(win)
+    if busy is not None:
+        ev.add(t0 + busy[0], busy[1] - busy[0], len(_WINDOWS), busy_name, cols["step"][j])
+
+
+def _overlay_log(scan: _Scan, header: dict[str, Any], cols: dict[str, Any], torn: bool) -> OverlayLog:
+    """The log's :class:`~expo_prof.timeline.OverlayLog`: the header, the summary line (or the counts recomputed
+    from the step lines where it is missing or stale: a warning says why), the per-step columns and notices;
+    a warning for step lines the overlay left out of the file."""
+    where, warnings = scan.where, scan.warnings
+    n = len(scan.steps)
+    summary = scan.summary
     fallbacks: dict[str, int] = {}
     for fb in cols["fallback"]:
         if fb is not None:
@@ -478,7 +571,7 @@ def _read(lines: _Lines, path: Path) -> Timeline:
         "used": int(cols["used"].sum()),
         "fallbacks": fallbacks,
     }
-    why = missing_why(None if summary is None else summary.get("final") is not False, after_summary, lines.torn)
+    why = missing_why(None if summary is None else summary.get("final") is not False, scan.after_summary, torn)
     if why is not None:
         # No summary, or a checkpoint whose counts later steps made stale: the counts are the recomputed ones.
         summary = None
@@ -491,34 +584,16 @@ def _read(lines: _Lines, path: Path) -> Timeline:
             f"{left_out['dropped']} dropped (writer queue full); per-step figures cover the {n} written"
         )
     mono, wall = _int(header.get("mono_ns")), _int(header.get("wall_ns"))
-    meta = {
-        OVERLAY_KEY: OverlayLog(
-            header=header,
-            summary=summary if summary is not None else recomputed,
-            summary_from_file=summary is not None,
-            # False: the last summary is a checkpoint written while the process ran (it was not stopped cleanly,
-            # but no step line came after it, so its counts are whole); None: no usable summary.
-            summary_final=None if summary is None else summary.get("final", True) is not False,
-            recomputed=recomputed,
-            steps=cols,
-            notices=notices,
-            q_memory={k: _int(summary.get(k)) if summary else None for k in Q_MEMORY_KEYS},
-            wall_minus_mono_ns=(wall - mono) if mono is not None and wall is not None else None,
-        )
-    }
-    return build_timeline(
-        rank=rank,
-        source=where,
-        fmt="overlay-log",
-        backend=backend,
-        lanes=lanes,
-        names=names,
-        start=np.array(ev_start, dtype=np.int64),
-        dur=np.array(ev_dur, dtype=np.int64),
-        lane=np.array(ev_lane, dtype=np.int32),
-        name=np.array(ev_name, dtype=np.int32),
-        kind=np.full(len(ev_start), Kind.OVERLAY, dtype=np.int8),
-        step=np.array(ev_step, dtype=np.int64),
-        meta=meta,
-        warnings=warnings,
+    return OverlayLog(
+        header=header,
+        summary=summary if summary is not None else recomputed,
+        summary_from_file=summary is not None,
+        # False: the last summary is a checkpoint written while the process ran (it was not stopped cleanly,
+        # but no step line came after it, so its counts are whole); None: no usable summary.
+        summary_final=None if summary is None else summary.get("final", True) is not False,
+        recomputed=recomputed,
+        steps=cols,
+        notices=scan.notices,
+        q_memory={k: _int(summary.get(k)) if summary else None for k in Q_MEMORY_KEYS},
+        wall_minus_mono_ns=(wall - mono) if mono is not None and wall is not None else None,
     )

@@ -49,7 +49,7 @@ def _folder(result: AnalysisResult) -> str | None:
 def misses(con: Console, result: AnalysisResult, files: int | None = None) -> None:
     """After the results: the recordings without a target instance, one line each, what was looked for and the
     next step once (the same for all of them), and a closing line (:func:`closing`)."""
-    missed = [e for e in result.runs if e.summary is None]
+    missed = [e for e in result.recordings if e.summary is None]
     if missed:
         under = _folder(result)
         con.print()
@@ -79,10 +79,10 @@ def misses(con: Console, result: AnalysisResult, files: int | None = None) -> No
 
 def closing(result: AnalysisResult, files: int | None = None) -> str:
     """One line: files read, recordings with and without a result, files passed over and skipped by kind."""
-    missed = sum(e.summary is None for e in result.runs)
-    found = len(result.runs) - missed
+    missed = sum(e.summary is None for e in result.recordings)
+    found = len(result.recordings) - missed
     head = f"{plural(files, 'file')} read: " if files is not None else ""
-    line = (head + f"{plural(len(result.runs), 'recording')}, {found} with a result"
+    line = (head + f"{plural(len(result.recordings), 'recording')}, {found} with a result"
             + (" (above)" if found else "") + (f", {missed} without" if missed else ""))
     passed = next((i.removeprefix(_PASSED_OVER) for i in result.info if i.startswith(_PASSED_OVER)), None)
     if passed:

@@ -14,18 +14,20 @@ from expo_prof.analysis.saving.arrival import BURSTS, SWITCHBACK_MEANING
 
 from expo_prof.analysis.model import SwitchbackArrival
 from expo_prof.analysis.model import Natural
-from expo_prof.analysis.model import Interval, Saving, StepParts
-from expo_prof.analysis.saving.words import SIGN_ONLY, DROPPED_WORDS, arm_words_of, across_zero, settle_words, tokps_ci_text, tokps_of
+from expo_prof.analysis.model import Saving, StepParts
+from expo_prof.analysis.saving.words import (
+    DROPPED_WORDS,
+    SIGN_ONLY,
+    TOKPS_DIGITS,
+    across_zero,
+    arm_words_of,
+    ci_column,
+    settle_words,
+    tokps_ci_text,
+    tokps_of,
+    tokps_text,
+)
 from expo_prof.words import fmt_ns, plural
-
-
-def _ci(iv: Interval) -> str:
-    """The CI column: the interval, and "no difference shown" with its width where it holds zero."""
-    if iv.ci_ns is None:
-        return "no CI: fewer than 2 block pairs"
-    lo, hi = iv.ci_ns
-    text = f"95% CI {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)}"
-    return f"{text}: no difference shown (width {fmt_ns(hi - lo)})" if across_zero(iv) else text
 
 
 def _parts_rows(t: Table, p: StepParts | None) -> None:
@@ -33,7 +35,7 @@ def _parts_rows(t: Table, p: StepParts | None) -> None:
     if p is None:
         return
     t.add_row("  forward", fmt_ns(p.forward_ns), "")
-    wait = "" if p.wait_ns is None else f"its wait for q included ({fmt_ns(p.wait_ns)})"
+    wait = "" if p.log_wait_ns is None else f"its wait for q included (log window {fmt_ns(p.log_wait_ns)})"
     t.add_row("  sampler", fmt_ns(p.sampler_ns), wait)
     t.add_row("  rest", fmt_ns(p.rest_ns), "vLLM's host time outside both")
 
@@ -75,31 +77,30 @@ def saving_table(sv: Saving, several: bool = False, under: str = "",
     for just in ("left", "right", "left"):
         t.add_column(justify=just)
     t.add_row("verdict", sv.decision, "")
-    t.add_row(f"step, {arm_words(sv, base)}", fmt_ns(sv.off_step_ns), f"{plural(sv.off_steps, 'step')} ({base} blocks)")
-    _parts_rows(t, sv.off_parts)
-    t.add_row(f"step, {arm_words(sv, arm)}", fmt_ns(sv.on_step_ns), f"{plural(sv.on_steps, 'step')} ({arm} blocks)")
-    _parts_rows(t, sv.on_parts)
+    t.add_row(f"cadence, {arm_words(sv, base)}", fmt_ns(sv.baseline_cadence_ns), f"{plural(sv.baseline_steps, 'step')} ({base} blocks)")
+    _parts_rows(t, sv.baseline_parts)
+    t.add_row(f"cadence, {arm_words(sv, arm)}", fmt_ns(sv.arm_cadence_ns), f"{plural(sv.arm_steps, 'step')} ({arm} blocks)")
+    _parts_rows(t, sv.arm_parts)
     sq = sv.sequence
     if sq is not None:
         cs = ("–" if sq.lo_ns is None or sq.hi_ns is None
               else f"95% confidence sequence {fmt_ns(sq.lo_ns, signed=True)} to {fmt_ns(sq.hi_ns, signed=True)}")
         t.add_row("saved / step", fmt_ns(sq.mean_ns), cs)
-        m_tok = tokps_of(sq.margin_ns, sv.off_step_ns)
+        m_tok = tokps_of(sq.margin_ns, sv.baseline_cadence_ns)
         t.add_row("margin", f"±{fmt_ns(sq.margin_ns)}",
-                  "no effect inside it" + (f" (±{m_tok:.1f}% output tok/s)" if m_tok is not None else ""))
+                  "no effect inside it" + (f" (±{m_tok:.{TOKPS_DIGITS}f}% output tok/s)" if m_tok is not None else ""))
     elif sv.saving is not None:
-        t.add_row("saved / step", fmt_ns(sv.saving.mean_ns), _ci(sv.saving))
+        t.add_row("saved / step", fmt_ns(sv.saving.mean_ns), ci_column(sv.saving))
     if sv.tokps_change_pct is not None and sq is None:
-        # One decimal, as the headline under the block prints it: one figure, never "+29.95%" above "+29.9%".
-        t.add_row("output tok/s", f"{sv.tokps_change_pct:+.1f}%",
-                  tokps_ci_text(sv.tokps_ci_pct, sv.tokps_ci_note, digits=1))
+        # The digits of every output (analysis/saving/words.py): one figure, never "+29.95%" above "+29.9%".
+        t.add_row("output tok/s", tokps_text(sv.tokps_change_pct), tokps_ci_text(sv.tokps_ci_pct, sv.tokps_ci_note))
     if sv.forward_change is not None:
         # Contention is named only where the CI shows the forward slower beside the lane.
         shown = not across_zero(sv.forward_change) and sv.forward_change.mean_ns > 0
         t.add_row(f"forward, {arm} − {base}", fmt_ns(sv.forward_change.mean_ns, signed=True),
-                  _ci(sv.forward_change) + (" (contention with the lane)" if shown else ""))
+                  ci_column(sv.forward_change) + (" (contention with the lane)" if shown else ""))
     if sv.sampler_change is not None:
-        t.add_row(f"sampler, {arm} − {base}", fmt_ns(sv.sampler_change.mean_ns, signed=True), _ci(sv.sampler_change))
+        t.add_row(f"sampler, {arm} − {base}", fmt_ns(sv.sampler_change.mean_ns, signed=True), ci_column(sv.sampler_change))
     _arrival_rows(t, sv, arrival)
     t.add_row("block pairs", str(sv.pairs), "; ".join(n for n in sv.notes if not n.startswith("left out: ")))
     for reason, n in sv.dropped.items():
@@ -115,8 +116,8 @@ def saving_table(sv: Saving, several: bool = False, under: str = "",
 def render_saving(con: Console, savings: list[Saving], natural: list[Natural], under: str = "",
                   arrival: SwitchbackArrival | None = None) -> None:
     """Every rank's saving table, then the forward-beside-the-draw line of each rank; ``under``: the load the
-    lowest rank's saving was measured under (RunEntry.measured_under); ``arrival``: the run's token gaps by arm
-    (RunEntry.arrival), in the lowest rank's tables."""
+    lowest rank's saving was measured under (RecordingEntry.measured_under); ``arrival``: the run's token gaps by arm
+    (RecordingEntry.arrival), in the lowest rank's tables."""
     for sv in savings:
         low = sv.rank == savings[0].rank
         con.print(saving_table(sv, len(savings) > 1, under if low else "", arrival if low else None))

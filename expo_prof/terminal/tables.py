@@ -14,14 +14,14 @@ from expo_prof.console import TextConsole
 from expo_prof.console import safe as escape  # markup escaped, control / bidi characters visible
 from rich.table import Table
 
-from expo_prof.analysis.rollup import worst_steps
 from expo_prof.analysis.cluster import per_step_means
-from expo_prof.analysis.model import AnalysisResult, Dist
+from expo_prof.analysis.model import AnalysisResult, Dist, RankResult, StepResult, Summary
 from expo_prof.terminal.base import fmt_frac
 from expo_prof.terminal.closing import misses
 from expo_prof.terminal.saving import render_saving
-from expo_prof.terminal.steps import WORST_LEGEND, render_step, worst_columns, worst_row
+from expo_prof.terminal.steps import worst_steps, WORST_LEGEND, render_step, worst_columns, worst_row
 from expo_prof.words import (
+    wait_label,
     COMPUTE_BUSY,
     fmt_ns,
     forward_source_words,
@@ -86,9 +86,9 @@ class TableReporter:
             from expo_prof.console import console
 
             con = console
-        several = len(result.runs) > 1
+        several = len(result.recordings) > 1
         # Results first; recordings without a target instance after them, in one short list (closing.misses).
-        entries = [e for e in result.runs if e.summary is not None or not several]
+        entries = [e for e in result.recordings if e.summary is not None or not several]
         for i, entry in enumerate(entries):
             if several:
                 if i:
@@ -102,26 +102,27 @@ class TableReporter:
             if entry.summary is None:
                 con.print(f"{escape(entry.label)}: {escape(entry.error or 'no instance found')}")
                 continue
-            if entry.saving and entry.saving_line:
+            if entry.savings and entry.saving_line:
                 # The answer leads (issue 39): what the overlay saves, measured, before any overlap figure.
                 con.print(f"[bold]{escape(entry.saving_line)}[/]")
             run = entry.label if several else None
-            ranks = [r for r in result.ranks if r.run == run]
+            ranks = [r for r in result.ranks if r.recording == run]
             # Forward is named by its source wherever it is printed: a forward span, or compute-busy time.
             fwd = _Forward(entry.summary.forward_source, ranks)
-            self._block(con, result, entry.summary, ranks, [s for s in result.steps if s.run == run], fwd)
-            view = next((v for v in result.cluster if v.run == run), None)
+            self._block(con, result, entry.summary, ranks, [s for s in result.steps if s.recording == run], fwd)
+            view = next((v for v in result.cluster if v.recording == run), None)
             if view is not None:
                 self._cluster(con, view, fwd)
-            render_saving(con, entry.saving, entry.natural, entry.measured_under, entry.arrival)
+            render_saving(con, entry.savings, entry.natural, entry.measured_under, entry.arrival)
             con.print(f"[bold]{escape(entry.headline)}[/]")
-            if entry.saving_line and not entry.saving:
+            if entry.saving_line and not entry.savings:
                 con.print(escape(entry.saving_line))
         if several or result.skipped:
             misses(con, result, self.files)
 
 
-    def _block(self, con: Console, result: AnalysisResult, s, ranks, steps, fwd: _Forward) -> None:
+    def _block(self, con: Console, result: AnalysisResult, s: Summary, ranks: list[RankResult], steps: list[StepResult],
+               fwd: _Forward) -> None:
         draw = result.op is None
         what = "exponential draw" if draw else f"--op {escape(result.op or '')}"
         several = s.ranks > 1
@@ -130,10 +131,13 @@ class TableReporter:
         ids = {st.step for st in steps if st.step is not None}
         # Ranks run their steps in parallel: 2 ranks × 12 steps are 12 steps (24 rank-steps), not 24 steps.
         t.add_row("instances", str(s.instances), f"{plural(s.ranks, 'rank')}, {plural(len(ids), 'step')} "
-                  f"({s.steps} rank-steps)" if several else f"1 rank, {plural(s.steps, 'step')}")
+                  f"({s.rank_steps} rank-steps)" if several else f"1 rank, {plural(s.rank_steps, 'step')}")
         t.add_row("total", fmt_ns(s.total_ns), "")
         t.add_row("hidden", fmt_ns(s.hidden_ns), f"{fmt_frac(s.hidden_fraction)} under other lanes' compute")
-        t.add_row("exposed", fmt_ns(s.exposed_ns), "extends the step")
+        # "Extends the step" only of the draw where a step is known: an --op's exposed time (NCCL beside a
+        # half-idle compute lane) or a draw without step markers claims nothing about a step.
+        t.add_row("exposed", fmt_ns(s.exposed_ns), "extends the step" if draw and s.rank_steps else
+                  "not under other lanes' compute")
         if s.wall_ns != s.total_ns:
             t.add_row("wall (union)", fmt_ns(s.wall_ns), f"{fmt_frac(s.wall_hidden_fraction)} hidden; instances overlap")
         # Totals of the run, like total and exposed above: over several ranks they add up rank-time (per step
@@ -143,8 +147,9 @@ class TableReporter:
         t.add_row(fwd.short, fmt_ns(s.forward_ns), "not measured" if s.forward_ns is None
                   else "; ".join(x for x in (escape(fwd.what), summed) if x))
         if draw:
-            t.add_row("sampler wait", fmt_ns(s.wait_ns), "not measured (no overlay spans or log)" if s.wait_ns is None
-                      else summed)
+            # Two sources measure the wait, and each prints under its own name (docs/glossary.md, "wait").
+            t.add_row(wait_label(s.wait_source), fmt_ns(s.wait_ns),
+                      "not measured (no overlay spans or log)" if s.wait_ns is None else summed)
         t.columns[-1].no_wrap = False  # a long detail wraps instead of cutting the figures short at 80 columns
         con.print(t)
         fwd.note(con, said=not fwd.mixed)  # the row named the source (or said it was not measured)
@@ -158,12 +163,14 @@ class TableReporter:
             ("step mean", "right"), ("step p50", "right"), ("step p99", "right"),
         )
         pi, ps = s.per_instance, s.per_step
-        d.add_row("total", *_d(pi.total_ns), *_d(ps.total_ns))
-        d.add_row("hidden", *_d(pi.hidden_ns), *_d(ps.hidden_ns))
-        d.add_row("exposed", *_d(pi.exposed_ns), *_d(ps.exposed_ns))
-        d.add_row(fwd.short, "", "", "", *_d(ps.forward_ns))
+        # A per-step figure needs steps: with none the step columns say so instead of a value.
+        _s = _d if s.rank_steps else (lambda _: ("no steps", "", ""))
+        d.add_row("total", *_d(pi.total_ns), *_s(ps.total_ns))
+        d.add_row("hidden", *_d(pi.hidden_ns), *_s(ps.hidden_ns))
+        d.add_row("exposed", *_d(pi.exposed_ns), *_s(ps.exposed_ns))
+        d.add_row(fwd.short, "", "", "", *_s(ps.forward_ns))
         if draw:
-            d.add_row("wait", "", "", "", *_d(ps.wait_ns))
+            d.add_row(wait_label(s.wait_source), "", "", "", *_s(ps.wait_ns))
         con.print(d)
         fwd.note(con)
         con.print()
@@ -177,7 +184,8 @@ class TableReporter:
         for rk in ranks:
             r.add_row(
                 str(rk.rank), str(rk.instances), fmt_ns(rk.total_ns), fmt_ns(rk.hidden_ns), fmt_ns(rk.exposed_ns),
-                fmt_frac(rk.hidden_fraction), fmt_ns(rk.per_step.exposed_ns.p99), *([fmt_ns(rk.wait_ns)] if draw else []),
+                fmt_frac(rk.hidden_fraction), fmt_ns(rk.per_step.exposed_ns.p99) if rk.step_count else "no steps",
+                *([fmt_ns(rk.wait_ns)] if draw else []),
             )
         con.print(r)
         con.print()
@@ -192,9 +200,9 @@ class TableReporter:
         src.columns[-2].no_wrap = False
         con.print(src)
         con.print()
-        render_step(con, s.step, draw, s.ranks)
+        render_step(con, s.step_breakdown, draw, s.ranks)
 
-        worst = worst_steps(steps, self.top)
+        worst = worst_steps(steps, self.top) if s.rank_steps else []  # no step: no worst step either
         if worst:
             con.print()
             w = _table(
@@ -207,7 +215,7 @@ class TableReporter:
             for st in worst:
                 w.add_row(*worst_row(st, draw))
             con.print(w)
-            con.print(WORST_LEGEND if draw else WORST_LEGEND.replace("critical path", "exposed"))
+            con.print(WORST_LEGEND if draw else WORST_LEGEND.replace("critical ÷", "exposed ÷"))
             fwd.note(con)
             con.print()
 

@@ -55,6 +55,9 @@ def cases() -> list[tuple[str, list[str]]]:
         out.append((name + "--op-any", [*argv, "--op", OP_ANY]))
     for rel, op in OPS.items():
         out.append((_name(rel) + "--op-" + op, [str(REALTRACES / rel), "--op", op]))
+    # Two recordings, one of two ranks: the cluster view of one recording among several (it names its recording).
+    two = [str(REALTRACES / "msinsight/test/data/pytorch/text" / d) for d in ("level1", "level0")]
+    out.append(("msinsight-level1-and-level0--op-any", [*two, "--op", OP_ANY]))
     return out
 
 

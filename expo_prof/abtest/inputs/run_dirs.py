@@ -60,7 +60,9 @@ def mechanism_values(analysis: dict) -> tuple[dict[str, float], dict[str, Any]]:
     summary = analysis.get("summary") or {}
     per_step = summary.get("per_step") or {}
     values: dict[str, float] = {}
-    if not summary.get("steps"):
+    # Schema 3 counts rank-steps as rank_steps; an analysis.json that record saved before it says steps.
+    rank_steps = summary.get("rank_steps", summary.get("steps"))
+    if not rank_steps:
         return values, {}
     for key, name in (
         ("critical_ns", "critical_us_per_step"),
@@ -76,8 +78,12 @@ def mechanism_values(analysis: dict) -> tuple[dict[str, float], dict[str, Any]]:
     ranks = analysis.get("ranks") or []
     by_rank = [(r.get("rank"), r.get("forward_source")) for r in ranks if r.get("forward_source")]
     info = {
-        "steps": summary.get("steps"),
+        "steps": rank_steps,
         "rule": ranks[0].get("rule") if ranks else None,
+        # What every rank's instances are (each rank's rule, "+"-joined where several applied) and the --op
+        # target if any: two sides whose instances differ are not one measure (judging/likeness.py).
+        "rules": sorted({p for r in ranks if r.get("rule") for p in str(r["rule"]).split("+")}),
+        "op": analysis.get("op"),
         # The run's source ("mixed" when its ranks' differ; an analysis.json from before the summary-level key
         # has it per rank only): never the first rank's alone, a mix is said.
         "forward_source": summary.get("forward_source") or common_forward_source(s for _, s in by_rank),

@@ -27,6 +27,7 @@ from expo_prof.version import __version__
 from expo_prof.abtest.inputs.sides import Loaded
 from expo_prof.abtest.inputs.workloads import check as check_workloads
 from expo_prof.abtest.judging import flags as flagmod
+from expo_prof.abtest.judging.likeness import unlike
 from expo_prof.abtest.judging.mechanism import explain, forward_metric_label
 from expo_prof.abtest.judging.verdict import verdict_of
 from expo_prof.abtest.metrics import HIGHER, METRICS, Metric, primary_of
@@ -36,6 +37,7 @@ from expo_prof.abtest.model import (
     KEEP_OFF,
     MISSING,
     NO_DIFFERENCE,
+    NOT_COMPARED,
     SAME,
     UNTESTABLE,
     WORSE,
@@ -80,8 +82,9 @@ def _finite(x: float) -> float | None:
 
 def metric_result(metric: Metric, a_runs: list[str], a_vals: list[float | None], a_flags: list[str],
                   b_runs: list[str], b_vals: list[float | None], b_flags: list[str],
-                  pairs: list[tuple[int, int]] | None, alpha: float) -> MetricResult:
-    """One metric: values, means, change, CI, tests, outcome and runs needed."""
+                  pairs: list[tuple[int, int]] | None, alpha: float, not_compared: str | None = None) -> MetricResult:
+    """One metric: values, means, change, CI, tests, outcome and runs needed. ``not_compared``: why the two
+    sides measure different things (judging/likeness.py): then only the values and means, and that reason."""
     a_st, b_st = _side_stats(a_runs, a_vals, a_flags), _side_stats(b_runs, b_vals, b_flags)
     notes: list[str] = []
     base: dict[str, Any] = dict(name=metric.name, label=metric.label, unit=metric.unit,
@@ -96,6 +99,11 @@ def metric_result(metric: Metric, a_runs: list[str], a_vals: list[float | None],
     for st, n_runs, side in ((a_st, len(a_runs), "A"), (b_st, len(b_runs), "B")):
         if st.n < n_runs:
             notes.append(f"present in {st.n} of {n_runs} runs of side {side}")
+    if not_compared is not None:
+        # Two different things: their difference is no change of either, so none is computed (nor a test of it).
+        return MetricResult(**base, diff=None, change_pct=None, ci_diff=None, ci_pct=None, paired=pairs is not None,
+                            pairs=0, t_test=None, permutation=None, significant=None, outcome=NOT_COMPARED,
+                            runs_needed=None, notes=notes, decided_by=None, not_compared=not_compared)
     assert a_st.mean is not None and b_st.mean is not None  # both sides have values (n > 0)
     diff = b_st.mean - a_st.mean
     change = 100.0 * diff / a_st.mean if a_st.mean else None
@@ -201,13 +209,15 @@ class _View:
 
     def result(self, metric: Metric, alpha: float, marks: dict[tuple[str, str, int], str]) -> MetricResult:
         la, lb = self.loaded.a, self.loaded.b
+        # Judged on the runs of this view: a run left out no longer makes its side's measure mixed.
+        why = unlike(metric, la.name, [la.runs[i] for i in self.keep_a], lb.name, [lb.runs[j] for j in self.keep_b])
         return metric_result(
             metric,
             [la.runs[i].label for i in self.keep_a], [la.runs[i].values.get(metric.name) for i in self.keep_a],
             [marks.get((metric.name, "a", i), "") for i in self.keep_a],
             [lb.runs[j].label for j in self.keep_b], [lb.runs[j].values.get(metric.name) for j in self.keep_b],
             [marks.get((metric.name, "b", j), "") for j in self.keep_b],
-            self.pairs, alpha,
+            self.pairs, alpha, why,
         )
 
 
@@ -312,7 +322,8 @@ def _sensitivity(loaded: Loaded, pmetric: Metric | None, alpha: float, decision:
         runs = [loaded.a.runs[i].label for i in sorted(da)] + [loaded.b.runs[j].label for j in sorted(db)]
         judge = r.permutation if r.decided_by == "permutation" else r.t_test
         p = judge.p if judge else None
-        change = "n/a" if r.change_pct is None else f"{r.change_pct:+.2f}%"
+        change = ("not compared" if r.outcome == NOT_COMPARED else "n/a" if r.change_pct is None
+                  else f"{r.change_pct:+.2f}%")
         ci = "" if r.ci_pct is None else f" (95% CI {r.ci_pct[0]:+.2f}% to {r.ci_pct[1]:+.2f}%)"
         pv = "" if p is None else f", p={p:.3g}"
         statement = (f"{label} ({', '.join(runs)}): {pmetric.label} {change}{ci}{pv} → {d}"

@@ -75,7 +75,15 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
     tpot = results.get("mean_tpot_ms")
     notes: list[str] = []
     removed = basis = None
-    if crit and crit.a.mean is not None and crit.b.mean is not None:
+    #: Why the exponential taken off the critical path is not measured, when the sides time different things.
+    removed_missing = None
+    if crit and crit.not_compared is not None:
+        # A fused sampler's time (noise + argmax in one op) on one side, the draw's on the other: their difference
+        # is no exponential taken off the path. Nor is the on runs' hidden draw an estimate of it: the off runs
+        # paid the fused op, not that draw (judging/likeness.py).
+        removed_missing = ("the exponential taken off the critical path is not measured: the two sides' critical "
+                           f"paths time different things, so their difference is no saving: {crit.not_compared}")
+    elif crit and crit.a.mean is not None and crit.b.mean is not None:
         removed = crit.a.mean - crit.b.mean
         basis = "measured: critical-path exponential per step (exposed and sampler wait), off − on"
     elif hid and hid.b.mean is not None:
@@ -88,6 +96,8 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
     # A cause is named only from like measures: two forward spans of different extent differ by what
     # they enclose, and that difference would read as contention (issue 33).
     missing = unlike_forward(loaded) if f_off is not None and f_on is not None else None
+    if missing is None and fwd is not None and fwd.not_compared is not None:  # the row's runs (a view) differ
+        missing = f"the forward time is not one measure on the two sides ({fwd.not_compared})"
     if f_off is not None and f_on is not None and missing is None:
         slow = f_on - f_off
         slow_pct = 100.0 * slow / f_off if f_off else None
@@ -96,6 +106,8 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
         missing = ("the off runs have no forward timing (record them with a profiler, e.g. "
                    "`ab --profiler torch`)")
         notes.append(f"forward-pass slowdown not measured: {missing}")
+    if removed_missing is not None:
+        missing = removed_missing if missing is None else f"{missing}; {removed_missing}"
     tpot_us = (tpot.b.mean - tpot.a.mean) * 1e3 if tpot and tpot.a.mean is not None and tpot.b.mean is not None else None
     net = removed - slow if removed is not None and slow is not None else None
     if removed is None and slow is None and missing is None:
@@ -109,6 +121,11 @@ def explain(results: dict[str, MetricResult], loaded: Loaded) -> Mechanism:
     if removed is not None:
         parts.append(f"the overlay takes {fmt_ns(removed * 1e3)} of exponential off the critical path per step"
                      + (" (estimated)" if basis and basis.startswith("estimated") else ""))
+    elif removed_missing is not None and hid and hid.b.mean:
+        # What the on side alone says (no difference with the off side's unlike figure).
+        waits = (f", and their sampler waits {fmt_ns(wait.b.mean * 1e3)} per step for it"
+                 if wait and wait.b.mean is not None else "")
+        parts.append(f"the on runs hide {fmt_ns(hid.b.mean * 1e3)} of exponential per step beside the forward{waits}")
     if slow is not None:
         pct = f" ({slow_pct:+.1f}%)" if slow_pct is not None else ""
         qual = "" if sig is None else (", significant" if sig else ", not significant")

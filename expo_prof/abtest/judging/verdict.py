@@ -10,6 +10,7 @@ from expo_prof.abtest.model import (
     KEEP_OFF,
     MISSING,
     NO_DIFFERENCE,
+    NOT_COMPARED,
     UNTESTABLE,
     WORSE,
     MetricResult,
@@ -46,6 +47,11 @@ def verdict_of(primary: MetricResult | None, results: list[MetricResult], alpha:
     if primary.outcome == MISSING:
         decision = NO_DIFFERENCE
         statement = f"no verdict: {primary.label} is missing on one side"
+    elif primary.outcome == NOT_COMPARED:
+        # `--primary` on a row whose sides measure different things: no change to decide on, so no decision.
+        decision = INCONCLUSIVE
+        statement = (f"inconclusive: {primary.label} is not compared — {primary.not_compared}: the two sides "
+                     "measure different things; choose a metric both sides measure alike (--primary)")
     elif primary.outcome == UNTESTABLE and primary.t_test is not None:
         # Zero variance with too few runs for the permutation test: the degenerate t-test must not decide.
         decision, p, test = INCONCLUSIVE, None, None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 
 from expo_prof.abtest.metrics import METRICS
-from expo_prof.abtest.model import BETTER, BURSTS, ENABLE, KEEP_OFF, WORSE, ComparisonResult
+from expo_prof.abtest.model import BETTER, BURSTS, ENABLE, KEEP_OFF, NOT_COMPARED, WORSE, ComparisonResult
 from expo_prof.abtest.reporters.tables import bursty_metrics, num, pct
 from expo_prof.words import fmt_ns, visible
 
@@ -82,9 +82,13 @@ def mechanism_figure(result: ComparisonResult):
             fig.add_annotation(x=missing, y=0, yanchor="bottom", showarrow=False,
                                text=f"no {_t(r.label)} timing<br>for the {_t(missing)} runs")
             break
-    fig.update_layout(barmode="group", height=360, margin=dict(l=40, r=20, t=50, b=30),
-                      title="why: time per step (µs): critical path, and exponential hidden beside it",
-                      yaxis_title="µs per step")
+    title = "why: time per step (µs): critical path, and exponential hidden beside it"
+    # Bars of sides that time different things stand side by side, but are no change: said under the title.
+    unlike = dict.fromkeys(r.not_compared for r in (fwd, exp, hid) if r is not None and r.not_compared)
+    if unlike:
+        title += "<br><sup>not compared between the sides: " + "; ".join(_t(u) for u in unlike) + "</sup>"
+    fig.update_layout(barmode="group", height=360 + 20 * len(unlike), margin=dict(l=40, r=20, t=50 + 20 * len(unlike), b=30),
+                      title=title, yaxis_title="µs per step")
     return fig
 
 
@@ -117,13 +121,16 @@ def _table_html(result: ComparisonResult) -> str:
             continue
         ci = "–" if r.ci_pct is None else f"{r.ci_pct[0]:+.2f} … {r.ci_pct[1]:+.2f}%"
         p = "–" if r.t_test is None else f"{r.t_test.p:.3g}"
-        cls = "good" if r.outcome == BETTER else "bad" if r.outcome == WORSE else "unsure" if r.outcome == BURSTS else ""
+        cls = ("good" if r.outcome == BETTER else "bad" if r.outcome == WORSE
+               else "unsure" if r.outcome in (BURSTS, NOT_COMPARED) else "")
+        # Two sides that measure different things: their values, no change — the reason in its place.
+        outcome = r.outcome if r.not_compared is None else f"{r.outcome}: {r.not_compared}"
         runs_a = " ".join(num(v) for v in r.a.values)
         runs_b = " ".join(num(v) for v in r.b.values)
         rows.append(
             f"<tr><td>{_t(r.label)} ({_t(r.unit)})</td><td>{runs_a}</td><td>{runs_b}</td>"
             f"<td>{num(r.a.mean)}</td><td>{num(r.b.mean)}</td><td>{pct(r.change_pct)}</td><td>{ci}</td>"
-            f"<td>{p}</td><td class='{cls}'>{_t(r.outcome)}</td></tr>"
+            f"<td>{p}</td><td class='{cls}'>{_t(outcome)}</td></tr>"
         )
     head = (f"<tr><th>metric</th><th>{a} runs</th><th>{b} runs</th><th>{a} mean</th><th>{b} mean</th>"
             "<th>change</th><th>95% CI</th><th>p</th><th>outcome</th></tr>")

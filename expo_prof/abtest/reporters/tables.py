@@ -20,6 +20,7 @@ from expo_prof.abtest.model import (
     ENABLE,
     KEEP_OFF,
     MISSING,
+    NOT_COMPARED,
     SAME,
     UNTESTABLE,
     WORSE,
@@ -37,7 +38,8 @@ def escape(text: object) -> str:
 
 _MARK = {"warm-up": "ʷ", "outlier": "°"}
 _SHORT = {SAME: "n.s.", UNTESTABLE: "not testable"}
-_OUTCOME_STYLE = {BETTER: "green", WORSE: "red", UNTESTABLE: "yellow", MISSING: "dim", BURSTS: "yellow"}
+_OUTCOME_STYLE = {BETTER: "green", WORSE: "red", UNTESTABLE: "yellow", MISSING: "dim", BURSTS: "yellow",
+                  NOT_COMPARED: "yellow"}
 _DECISION_STYLE = {ENABLE: "bold green", KEEP_OFF: "bold red"}
 
 
@@ -111,13 +113,24 @@ def runs_table(result: ComparisonResult, *, all_metrics: bool = False) -> Table:
     return t
 
 
-def metric_table(result: ComparisonResult, *, all_metrics: bool = False) -> Table:
-    """One row per metric: means of the runs, change, CI, test, outcome."""
+def metric_table(result: ComparisonResult, *, all_metrics: bool = False, fit: Console | None = None) -> Table:
+    """One row per metric: means of the runs, change, CI, test, outcome. A row whose sides measure different
+    things (``not_compared``) has its means and, in place of a change, the reason: in its outcome cell, or — where
+    ``fit``'s width would wrap those cells (80 columns: a pipe, a CI log) — in a note under the table that names
+    its rows ("not compared — critical path / step, exposed exp / step: …")."""
+    table = _metric_table(result, all_metrics, footnotes=False)
+    if fit is not None and any(r.not_compared for r in _shown(result, all_metrics)) and (
+            fit.measure(table, options=fit.options.update_width(1 << 20)).maximum > fit.width):  # unwrapped
+        table = _metric_table(result, all_metrics, footnotes=True)
+    return table
+
+
+def _metric_table(result: ComparisonResult, all_metrics: bool, *, footnotes: bool) -> Table:
     a, b = result.a.name, result.b.name
     test = "paired t" if result.design.paired else "Welch t"
+    caption = f"p: {test} / permutation test · n.s.: no significant difference (~N: runs that would settle it)"
     t = Table(title=f"{escape(b)} vs {escape(a)}: change of the means", title_justify="left",
-              caption=f"p: {test} / permutation test · n.s.: no significant difference (~N: runs that would "
-                      "settle it)", caption_justify="left", box=box.SIMPLE_HEAD)
+              caption_justify="left", box=box.SIMPLE_HEAD)
     t.add_column("metric")
     t.add_column(escape(a), justify="right", no_wrap=True)
     t.add_column(escape(b), justify="right", no_wrap=True)
@@ -126,14 +139,25 @@ def metric_table(result: ComparisonResult, *, all_metrics: bool = False) -> Tabl
     # At 80 columns (a pipe, a CI log) the outcome wraps; no column is ever dropped.
     t.add_column("outcome")
     t.add_column("p", justify="right", no_wrap=True)
+    said: dict[str, list[str]] = {}  # a reason not to compare → the labels of its rows
     for r in _shown(result, all_metrics):
         ci = "–" if r.ci_pct is None else f"{_ci(r.ci_pct[0])}…{_ci(r.ci_pct[1])}%"
         style = _OUTCOME_STYLE.get(r.outcome, "")
-        outcome = _SHORT.get(r.outcome, r.outcome)
+        outcome = escape(_SHORT.get(r.outcome, r.outcome))
+        if r.not_compared is not None:
+            # No change between two different things: the reason in its place, said once (the draw's rows share
+            # one): in full on the first row that has it, or in a note under the table that names its rows.
+            rows = said.setdefault(r.not_compared, [])
+            rows.append(r.label)
+            if not footnotes:
+                outcome += ": " + escape(r.not_compared if len(rows) == 1 else f"as for {rows[0]}")
         if r.runs_needed:
             outcome += f" [dim](~{r.runs_needed}{' pairs' if r.paired else '/side'})[/]"
         t.add_row(escape(r.label), num(r.a.mean), num(r.b.mean), pct(r.change_pct), ci,
                   f"[{style}]{outcome}[/]" if style else outcome, _p_cell(r))
+    if footnotes:
+        caption += "".join(f"\n{NOT_COMPARED} — {escape(', '.join(rows))}: {escape(why)}" for why, rows in said.items())
+    t.caption = caption
     return t
 
 
@@ -182,7 +206,7 @@ def render(result: ComparisonResult, console: Console, *, all_metrics: bool = Fa
     if d.excluded:
         console.print(f"[dim]left out of the main analysis: {escape(', '.join(d.excluded))}[/]")
     console.print(runs_table(result, all_metrics=all_metrics))
-    console.print(metric_table(result, all_metrics=all_metrics))
+    console.print(metric_table(result, all_metrics=all_metrics, fit=console))
     arrival = result.mechanism.token_arrival
     if arrival is not None and arrival.measured and (arrival.bursts or all_metrics):
         table = arrival_table(result)

@@ -78,6 +78,9 @@ class TimelineAnalysis:
     #: The inputs hold the sampler's wait (overlay spans / event log) and something to measure the forward by:
     #: without them wait / forward are unknown, not zero.
     wait_measured: bool = False
+    #: Which source measured the wait: "span" (a trace's expo_prof::wait spans) or "log window" (the overlay
+    #: event log's wait windows, read alone or mapped onto a trace); None when none was measured.
+    wait_source: str | None = None
     forward_measured: bool = False
     #: Step id -> ns the noise held the critical path (exposed pieces ∪ sampler waits); None when no wait
     #: is measured here (then it is exposed + wait, e.g. with waits mapped in from an overlay log).
@@ -211,6 +214,7 @@ def analyze_timeline(tl: Timeline, op: re.Pattern | None = None) -> TimelineAnal
         wall=wall,
         wall_hidden=wall_hidden,
         wait_measured=len(w_rows) > 0,
+        wait_source=(None if not len(w_rows) else "log window" if tl.fmt == "overlay-log" else "span"),
         forward_measured=len(fwd_rows) > 0,
         critical_by_step=critical_by_step,
         facts=facts,

@@ -156,7 +156,8 @@ def attach_overlay_logs(parts: list[TimelineAnalysis], logs: list[TimelineAnalys
         w = dict(w)
         if i == 0 and (wait_out.any() or unplaced):
             w[-1] = w.get(-1, 0) + out_wait
-        changes: dict = {"wait_by_step": w, "wait_total": int(sum(w.values())), "wait_measured": True}
+        changes: dict = {"wait_by_step": w, "wait_total": int(sum(w.values())), "wait_measured": True,
+                         "wait_source": "log window"}
         if f:
             changes.update(forward_by_step=dict(f), forward_source=SPAN_FORWARD, forward_measured=True)
         new.append(dataclasses.replace(p, **changes))

@@ -62,19 +62,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from expo_prof.analysis.model import Interval, Saving, SequentialSpec, Shape, StepParts, Sequence
+from expo_prof.analysis.model import Interval, Saving, SequentialSpec, Shape, StepParts
 from expo_prof import stats
 from expo_prof.analysis.steps.facts import cadence, ints
 from expo_prof.analysis.saving.sequential import sequence
-from expo_prof.analysis.saving.words import (
-    across_zero,
-    diff_words,
-    left_out_words,
-    margin_words,
-    sequence_words,
-    tokps_ci_text,
-)
-from expo_prof.words import ENABLE, INCONCLUSIVE, KEEP_OFF, NO_DIFFERENCE, NO_EFFECT, UNDECIDED, fmt_ns, plural
+from expo_prof.analysis.saving.words import left_out_words, sequential_statement, statement
+from expo_prof.words import ENABLE, INCONCLUSIVE, KEEP_OFF, NO_DIFFERENCE, fmt_ns, plural
 
 CONFIDENCE = 0.95
 ALPHA = 0.05
@@ -150,14 +143,6 @@ def _pair_means(pair_of: np.ndarray, phase: np.ndarray, shape: np.ndarray, value
 
 def shape_key(reqs: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     return (ints(reqs) << 32) | (ints(tokens) & 0xFFFFFFFF)
-
-
-def _ci_text(iv: Interval, sign: int = 1) -> str:
-    """`` (95% CI lo to hi)`` of ``sign`` · the interval (empty without one)."""
-    if iv.ci_ns is None:
-        return ""
-    lo, hi = sorted(sign * c for c in iv.ci_ns)
-    return f" (95% CI {fmt_ns(lo)} to {fmt_ns(hi)})"
 
 
 def in_window(t0_ns: np.ndarray, wall_minus_mono_ns: int | None, window_ns: list[int] | None) -> np.ndarray:
@@ -280,7 +265,6 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
                        margin_share=share)
         decision = seq.decision
         needed = None if seq.pairs_needed is None else len(arms) * block_steps * seq.pairs_needed
-        statement = sequential_statement(seq, off_mean, subject, int(used.sum()), needed, forward_change, wait_on)
     else:
         if saving is not None and saving.significant is not None:
             if saving.significant:
@@ -290,48 +274,27 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
                 d = on - off
                 n_pairs = stats.runs_needed_paired(float(d.mean()), float(np.std(d, ddof=1)), ALPHA)
                 needed = None if n_pairs is None else len(arms) * block_steps * n_pairs
-        statement = _statement(decision, saving, tok, tok_ci, tok_note, len(pairs), needed, forward_change, wait_on,
-                               int(used.sum()), subject)
     if len(pairs) < 2:
         notes.append(f"{plural(len(pairs), 'block pair')} compared: at least 2 are needed for a confidence interval "
                      "(run longer, or with a smaller EXPO_PROF_SWITCHBACK_BLOCK)")
     if left_out_words(dropped):
         notes.append("left out: " + "; ".join(left_out_words(dropped)))
-    return Saving(
+    sv = Saving(
         rank=rank, block_steps=block_steps, arms=list(arms), compared=list(compared), blocks=len(seen),
         pairs=len(pairs), load_window_ns=load_window_ns,
-        off_steps=int((used & (phase == compared[0])).sum()), on_steps=int((used & (phase == compared[1])).sum()),
-        dropped=dropped, off_step_ns=off_mean, on_step_ns=on_mean, saving=saving,
+        baseline_steps=int((used & (phase == compared[0])).sum()), arm_steps=int((used & (phase == compared[1])).sum()),
+        dropped=dropped, baseline_cadence_ns=off_mean, arm_cadence_ns=on_mean, saving=saving,
         tokps_change_pct=tok, tokps_ci_pct=tok_ci, tokps_ci_note=tok_note, decision=decision, steps_needed=needed,
-        forward_change=forward_change, sampler_change=sampler_change, wait_on_ns=wait_on,
-        off_parts=off_parts, on_parts=on_parts,
-        shapes=[Shape(reqs=r, tokens=t, pairs=a["pairs"], off_steps=a["n_off"], on_steps=a["n_on"],
-                      off_step_ns=a["off"] / a["n_off"], on_step_ns=a["on"] / a["n_on"])
+        forward_change=forward_change, sampler_change=sampler_change, arm_log_wait_ns=wait_on,
+        baseline_parts=off_parts, arm_parts=on_parts,
+        shapes=[Shape(reqs=r, tokens=t, pairs=a["pairs"], baseline_steps=a["n_off"], arm_steps=a["n_on"],
+                      baseline_cadence_ns=a["off"] / a["n_off"], arm_cadence_ns=a["on"] / a["n_on"])
                 for (r, t), a in sorted(shapes.items())],
-        statement=statement, notes=notes, pair_savings_ns=[float(x) for x in off - on], sequence=seq,
+        statement="", notes=notes, pair_savings_ns=[float(x) for x in off - on], sequence=seq,
     )
-
-
-def sequential_statement(seq: Sequence, baseline_step_ns: float | None, subject: str, steps: int,
-                         steps_needed: int | None, fwd: Interval | None, wait_on: float | None) -> str:
-    """The verdict of a sequential switchback in one sentence: the decision, the saving with its confidence
-    sequence, what each means for output tok/s, and the margin in both units."""
-    margin = margin_words(seq.margin_ns, baseline_step_ns)
-    base = (f"{seq.decision}: {subject} {sequence_words(seq, baseline_step_ns, ' per step')}; "
-            f"{plural(seq.pairs, 'block pair')}, {plural(steps, 'step')}")
-    if seq.decision == NO_EFFECT:
-        base += f"; it lies inside the margin {margin}: the overlay does not matter here"
-    elif seq.decision == UNDECIDED:
-        base += f"; neither outside 0 nor inside the margin {margin} when the run ended"
-        base += (f"; about {steps_needed} more steps would settle it" if steps_needed is not None
-                 else "; settling it would take more than a million block pairs")
-    else:
-        base += f" (settled at pair {seq.settled_at}; margin {margin})"
-    if fwd is not None:
-        base += f"; the forward beside the lane: {diff_words(fwd, 'slower', 'faster')}"
-    if wait_on is not None:
-        base += f", the sampler waits {fmt_ns(wait_on)} for q"
-    return base
+    # The one verdict sentence (analysis/saving/words.py), from the figures just set.
+    sv.statement = (sequential_statement if seq is not None else statement)(sv, subject, int(used.sum()))
+    return sv
 
 
 def _parts(step: float | None, fwd: np.ndarray, smp: np.ndarray, wait: float | None) -> StepParts | None:
@@ -343,33 +306,4 @@ def _parts(step: float | None, fwd: np.ndarray, smp: np.ndarray, wait: float | N
     sm = float(smp.mean()) if len(smp) else None
     w = wait
     rest = step - f - sm if f is not None and sm is not None else None
-    return StepParts(step_ns=step, forward_ns=f, sampler_ns=sm, wait_ns=w, rest_ns=rest)
-
-
-def _statement(decision: str, saving: Interval | None, tok: float | None, tok_ci: list[float | None] | None,
-               tok_note: str | None, pairs: int, needed: int | None, fwd: Interval | None, wait_on: float | None,
-               steps: int, subject: str = "the overlay") -> str:
-    """The verdict in one sentence, in compare's words (``subject``: what is compared with what); each
-    difference in words that follow its CI (:func:`diff_words`)."""
-    if saving is None:
-        return "inconclusive: no pair of switchback blocks ran a batch shape in common"
-    sign = 1 if saving.mean_ns >= 0 else -1
-    if across_zero(saving):
-        what = f"per step: {diff_words(saving, 'saved', 'added')}"
-    else:
-        what = f"{'saves' if sign > 0 else 'costs'} {fmt_ns(sign * saving.mean_ns)} per step{_ci_text(saving, sign)}"
-    if tok is not None:
-        what += f", output tok/s {tok:+.2f}%"
-        if tok_ci is not None:
-            what += f" ({tokps_ci_text(tok_ci, tok_note)})"
-    base = f"{decision}: {subject} {what}; {plural(pairs, 'block pair')}, {plural(steps, 'step')}"
-    if decision == INCONCLUSIVE:
-        base += " — too few pairs for a test"
-    elif decision == NO_DIFFERENCE:
-        base += (f"; about {needed} steps would settle a saving this size" if needed is not None
-                 else "; a saving this small would take more than 1000 block pairs to settle")
-    if fwd is not None:
-        base += f"; the forward beside the lane: {diff_words(fwd, 'slower', 'faster')}"
-    if wait_on is not None:
-        base += f", the sampler waits {fmt_ns(wait_on)} for q"
-    return base
+    return StepParts(cadence_ns=step, forward_ns=f, sampler_ns=sm, log_wait_ns=w, rest_ns=rest)

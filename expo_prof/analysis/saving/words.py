@@ -1,19 +1,49 @@
-"""Switchback's figures in words: what each left-out step means, differences in words that follow their CI,
-what would settle a saving, the tok/s CI without an infinity.
+"""The saving in words: the one verdict clause, the one CI text, the one tok/s precision, what each left-out
+step means, differences in words that follow their CI, what would settle a saving.
 
-Shared by the estimator's statements (:mod:`expo_prof.analysis.saving.switchback`), the tables
-(``terminal/saving.py``) and the saving line (``pipeline/result.py``), so every output says a figure alike.
+Every output takes its words from here: the estimator's ``statement`` (:mod:`.switchback`), the saving line
+(``pipeline/result.py``), the terminal's switchback table (``terminal/saving.py``) and the report page (whose
+payload carries :func:`page_words`, so its JavaScript formats no figure of a saving). A figure therefore prints the
+same digits everywhere.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from expo_prof.analysis.model import Interval, Saving, Sequence
-from expo_prof.analysis.saving.sequential import MIN_PAIRS
-from expo_prof.words import fmt_ns
+from expo_prof.analysis.saving.sequential import MIN_PAIRS, decide
+from expo_prof.words import INCONCLUSIVE, NO_DIFFERENCE, NO_EFFECT, UNDECIDED, fmt_ns, plural
 
-__all__ = ["DROPPED_WORDS", "across_zero", "diff_words", "left_out_words", "margin_words", "sequence_words",
-           "settle_words", "tokps_ci_text", "tokps_of"]
+__all__ = ["DROPPED_WORDS", "TOKPS_DIGITS", "across_zero", "ci_column", "ci_text", "diff_words", "left_out_words",
+           "margin_words", "page_words", "saving_clause", "saving_line_part", "sequence_words", "settle_words",
+           "statement", "sequential_statement", "tokps_ci_text", "tokps_of", "tokps_text"]
+
+#: Decimals of every output tok/s change (%): the statement, the saving line, the tables, the report page.
+TOKPS_DIGITS = 1
+
+
+def tokps_text(pct: float) -> str:
+    """An output tok/s change as every output prints it: ``+5.3%``."""
+    return f"{pct:+.{TOKPS_DIGITS}f}%"
+
+
+def ci_text(iv: Interval, sign: int = 1) -> str:
+    """``95% CI 1.2 ms to 3.4 ms`` of ``sign`` · the interval, as magnitudes in the direction the words say
+    (saves / costs); empty without a CI. The CI of every verdict clause."""
+    if iv.ci_ns is None:
+        return ""
+    lo, hi = sorted(sign * c for c in iv.ci_ns)
+    return f"95% CI {fmt_ns(lo)} to {fmt_ns(hi)}"
+
+
+def ci_column(iv: Interval) -> str:
+    """The interval itself, signed, and "no difference shown" with its width where it holds zero: the CI column
+    of the switchback table and of the report page's saving card."""
+    if iv.ci_ns is None:
+        return "no CI: fewer than 2 block pairs"
+    lo, hi = iv.ci_ns
+    text = f"95% CI {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)}"
+    return f"{text}: no difference shown (width {fmt_ns(hi - lo)})" if across_zero(iv) else text
 
 
 #: Why a step line was left out, in one short clause each (the keys of ``Saving.dropped``; docs/ab.md).
@@ -85,13 +115,13 @@ def sequence_words(seq: Sequence, baseline_step_ns: float | None, per: str = "/s
         cs = f" (95% confidence sequence {fmt_ns(lo)} to {fmt_ns(hi)})"
     words = f"{'saves' if sign > 0 else 'costs'} {fmt_ns(sign * seq.mean_ns)}{per}{cs}"
     tok = tokps_of(seq.mean_ns, baseline_step_ns)
-    return words if tok is None else f"{words}, output tok/s {tok:+.1f}%"
+    return words if tok is None else f"{words}, output tok/s {tokps_text(tok)}"
 
 
 def margin_words(margin_ns: float, baseline_step_ns: float | None) -> str:
     """The margin of "no effect" in both units: ``±22.7 µs/step (±1.0% output tok/s)``."""
     tok = tokps_of(margin_ns, baseline_step_ns)
-    return f"±{fmt_ns(margin_ns)}/step" + (f" (±{tok:.1f}% output tok/s)" if tok is not None else "")
+    return f"±{fmt_ns(margin_ns)}/step" + (f" (±{tok:.{TOKPS_DIGITS}f}% output tok/s)" if tok is not None else "")
 
 
 def settle_words(sv: Saving) -> tuple[str, str]:
@@ -118,11 +148,124 @@ def settle_words(sv: Saving) -> tuple[str, str]:
     return f"~{sv.steps_needed}", "steps for 80% power at alpha 0.05"
 
 
-def tokps_ci_text(tok_ci: list[float | None] | None, note: str | None, digits: int = 2) -> str:
-    """``95% CI +29.95% to +51.75%``; a missing bound as ``no upper bound`` with ``note``'s reason (empty
-    without a CI)."""
+def tokps_ci_text(tok_ci: list[float | None] | None, note: str | None) -> str:
+    """``95% CI +29.9% to +51.8%``; a missing bound as ``–`` with ``note``'s reason (empty without a CI)."""
     if tok_ci is None:
         return ""
-    lo, hi = (("–" if c is None else f"{c:+.{digits}f}%") for c in tok_ci)
+    lo, hi = (("–" if c is None else tokps_text(c)) for c in tok_ci)
     text = f"95% CI {lo} to {hi}"
     return text if note is None else f"{text}; {note}"
+
+
+# ------------------------------------------------------------------------------------------------ the verdict
+def saving_clause(sv: Saving) -> str:
+    """The one clause a fixed-horizon saving is said in, by the statement and the saving line alike:
+    ``saves 1.2 ms/step (95% CI 0.8 ms to 1.6 ms), output tok/s +5.3% (95% CI +3.4% to +7.3%)``, or in words
+    that follow a CI holding zero (:func:`diff_words`)."""
+    assert sv.saving is not None
+    iv = sv.saving
+    sign = 1 if iv.mean_ns >= 0 else -1
+    if across_zero(iv):
+        what = diff_words(iv, "saved", "added", per="/step")
+    else:
+        ci = ci_text(iv, sign)
+        what = f"{'saves' if sign > 0 else 'costs'} {fmt_ns(sign * iv.mean_ns)}/step" + (f" ({ci})" if ci else "")
+    if sv.tokps_change_pct is not None:
+        what += f", output tok/s {tokps_text(sv.tokps_change_pct)}"
+        if sv.tokps_ci_pct is not None:
+            what += f" ({tokps_ci_text(sv.tokps_ci_pct, sv.tokps_ci_note)})"
+    return what
+
+
+def _beside(sv: Saving) -> str:
+    """The forward beside the lane and the arm's wait for q (the overlay log's window), as the statement ends."""
+    out = ""
+    if sv.forward_change is not None:
+        out += f"; the forward beside the lane: {diff_words(sv.forward_change, 'slower', 'faster')}"
+    if sv.arm_log_wait_ns is not None:
+        out += f", the sampler waits {fmt_ns(sv.arm_log_wait_ns)} for q (log window)"
+    return out
+
+
+def statement(sv: Saving, subject: str, steps: int) -> str:
+    """The verdict of a fixed-horizon switchback in one sentence (``Saving.statement``): the decision, what
+    ``subject`` saves (:func:`saving_clause`), the pairs and steps, what would settle it, the forward and wait."""
+    if sv.saving is None:
+        return "inconclusive: no pair of switchback blocks ran a batch shape in common"
+    base = f"{sv.decision}: {subject} {saving_clause(sv)}; {plural(sv.pairs, 'block pair')}, {plural(steps, 'step')}"
+    if sv.decision == INCONCLUSIVE:
+        base += " — too few pairs for a test"
+    elif sv.decision == NO_DIFFERENCE:
+        base += (f"; about {sv.steps_needed} steps would settle a saving this size" if sv.steps_needed is not None
+                 else "; a saving this small would take more than 1000 block pairs to settle")
+    return base + _beside(sv)
+
+
+def sequential_statement(sv: Saving, subject: str, steps: int) -> str:
+    """The verdict of a sequential switchback in one sentence: the decision, the saving with its confidence
+    sequence, what it means for output tok/s, and the margin in both units."""
+    seq = sv.sequence
+    assert seq is not None
+    margin = margin_words(seq.margin_ns, sv.baseline_cadence_ns)
+    base = (f"{seq.decision}: {subject} {sequence_words(seq, sv.baseline_cadence_ns)}; "
+            f"{plural(seq.pairs, 'block pair')}, {plural(steps, 'step')}")
+    if seq.decision == NO_EFFECT:
+        base += f"; it lies inside the margin {margin}: the overlay does not matter here"
+    elif seq.decision == UNDECIDED:
+        base += f"; neither outside 0 nor inside the margin {margin} when the run ended"
+        base += (f"; about {sv.steps_needed} more steps would settle it" if sv.steps_needed is not None
+                 else "; settling it would take more than a million block pairs")
+    else:
+        base += f" (settled at pair {seq.settled_at}; margin {margin})"
+    return base + _beside(sv)
+
+
+def saving_line_part(s: Saving) -> str:
+    """One comparison's part of the saving line: the decision, :func:`saving_clause` (or the sequence's), pairs."""
+    if s.saving is None:
+        return f"{s.decision} — no pair of blocks ran a batch shape in common"
+    if s.sequence is not None:
+        return _sequence_part(s)
+    return f"{s.decision} — {saving_clause(s)}, {plural(s.pairs, 'block pair')}"
+
+
+def _sequence_part(s: Saving) -> str:
+    """A sequential switchback's part of the line: the saving with its confidence sequence, tok/s, the margin."""
+    sq = s.sequence
+    assert sq is not None
+    line = (f"{sq.decision} — {sequence_words(sq, s.baseline_cadence_ns)}, margin "
+            f"{margin_words(sq.margin_ns, s.baseline_cadence_ns)}, {plural(s.pairs, 'block pair')}")
+    if sq.settled_at is not None and sq.settled_at < sq.pairs and decide(sq.lo_ns, sq.hi_ns, sq.margin_ns) != sq.decision:
+        # The decision is the first settling look's (the run stopped there); pairs in flight after it widened the
+        # sequence shown (it holds at every pair at once), so the line says where it was decided.
+        line += f", decided at block pair {sq.settled_at} (the pairs after it widened the sequence)"
+    return line
+
+
+def page_words(sv: Saving) -> dict[str, str]:
+    """What the report page's saving card prints, made here so the page formats no figure itself: the saving,
+    its CI column (or the confidence sequence and margin), the tok/s change with its CI, each arm's cadence
+    broken down."""
+    q = sv.sequence
+    if q is not None:
+        value = fmt_ns(q.mean_ns)
+        ci = ("no confidence sequence (fewer than 6 block pairs)" if q.lo_ns is None or q.hi_ns is None
+              else f"95% confidence sequence {fmt_ns(q.lo_ns)} to {fmt_ns(q.hi_ns)}")
+        ci += f" · margin ±{fmt_ns(q.margin_ns)}" + (f" · settled at block pair {q.settled_at}" if q.settled_at else "")
+        tok = "" if sv.tokps_change_pct is None else f"output tok/s {tokps_text(sv.tokps_change_pct)}"
+    else:
+        value = fmt_ns(sv.saving.mean_ns) if sv.saving is not None else "–"
+        ci = ci_column(sv.saving) if sv.saving is not None else "no pair of blocks ran a batch shape in common"
+        tok = "" if sv.tokps_change_pct is None else (
+            f"output tok/s {tokps_text(sv.tokps_change_pct)}"
+            + (f" ({tokps_ci_text(sv.tokps_ci_pct, sv.tokps_ci_note)})" if sv.tokps_ci_pct is not None else ""))
+
+    def parts(p, arm: str) -> str:
+        if p is None:
+            return ""
+        return (f"cadence {arm} {fmt_ns(p.cadence_ns)} = forward {fmt_ns(p.forward_ns)} + sampler "
+                f"{fmt_ns(p.sampler_ns)} + rest {fmt_ns(p.rest_ns)}")
+
+    return {"value": value, "ci": ci, "tokps": tok,
+            "parts": " · ".join(x for x in (parts(sv.baseline_parts, sv.compared[0]),
+                                            parts(sv.arm_parts, sv.compared[1])) if x)}

@@ -41,14 +41,14 @@ IDLE_FACTOR = 10
 IDLE_FLOOR_NS = 1_000_000
 
 #: Keys of :attr:`StepFacts.missing`: the figures a source may lack.
-STEP_TIME, KIND, BATCH, Q = "step time", "prefill / decode", "batch size", "q shape and dtype"
+OWN_TIME, KIND, BATCH, Q = "own time", "prefill / decode", "batch size", "q shape and dtype"
 
 
 @dataclass
 class StepFacts:
     """Per step id of one Timeline: what :func:`step_facts` found (a step absent from a dict: not known)."""
 
-    step_ns: dict[int, int] = field(default_factory=dict)
+    own_ns: dict[int, int] = field(default_factory=dict)
     #: Start to the next step's start, idle gaps left out (a step without a next step or before a gap: absent).
     cadence_ns: dict[int, int] = field(default_factory=dict)
     kind: dict[int, str] = field(default_factory=dict)
@@ -58,7 +58,7 @@ class StepFacts:
     q: dict[int, tuple[int, int, str | None]] = field(default_factory=dict)
     #: Where the step time was measured from, in words (null when not measured).
     time_source: str | None = None
-    #: Figure (STEP_TIME, KIND, BATCH, Q) -> why this source cannot give it.
+    #: Figure (OWN_TIME, KIND, BATCH, Q) -> why this source cannot give it.
     missing: dict[str, str] = field(default_factory=dict)
 
 
@@ -70,7 +70,7 @@ def step_facts(tl: Timeline, steps, part_step: np.ndarray, part_end: np.ndarray)
         return _from_log(tl, ov)
     f = StepFacts()
     if len(steps) == 0:
-        f.missing[STEP_TIME] = ("no step markers in the trace (ProfilerStep#N, vLLM's execute_context "
+        f.missing[OWN_TIME] = ("no step markers in the trace (ProfilerStep#N, vLLM's execute_context "
                                 "annotation, a step column)")
     else:
         mark_end = steps.mark_end if steps.mark_end is not None else steps.end
@@ -79,7 +79,7 @@ def step_facts(tl: Timeline, steps, part_step: np.ndarray, part_end: np.ndarray)
         idx = _index(steps.ids, part_step[ok])
         hit = idx >= 0
         np.maximum.at(end, idx[hit], part_end[ok][hit])
-        f.step_ns = {int(i): int(e - s) for i, s, e in zip(steps.ids, steps.start, end)}
+        f.own_ns = {int(i): int(e - s) for i, s, e in zip(steps.ids, steps.start, end)}
         f.cadence_ns = _cadences(steps.ids, steps.start, end - steps.start)
         f.time_source = {"ProfilerStep": "ProfilerStep#N spans",
                          "vllm-annotation": "vLLM's execute_context annotation",
@@ -137,7 +137,7 @@ def _from_log(tl: Timeline, ov: OverlayLog) -> StepFacts:
         if int(c["host_end_ns"][j]) >= 0:
             ends.append(t0 + int(c["host_end_ns"][j]))
         if ends and t0 > 0:
-            f.step_ns[sid] = max(ends) - t0
+            f.own_ns[sid] = max(ends) - t0
         reqs, tokens = int(c["reqs"][j]), int(c["tokens"][j])
         if reqs > 0:
             f.reqs[sid] = reqs
@@ -147,7 +147,7 @@ def _from_log(tl: Timeline, ov: OverlayLog) -> StepFacts:
         if int(c["rows"][j]) > 0:
             f.q[sid] = (int(c["rows"][j]), int(c["vocab"][j]), c["dtype"][j])
     starts = np.asarray(c["t0_ns"], dtype=np.int64)
-    own = np.array([f.step_ns.get(int(i), -1) for i in c["step"]], dtype=np.int64)
+    own = np.array([f.own_ns.get(int(i), -1) for i in c["step"]], dtype=np.int64)
     ok = (np.asarray(c["step"]) >= 0) & (starts > 0)
     f.cadence_ns = _cadences(np.asarray(c["step"])[ok], starts[ok], own[ok])
     if schema1:
@@ -155,8 +155,8 @@ def _from_log(tl: Timeline, ov: OverlayLog) -> StepFacts:
     elif tl.backend != "cpu":
         f.missing[KIND] = (f"the overlay log's tokens are padded on {tl.backend} (graph sizes): a padded decode "
                            "step would read as prefill")
-    if not f.step_ns:
-        f.missing[STEP_TIME] = "the overlay log's steps have no timing windows (EXPO_PROF_INSTRUMENT=0?)"
+    if not f.own_ns:
+        f.missing[OWN_TIME] = "the overlay log's steps have no timing windows (EXPO_PROF_INSTRUMENT=0?)"
     if not f.q:
         f.missing[Q] = "no step of the overlay log launched q"
     return f

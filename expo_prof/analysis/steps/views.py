@@ -1,6 +1,6 @@
 """Which steps a count counts, and why two counts of one run differ (issue 33, item 2).
 
-Every command counts the steps that *hold a draw* (``summary.steps``: the
+Every command counts the steps that *hold a draw* (``summary.rank_steps``: the
 rows of ``steps[]``). Two things make other counts of the same run differ,
 and both are said, as warnings, where the count is printed:
 
@@ -51,7 +51,7 @@ def id_ranges(ids: Sequence[int]) -> str:
 
 
 def counted_steps(parts: Sequence[TimelineAnalysis]) -> set[int]:
-    """The step ids that hold a draw in ``parts`` (what ``summary.steps`` counts)."""
+    """The step ids that hold a draw in ``parts`` (what ``summary.rank_steps`` counts)."""
     return {int(s) for a in parts for s in np.unique(a.step).tolist() if s >= 0}
 
 
@@ -64,7 +64,31 @@ def _shipped_words(tl: Timeline, phase: str) -> str:
     return f"switchback's {phase} blocks (the engine sampled as shipped; the overlay drew none)"
 
 
-def _why_drawless(a: TimelineAnalysis, ids: list[int]) -> list[str]:
+def arm_log(logs: Sequence[TimelineAnalysis]) -> Timeline:
+    """The switchback log among a rank's overlay logs (the first with step phases)."""
+    return next(lg.tl for lg in logs if (ov := overlay_log(lg.tl)) is not None and "phase" in ov.steps)
+
+
+def _trace_arms(a: TimelineAnalysis, ids: list[int], logs: Sequence[TimelineAnalysis]) -> dict[int, str]:
+    """Trace step id -> the switchback arm its step ran, from the rank's overlay log placed on the trace's clock
+    (each log step's launch time, t0, falls in one trace window); empty without a switchback log or a clock."""
+    if not ids or not any((ov := overlay_log(lg.tl)) is not None and "phase" in ov.steps for lg in logs):
+        return {}
+    log = arm_log(logs)
+    off, _ = log_onto_trace(log, a.tl)
+    ov = overlay_log(log)
+    if off is None or ov is None:
+        return {}
+    t0 = np.asarray(ov.steps["t0_ns"], dtype=np.int64) + off
+    sid = assign_steps(a.steps, t0)
+    out: dict[int, str] = {}
+    for s, ph in zip(sid.tolist(), list(ov.steps["phase"])):
+        if s >= 0 and ph is not None:
+            out.setdefault(int(s), str(ph))
+    return out
+
+
+def _why_drawless(a: TimelineAnalysis, ids: list[int], logs: Sequence[TimelineAnalysis] = ()) -> list[str]:
     """The reasons the windows ``ids`` of ``a`` hold no draw, each with its steps."""
     tl = a.tl
     ov = overlay_log(tl)
@@ -85,9 +109,12 @@ def _why_drawless(a: TimelineAnalysis, ids: list[int]) -> list[str]:
             groups.setdefault(why, []).append(sid)
     elif a.steps.empty is not None:
         empty = dict(zip(a.steps.ids.tolist(), a.steps.empty.tolist()))
+        arm = _trace_arms(a, ids, logs)
         for sid in ids:
             if empty.get(sid):
                 why = f"vLLM ran the model with no token scheduled ({VLLM_EMPTY_STEP})"
+            elif arm.get(sid) in ("off", "native"):
+                why = _shipped_words(arm_log(logs), arm[sid])
             else:
                 why = "tokens scheduled but no draw found (e.g. greedy requests draw no noise)"
             groups.setdefault(why, []).append(sid)
@@ -104,8 +131,9 @@ def drawless(parts: Sequence[TimelineAnalysis]) -> tuple[int, list[int]]:
     return len(windows), sorted(windows - counted_steps(parts))
 
 
-def drawless_note(who: str, parts: Sequence[TimelineAnalysis]) -> str | None:
-    """The warning of a rank whose step markers mark more steps than hold a draw; None when all do."""
+def drawless_note(who: str, parts: Sequence[TimelineAnalysis], logs: Sequence[TimelineAnalysis] = ()) -> str | None:
+    """The warning of a rank whose step markers mark more steps than hold a draw; None when all do. ``logs``: the
+    rank's overlay logs not counted, which say the switchback arm of a trace's windows."""
     n_windows, ids = drawless(parts)
     if not ids:
         return None
@@ -113,7 +141,7 @@ def drawless_note(who: str, parts: Sequence[TimelineAnalysis]) -> str | None:
     for a in parts:
         mine = sorted(set(ids) & {int(i) for i in a.steps.ids.tolist()})
         if mine:
-            reasons.extend(_why_drawless(a, mine))
+            reasons.extend(_why_drawless(a, mine, logs))
     n = n_windows - len(ids)
     return (f"{who}: {plural(n, 'step')} counted, those holding a draw, of {n_windows} step windows the inputs mark "
             f"(export's steps track shows all {n_windows}); without a draw: {'; '.join(reasons)}")
@@ -145,8 +173,19 @@ def views_note(counted: Sequence[TimelineAnalysis], other: Sequence[TimelineAnal
     pairs = {int(ls): int(ts) for ls, ts in zip(log.step.tolist(), in_trace.tolist()) if ls >= 0 and ts >= 0}
     trace_ids = counted_steps([trace])
     shared = sorted(ls for ls, ts in pairs.items() if ts in trace_ids)
-    text = (f"{head}; the overlay log holds steps {id_ranges(log_ids)} (every step the overlay logged), the trace's steps are log "
-            f"steps {id_ranges(shared)} (the steps the profiler recorded)")
+    if counted[0].tl.fmt == "overlay-log":
+        # The log counts: its numbering is the one every table and warning of this rank uses.
+        text = (f"{head}; the overlay log holds steps {id_ranges(log_ids)} (every step the overlay logged), the trace's "
+                f"steps are log steps {id_ranges(shared)} (the steps the profiler recorded)")
+    else:
+        # The trace counts: its numbering is the one every table and warning uses, so the log's steps are said by
+        # where they fall against the trace's, never by the log's own counter.
+        lo, hi = (min(pairs[s] for s in shared), max(pairs[s] for s in shared)) if shared else (None, None)
+        before = sum(1 for ls in log_ids if ls not in pairs or (lo is not None and pairs[ls] < lo))
+        after = len(log_ids) - len(shared) - before
+        text = (f"{head}; the trace holds steps {id_ranges(sorted(trace_ids))} (the steps the profiler recorded), the "
+                f"overlay log {plural(len(log_ids), 'step')} (every step the overlay logged): those "
+                f"{len(shared)} of the trace's, {before} before and {after} after them")
     w_log = _per_step_mean(log.wait_by_step, shared)
     w_trace = _per_step_mean(trace.wait_by_step, sorted({pairs[s] for s in shared}))
     if trace.wait_measured and log.wait_measured and w_log is not None and w_trace is not None:

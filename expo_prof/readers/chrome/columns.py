@@ -221,7 +221,7 @@ _INT_RE = re.compile(r"-?\d+")
 _AMD_RE = re.compile(r"AMD|Radeon|Instinct")
 
 
-def _int_or(v: Any, default: int = -1) -> int:
+def int_or(v: Any, default: int = -1) -> int:
     if isinstance(v, bool):
         return default
     if isinstance(v, int):
@@ -250,7 +250,7 @@ def make_lanes(
                             for c in cols.cats], dtype=bool)
         dev_lane[lane_idx[cat_dev[cat_idx]]] = True
     for i, (pid, tid) in enumerate(cols.lane_keys):
-        pi, ti = _int_or(pid, 0), _int_or(tid, 0)
+        pi, ti = int_or(pid, 0), int_or(tid, 0)
         tname = cols.meta_thread.get((pid, tid))
         if ascend:
             pname = cols.meta_proc.get(pid, "")

@@ -79,7 +79,7 @@ Phase = Literal[
 ]
 
 
-class _Event(msgspec.Struct, gc=False):
+class Event(msgspec.Struct, gc=False):
     ph: Phase | None = None
     cat: Any = None
     name: Any = None
@@ -102,11 +102,11 @@ KnownCat = Literal[
 ]
 
 
-class _EventKnownCat(_Event, gc=False):
+class _EventKnownCat(Event, gc=False):
     cat: KnownCat | None = None
 
 
-class _EventRawTs(_Event, gc=False):
+class EventRawTs(Event, gc=False):
     # Re-decode of a chunk whose float timestamps a float64 cannot hold to the ns.
     # (msgspec.Raw cannot be in a union: a missing value is the raw text "null".)
     ts: msgspec.Raw = msgspec.Raw(b"null")
@@ -115,14 +115,14 @@ class _EventRawTs(_Event, gc=False):
 
 #: An element that is not an object is not an event: decoded as what it is, in C, it is counted as malformed
 #: (:func:`_mixed_chunk`) instead of going through the raw-slice path one by one.
-_DEC_MIXED = msgspec.json.Decoder(list[_Event | None | bool | int | float | str | list[Any]])
-_DEC_MIXED_RAWTS = msgspec.json.Decoder(list[_EventRawTs | None | bool | int | float | str | list[Any]])
+_DEC_MIXED = msgspec.json.Decoder(list[Event | None | bool | int | float | str | list[Any]])
+_DEC_MIXED_RAWTS = msgspec.json.Decoder(list[EventRawTs | None | bool | int | float | str | list[Any]])
 DEC_ARRAY_RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
-_DEC_EVENTS = msgspec.json.Decoder(list[_Event])
+_DEC_EVENTS = msgspec.json.Decoder(list[Event])
 _DEC_EVENTS_KNOWN = msgspec.json.Decoder(list[_EventKnownCat])
-_DEC_EVENTS_RAWTS = msgspec.json.Decoder(list[_EventRawTs])
-_DEC_EVENT = msgspec.json.Decoder(_Event)
-_DEC_EVENT_RAWTS = msgspec.json.Decoder(_EventRawTs)
+_DEC_EVENTS_RAWTS = msgspec.json.Decoder(list[EventRawTs])
+_DEC_EVENT = msgspec.json.Decoder(Event)
+_DEC_EVENT_RAWTS = msgspec.json.Decoder(EventRawTs)
 
 class Trace(msgspec.Struct):
     """The top level of a Kineto trace. The event array stays one undecoded slice here."""
@@ -509,8 +509,8 @@ def _mixed_chunk(buf: bytearray, s: int, e: int, c: Cols) -> bool:
     return True
 
 
-_IS_EVENT = _Event.__instancecheck__
-_IS_EVENT_RAWTS = _EventRawTs.__instancecheck__
+_IS_EVENT = Event.__instancecheck__
+_IS_EVENT_RAWTS = EventRawTs.__instancecheck__
 
 
 def in_brackets(buf: bytearray, s: int, e: int, dec: msgspec.json.Decoder) -> Any:
@@ -575,7 +575,7 @@ def buffer_address(buf: Any) -> int:
 
 def _decode_batch(
     raws: list[msgspec.Raw], raw_ts: bool, c: Cols, inplace: _InPlace | None = None
-) -> list[_Event] | list[_EventRawTs]:
+) -> list[Event] | list[EventRawTs]:
     """Decode one batch of events; on a type error decode one by one and skip the bad ones."""
     if not raws:
         return []
@@ -610,7 +610,7 @@ def _decode_batch(
     return _one_by_one(raws, raw_ts, c)
 
 
-def _one_by_one(raws: list[msgspec.Raw], raw_ts: bool, c: Cols) -> list[_Event]:
+def _one_by_one(raws: list[msgspec.Raw], raw_ts: bool, c: Cols) -> list[Event]:
     one = _DEC_EVENT_RAWTS if raw_ts else _DEC_EVENT
     out = []
     for r in raws:
