@@ -57,7 +57,7 @@ def command(settings, paths, output, op, source, max_bytes, jobs, ray, title) ->
     show_notes(settings, doc.warnings, doc.info)
     p = doc.payload
     ab = " with the A/B section of `expo-prof compare`" if p["ab"] else ""
-    k = len(p["runs"])
+    k = len(p["recordings"])
     console.print(f"report: {escape(str(output))} ({n / 1e6:.1f} MB; {k} recording{'' if k == 1 else 's'}{ab})")
     for line in doc.headlines:
         console.print(escape(line))

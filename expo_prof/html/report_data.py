@@ -8,8 +8,9 @@ and the manifest's workload metrics; docs/html.md explains each):
   of ranks per step and the slowest rank's (the cluster view, analysis/cluster.py): ranks run a
   step in parallel, so their per-step times are never summed — the cards and the per-step chart
   show the same two series;
-* **sampler wait per step** — the sampler's wait for ``q`` (overlay on): time the
-  overlay itself puts on the critical path; "–" when not measured;
+* **sampler wait per step** — the sampler's wait for ``q`` (overlay on), named by its source (``wait_source``:
+  the trace's span or the overlay log's window, docs/glossary.md): time the overlay itself puts on the critical
+  path; "–" when not measured;
 * **on the critical path per step** — the exposed draw and the sampler's wait, time in both counted once
   (``per_step.critical_ns``): what the draw still costs a step;
 * **saved per step** — what the overlay saves, measured by switchback in the run itself (verdict, CI,
@@ -20,10 +21,12 @@ and the manifest's workload metrics; docs/html.md explains each):
   (vllm-ascend's categorical_sample: ``bound.noise`` false), "none possible", 0, its time a sampling cost;
 * **forward per step** — mean forward-pass time of the steps, labelled by its source
   (``forward_source``: a forward span, or the compute lanes' busy time where the trace has none);
-* **step time** — mean of the steps' own time (``steps[].step_ns``: start to the end of the step's last part),
-  else of their windows; the **step** card gives its p50, the critical path's share of it, prefill and decode
-  steps apart, the batch and q's shape and dtype (``summary.step``), and what the source cannot give;
-* **tok/s upper bound** — ``(exposed ∪ wait) / step time`` (the critical path, time in both counted once): the most decode
+* **own time** — mean of the steps' own time (``steps[].own_ns``: start to the end of the step's last part),
+  else of their windows (analysis/steps/means.py); the **step** card gives its p50, the cadence, the critical
+  path's share of it, prefill and decode steps apart, the batch and q's shape and dtype
+  (``summary.step_breakdown``), and what the source cannot give;
+* **tok/s upper bound** — ``critical_share`` = ``(exposed ∪ wait) / own time`` (the critical path, time in both
+  counted once): the most decode
   throughput could gain if that time left the step entirely (first order,
   steps of equal size). It is an *upper bound*: it ignores what overlapping
   costs the forward pass, which only an off/on pair measures — the A/B section.
@@ -47,6 +50,7 @@ import msgspec
 import numpy as np
 
 from expo_prof.analysis.bound import sampling_bound
+from expo_prof.analysis.saving.words import page_words
 from expo_prof.analysis.steps.means import mean_own_ns
 
 from expo_prof.analysis.model import SamplingBound
@@ -58,18 +62,18 @@ from expo_prof.timeline import Timeline
 from expo_prof.version import __version__
 from expo_prof.words import forward_label, forward_sources_by_rank
 
-SCHEMA = 2
+SCHEMA = 3
 
 #: Headline figures: (key in headline, label, unit).
 FIGURES = (
     ("hidden_fraction", "hidden fraction", "%"),
     ("exposed_per_step_ns", "exposed per step (mean)", "ns"),
-    ("wait_per_step_ns", "sampler wait per step (mean)", "ns"),
+    ("wait_per_step_ns", "sampler wait per step (mean, by wait_source)", "ns"),
     ("critical_per_step_ns", "on the critical path per step (exposed ∪ wait)", "ns"),
     ("forward_per_step_ns", "forward per step (mean)", "ns"),
-    ("step_ns", "step time (mean)", "ns"),
+    ("own_ns", "own time (mean)", "ns"),
     ("instances", "instances", ""),
-    ("tok_s_upper_bound", "tok/s upper bound", "%"),
+    ("critical_share", "tok/s upper bound: critical path ÷ own time", "%"),
 )
 
 
@@ -90,8 +94,9 @@ def headline(result: AnalysisResult | None, metrics: dict, op: str | None = None
     (and the slowest rank's) averaged over the steps — the per-step chart's series, so cards and chart agree.
     ``bound``: the recording's :func:`sampling_bound`; one without noise has no tok/s to gain."""
     h: dict[str, Any] = {k: None for k, *_ in FIGURES}
-    h.update(exposed_p50_ns=None, exposed_p99_ns=None, tok_s=None, tok_s_if_hidden=None, steps=0, ranks=0,
-             line=None, step=None, exposed_slowest_per_step_ns=None, forward_slowest_per_step_ns=None, across_ranks=False)
+    h.update(exposed_p50_ns=None, exposed_p99_ns=None, tok_s=None, rank_steps=0, ranks=0, wait_source=None,
+             line=None, step_breakdown=None, exposed_slowest_per_step_ns=None, forward_slowest_per_step_ns=None,
+             across_ranks=False)
     tok = metrics.get("output_throughput")
     h["tok_s"] = float(tok) if isinstance(tok, (int, float)) and not isinstance(tok, bool) else None
     if result is None or result.summary is None:
@@ -105,15 +110,16 @@ def headline(result: AnalysisResult | None, metrics: dict, op: str | None = None
         line=one_line(s),
         hidden_fraction=s.hidden_fraction,
         instances=s.instances,
-        steps=s.rank_steps,
+        rank_steps=s.rank_steps,
+        wait_source=s.wait_source,
         ranks=s.ranks,
         exposed_per_step_ns=ps.exposed_ns.mean if ps.exposed_ns.n else None,
         exposed_p50_ns=ps.exposed_ns.p50 if ps.exposed_ns.n else None,
         exposed_p99_ns=ps.exposed_ns.p99 if ps.exposed_ns.n else None,
         forward_per_step_ns=ps.forward_ns.mean if ps.forward_ns is not None and ps.forward_ns.n else None,
         wait_per_step_ns=ps.wait_ns.mean if ps.wait_ns is not None and ps.wait_ns.n else None,
-        # The step itself (analysis/steps/facts.py): the "step" card — time, critical share, prefill / decode, batch, q.
-        step=to_builtins(s.step_breakdown),
+        # The step itself (analysis/steps/): the "step" card — own time, cadence, critical share, batch, q.
+        step_breakdown=to_builtins(s.step_breakdown),
     )
     if view is not None:
         # Several ranks: mean of ranks per step (and the slowest rank), never the (rank, step) rows pooled.
@@ -133,19 +139,18 @@ def headline(result: AnalysisResult | None, metrics: dict, op: str | None = None
         h["wait_per_step_ns"] = None  # the sampler's wait belongs to the exponential draw, not to another op
         h["tok_s"] = None
     exp = h["exposed_per_step_ns"]
-    if exp is not None:
-        crit = ps.critical_ns.mean if ps.critical_ns is not None and op is None else None
-        h["critical_per_step_ns"] = crit if crit is not None else exp + (h["wait_per_step_ns"] or 0.0)
-    step_ns = mean_own_ns(steps)  # the one mean own time the saving line's bound divides by (analysis/steps/means.py)
-    if step_ns is not None:
-        h["step_ns"] = step_ns
+    if exp is not None and s.rank_steps:
+        # The critical path per step (docs/glossary.md): Totals.critical_ns's mean over the steps; with --op the
+        # op's exposed time (no sampler waits for another op).
+        h["critical_per_step_ns"] = ps.critical_ns.mean if ps.critical_ns is not None and op is None else exp
+    own_ns = mean_own_ns(steps)  # the one mean own time the saving line's bound divides by (analysis/steps/means.py)
+    if own_ns is not None:
+        h["own_ns"] = own_ns
         crit = h["critical_per_step_ns"]
         # A sampler without noise (bound.noise false) has no draw whose leaving the step could speed it up.
         gain = op is None and (bound is None or bound.noise)
-        if gain and crit is not None and step_ns > 0:
-            h["tok_s_upper_bound"] = crit / step_ns
-            if h["tok_s"] is not None and step_ns > crit:
-                h["tok_s_if_hidden"] = h["tok_s"] * step_ns / (step_ns - crit)
+        if gain and crit is not None and own_ns > 0:
+            h["critical_share"] = crit / own_ns
     return h
 
 
@@ -315,7 +320,10 @@ def run_entry(label: str, path: str, overlay: str | None, manifest: dict | None,
         "headline": headline(result, metrics, op, view, bound),
         "forward": forward_info(result),
         "saving_line": saving_line,
-        "saving": [to_builtins(x) for x in saving],
+        "savings": [to_builtins(x) for x in saving],
+        # What the saving card prints, in the words every output uses (analysis/saving/words.py): the page
+        # formats no figure of a saving itself.
+        "saving_words": [page_words(x) for x in saving],
         "natural": [to_builtins(x) for x in natural],
         "bound": to_builtins(bound),
         "steps": step_columns(result, timelines),
@@ -383,7 +391,7 @@ def build_payload(runs: list[dict], *, title: str = "expo-prof report", warnings
         "tool": f"expo-prof {__version__}",
         #: The target: null for the exponential draw, else the --op regex (the page words itself after it).
         "op": op,
-        "runs": runs,
+        "recordings": runs,
         "primary": primary,
         "ab": ab_section(compare),
         "warnings": list(warnings or []) + [r["names_note"] for r in runs if r.get("names_note")],

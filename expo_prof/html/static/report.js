@@ -5,7 +5,7 @@
   const D = Expo.data();
   const COL = { hidden: "#2ca02c", exposed: "#d62728", fwd: "#4a8fc1" };
   const config = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
-  const P = D.runs[D.primary];
+  const P = D.recordings[D.primary];
   const H = P.headline;
   // Forward named by its source (a forward span, or compute-busy time where the trace has none).
   const F = P.forward;
@@ -15,7 +15,7 @@
   const plots = [];
 
   Expo.setText("title", D.title);
-  Expo.setText("sub", D.tool + " · " + D.runs.length + (D.runs.length === 1 ? " recording: " : " recordings: ") + D.runs.map((r) => r.label + (r.overlay ? " (overlay " + r.overlay + ")" : "")).join(", "));
+  Expo.setText("sub", D.tool + " · " + D.recordings.length + (D.recordings.length === 1 ? " recording: " : " recordings: ") + D.recordings.map((r) => r.label + (r.overlay ? " (overlay " + r.overlay + ")" : "")).join(", "));
   Expo.setText("headline-run", "— " + P.label + (P.overlay ? " (overlay " + P.overlay + ")" : ""));
 
   // ------------------------------------------------------------------ headline cards
@@ -28,34 +28,14 @@
   const draw = D.op === null || D.op === undefined;  // the exponential draw, or another op (--op)
   // What the overlay saves, measured by switchback in this run: the page's answer, so its first card — above the
   // overlap figures (hidden, the tok/s bound), which say what they are and never lead a measured figure.
-  function savingCard(sv) {
-    const pct = (x) => x === null ? "–" : (x > 0 ? "+" : "") + x.toFixed(2) + "%";
-    let ci, value;
-    const q = sv.sequence;
-    if (q) {
-      // A run that decided as it went: its confidence sequence, and the margin of "no effect" in both units.
-      value = Expo.fmtNs(q.mean_ns);
-      ci = (q.lo_ns === null ? "no confidence sequence (fewer than 6 block pairs)"
-        : "95% confidence sequence " + Expo.fmtNs(q.lo_ns) + " to " + Expo.fmtNs(q.hi_ns)) +
-        " · margin ±" + Expo.fmtNs(q.margin_ns) + (q.settled_at ? " · settled at block pair " + q.settled_at : "");
-    } else {
-      const c = sv.saving.ci_ns;
-      value = Expo.fmtNs(sv.saving.mean_ns);
-      // Words that follow the CI: an interval holding zero shows no difference (with its width).
-      ci = !c ? "no CI (too few block pairs)" : "95% CI " + Expo.fmtNs(c[0]) + " to " + Expo.fmtNs(c[1]) +
-        (c[0] <= 0 && c[1] >= 0 ? ": no difference shown (width " + Expo.fmtNs(c[1] - c[0]) + ")" : "");
-    }
-    const tci = !q && sv.tokps_ci_pct ? " (95% CI " + pct(sv.tokps_ci_pct[0]) + " to " + pct(sv.tokps_ci_pct[1]) + ")" : "";
-    const tok = sv.tokps_change_pct === null ? "" : " · output tok/s " + pct(sv.tokps_change_pct) + tci +
-      (!q && sv.tokps_ci_note ? "; " + sv.tokps_ci_note : "");
-    // Each arm's step: forward + sampler (its wait included) + the rest.
-    const parts = (p, arm) => !p ? "" : " · step " + arm + " " + Expo.fmtNs(p.step_ns) + " = forward " +
-      Expo.fmtNs(p.forward_ns) + " + sampler " + Expo.fmtNs(p.sampler_ns) + " + rest " + Expo.fmtNs(p.rest_ns);
-    const steps = parts(sv.off_parts, sv.compared[0]) + parts(sv.on_parts, sv.compared[1]);
+  // The saving card prints the words analysis/saving/words.py made for it (page_words): the same digits as the
+  // terminal, the JSON and the saving line; nothing of a saving is formatted here.
+  function savingCard(sv, w) {
     const arms = sv.arms && sv.arms.length > 2 ? ", " + sv.compared[1] + " vs " + sv.compared[0] : "";  // 3 arms: the first comparison
-    return card("c-saving", "saved per step (switchback" + arms + "): " + sv.decision, value, ci + tok + steps);
+    const detail = [w.ci, w.tokps, w.parts].filter((x) => x).join(" · ");
+    return card("c-saving", "saved per step (switchback" + arms + "): " + sv.decision, w.value, detail);
   }
-  const sv0 = (P.saving || [])[0];
+  const sv0 = (P.savings || [])[0];
   const measured = !!(draw && P.analysis && sv0 && sv0.saving);
   const what = draw ? "exponential" : "op";
   if (!P.analysis) {
@@ -63,18 +43,18 @@
   } else {
     const ofRanks = H.across_ranks ? " — mean of ranks" : "";
     const slowest = (ns) => (H.across_ranks ? "slowest rank " + Expo.fmtNs(ns) + " · " : "");
-    if (measured) cards.append(savingCard(sv0));
+    if (measured) cards.append(savingCard(sv0, P.saving_words[0]));
     cards.append(
       card("c-hidden", "hidden fraction (overlap, not saving)", Expo.fmtPct(H.hidden_fraction), H.line || ""),
       card("c-exposed", "exposed time per step" + ofRanks, Expo.fmtNs(H.exposed_per_step_ns),
         slowest(H.exposed_slowest_per_step_ns) + "p50 " + Expo.fmtNs(H.exposed_p50_ns) + " · p99 " + Expo.fmtNs(H.exposed_p99_ns)),
       card("c-forward", F.label + " per step" + ofRanks, Expo.fmtNs(H.forward_per_step_ns),
-        slowest(H.forward_slowest_per_step_ns) + "step time " + Expo.fmtNs(H.step_ns) + (F.mixed ? " · " + F.mixed : "")),
+        slowest(H.forward_slowest_per_step_ns) + "own time " + Expo.fmtNs(H.own_ns) + (F.mixed ? " · " + F.mixed : "")),
     );
-    const st = H.step;
-    if (draw && st && st.overall && st.overall.steps) {  // --op: the page speaks of the op, not of q
+    const st = H.step_breakdown;
+    if (draw && st && st.overall && st.overall.step_count) {  // --op: the page speaks of the op, not of q
       // The step itself: its own time, the critical path's share of it, prefill and decode apart, batch, q.
-      const grp = (name, g) => (g ? name + " " + g.steps + " (p50 " + Expo.fmtNs(g.step_ns ? g.step_ns.p50 : null) + ", " +
+      const grp = (name, g) => (g ? name + " " + g.step_count + " (p50 " + Expo.fmtNs(g.own_ns ? g.own_ns.p50 : null) + ", " +
         Expo.fmtPct(g.critical_share) + ")" : null);
       const q = (st.q || []).slice(0, 2).map((x) => x.rows + " × " + x.vocab + " " + (x.dtype || "?")).join(", ");
       const parts = [(draw ? "critical path " : "exposed ") + Expo.fmtPct(st.overall.critical_share) + " of the step",
@@ -82,21 +62,21 @@
         grp("prefill", st.prefill), grp("decode", st.decode),
         st.batch ? "batch p50 " + st.batch.p50 : null, q ? "q " + q : null]
         .concat(Object.keys(st.missing || {}).map((k) => k + ": not measured — " + st.missing[k]));
-      cards.append(card("c-step", "step time (p50, own work)",
-        Expo.fmtNs(st.overall.step_ns ? st.overall.step_ns.p50 : null), parts.filter((x) => x).join(" · ")));
+      cards.append(card("c-step", "own time (p50)",
+        Expo.fmtNs(st.overall.own_ns ? st.overall.own_ns.p50 : null), parts.filter((x) => x).join(" · ")));
     }
     // A sampler that draws no noise over the vocabulary (vllm-ascend's categorical_sample): nothing to hide, nothing to save.
     const noNoise = !!(P.bound && P.bound.noise === false);
     if (draw) {
       const measured = H.tok_s !== null ? " · measured " + H.tok_s.toFixed(1) + " tok/s" : "";
       cards.append(
-        card("c-wait", "sampler wait per step" + ofRanks, Expo.fmtNs(H.wait_per_step_ns),
+        card("c-wait", (H.wait_source ? "sampler wait (" + H.wait_source + ") per step" : "sampler wait per step") + ofRanks, Expo.fmtNs(H.wait_per_step_ns),
           H.wait_per_step_ns === null ? "not measured (no overlay spans or log)" : "waiting for q: the overlay's own cost"),
         noNoise
           ? card("c-toks", "tok/s upper bound", "–",
             "none: this sampler draws no noise over the vocabulary, so no draw can leave the step (sampling costs " +
             Expo.fmtNs(H.critical_per_step_ns) + "/step)" + measured)
-          : card("c-toks", "tok/s upper bound", H.tok_s_upper_bound === null ? "–" : "≤ +" + Math.abs(100 * H.tok_s_upper_bound).toFixed(2) + "%",
+          : card("c-toks", "tok/s upper bound", H.critical_share === null ? "–" : "≤ +" + Math.abs(100 * H.critical_share).toFixed(2) + "%",
             "if exposed ∪ wait (" + Expo.fmtNs(H.critical_per_step_ns) + "/step" + (H.across_ranks ? ", mean of ranks" : "") + ") left the step; ignores the forward-pass cost of overlap" +
             measured),
       );
@@ -308,7 +288,7 @@
   if (A) {
     const rows = A.ranks.map((r) => {
       const names = Object.entries(r.names).slice(0, 2).map(([n, c]) => Expo.shorten(n, 60) + " ×" + c).join(", ");
-      return [String(r.rank), r.backend, r.fmt, r.rule, String(r.instances), String(r.steps), Expo.fmtNs(r.total_ns),
+      return [String(r.rank), r.backend, r.fmt, r.rule, String(r.instances), String(r.step_count), Expo.fmtNs(r.total_ns),
         Expo.fmtNs(r.hidden_ns), Expo.fmtNs(r.exposed_ns), Expo.fmtPct(r.hidden_fraction), Expo.fmtNs(r.per_step.exposed_ns.p50),
         Expo.fmtNs(r.per_step.exposed_ns.p99), Expo.fmtNs(r.per_step.forward_ns ? r.per_step.forward_ns.mean : null),
         ...(F.mixed ? [F.by_rank[String(r.rank)]] : []), Expo.fmtNs(r.wait_ns), names];
@@ -382,7 +362,7 @@
     return box;
   }
   const list = document.getElementById("run-list");
-  D.runs.forEach((r, i) => {
+  D.recordings.forEach((r, i) => {
     const d = Expo.el("details", { id: "run-" + i });
     if (i === D.primary) d.open = true;
     const m = r.metrics || {};
