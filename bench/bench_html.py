@@ -104,7 +104,7 @@ def build_page(name: str, n: int) -> dict:
     """Write the page for ``n`` events of source ``name``; returns what was built and how long it took."""
     from expo_prof import readers
     from expo_prof.analysis.overlap.hidden import analyze_timeline
-    from expo_prof.analysis.rollup import compile_op
+    from expo_prof.pipeline.options import compile_op
     from expo_prof.html.timeline_data import build_payload
     from expo_prof.html.timeline_page import render
 

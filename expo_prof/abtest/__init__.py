@@ -7,8 +7,10 @@ Three sub-packages by role, the way a comparison runs (pure functions except the
   and the workload check;
 * :mod:`~expo_prof.abtest.judging` — the judgement: per-metric comparison and the verdict
   (:mod:`~expo_prof.abtest.judging.judge`, :mod:`~expo_prof.abtest.judging.verdict`), warm-up and outlier
-  runs (:mod:`~expo_prof.abtest.judging.flags`), and *why* (:mod:`~expo_prof.abtest.judging.mechanism`:
-  exponential time hidden per step versus forward-pass slowdown under overlap). The statistics themselves
+  runs (:mod:`~expo_prof.abtest.judging.flags`), which rows are one measure on both sides
+  (:mod:`~expo_prof.abtest.judging.likeness`: a row whose sides time different things shows no change), and
+  *why* (:mod:`~expo_prof.abtest.judging.mechanism`: exponential time hidden per step versus forward-pass
+  slowdown under overlap). The statistics themselves
   are :mod:`expo_prof.stats` (t and permutation tests, confidence intervals, runs needed; numpy only, no
   scipy at run time), shared with switchback and verify;
 * :mod:`~expo_prof.abtest.reporters` — the result for people and programs: rich tables

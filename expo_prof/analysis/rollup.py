@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 
@@ -162,27 +163,6 @@ def analyze(timelines: Sequence[Timeline], **kw) -> AnalysisResult:
     return analyze_parts(timelines, **kw)[0]
 
 
-def compile_op(op: str | None) -> re.Pattern | None:
-    """``--op REGEX`` compiled (None for the exponential draw); BadInput with one line when it is not a regex."""
-    if op is None:
-        return None
-    try:
-        return re.compile(op)
-    except re.error as exc:
-        from expo_prof.errors import BadInput
-
-        raise BadInput(f"--op {op!r} is not a valid regular expression: {exc}") from None
-
-
-def check_source(source: str) -> str:
-    """``--source``, checked (BadInput naming the choices)."""
-    if source not in SOURCES:
-        from expo_prof.errors import BadInput
-
-        raise BadInput(f"--source {source!r}: expected one of {', '.join(SOURCES)}")
-    return source
-
-
 #: Where a rank has both: ``auto`` counts the trace when it found instances (else the log),
 #: ``trace`` only traces, ``overlay-log`` only the overlay event log.
 SOURCES = ("auto", "trace", "overlay-log")
@@ -203,10 +183,10 @@ def analyze_parts(
     """Analyse every Timeline and roll the results up per step, per rank and for the run;
     also return the analyses that were counted (one source per rank, overlay-log waits attached).
 
-    ``runs`` gives each Timeline's run (:func:`expo_prof.runs.labels.run_labels`);
-    ranks are grouped per (run, rank), so rank 0 of two runs gives two rows,
-    each with its ``run`` label. With one run (or ``runs`` None) ``run`` is
-    null everywhere and the result is that of one run.
+    ``runs`` gives each Timeline's recording (:func:`expo_prof.runs.labels.run_labels`);
+    ranks are grouped per (recording, rank), so rank 0 of two recordings gives two rows,
+    each with its ``recording`` label. With one recording (or ``runs`` None) ``recording`` is
+    null everywhere and the result is that of one recording.
 
     ``analyses``: the per-Timeline analyses already made (by the workers of a parallel read, one per
     Timeline, in order); the Timelines may then be :func:`~expo_prof.timeline.compact`.
@@ -214,38 +194,82 @@ def analyze_parts(
     Raises :class:`NothingFound` (exit 1) when no Timeline holds a target
     instance, with the names looked for and similar names present.
     """
-    check_source(source)
-    pattern = compile_op(op)
-    warn = list(warnings)
-    info: list[str] = []
-    if analyses is not None:
-        if len(analyses) != len(timelines):
-            raise ValueError(f"analyses: {len(analyses)} for {len(timelines)} timelines")
-        analyses = list(analyses)
-    else:
-        analyses = []
-        for i, tl in enumerate(timelines):
-            analyses.append(analyze_timeline(tl, pattern))
-            if progress is not None:
-                progress(i + 1, len(timelines))
-
+    # Options come validated (pipeline/options.py: one line each on bad input); here they are only used.
+    if source not in SOURCES:
+        raise ValueError(f"source {source!r}: expected one of {SOURCES}")
+    pattern = re.compile(op) if op is not None else None
+    analyses = _analyses(timelines, pattern, analyses, progress)
     # Runs: a label per Timeline (the CLI derives them from run directories and
     # input paths, expo_prof.runs); without labels everything is one run.
     run_of = list(runs) if runs is not None else [""] * len(analyses)
     if len(run_of) != len(analyses):
         raise ValueError(f"runs: {len(run_of)} labels for {len(analyses)} timelines")
-    run_order = list(dict.fromkeys(run_of))
-    several = len(run_order) > 1
+    ch = _choose(analyses, run_of, source)
+    if not ch.chosen:
+        raise _source_left_nothing(analyses, source) or _nothing_found(timelines, op, pattern)
+    ranks: list[RankResult] = []
+    all_steps: list[StepResult] = []
+    for key, parts in ch.chosen.items():
+        run = ch.run_order[key[0]] if ch.several else None
+        rank, steps = _rank_result(key[1], parts, run, ch.rank_only_wait.get(key), ch.unused_logs[key])
+        ranks.append(rank)
+        all_steps.extend(steps)
+    used = [a for parts in ch.chosen.values() for a in parts]
+    summary = _summary(ranks, all_steps, used, [lg for logs in ch.unused_logs.values() for lg in logs])
+    result = AnalysisResult(
+        tool_version=__version__,
+        op=op,
+        source=source,
+        inputs=list(inputs),
+        summary=summary,
+        ranks=ranks,
+        steps=all_steps,
+        warnings=list(warnings) + ch.warn,
+        info=ch.info,
+        skipped=[[str(p), str(r)] for p, r in skipped],
+    )
+    return result, used
 
-    # Per (run, rank): keep the best format that found instances; the same run
-    # read through another export would count every draw twice. Another run's
-    # rank of the same number is another rank: never merged, never deduplicated.
+
+def _analyses(timelines: Sequence[Timeline], pattern: re.Pattern | None,
+              analyses: Sequence[TimelineAnalysis] | None,
+              progress: Callable[[int, int], None] | None) -> list[TimelineAnalysis]:
+    """One analysis per Timeline: those a parallel read made already, else made here (with progress)."""
+    if analyses is not None:
+        if len(analyses) != len(timelines):
+            raise ValueError(f"analyses: {len(analyses)} for {len(timelines)} timelines")
+        return list(analyses)
+    out = []
+    for i, tl in enumerate(timelines):
+        out.append(analyze_timeline(tl, pattern))
+        if progress is not None:
+            progress(i + 1, len(timelines))
+    return out
+
+
+@dataclass
+class _Choice:
+    """What :func:`_choose` keeps per (recording, rank): the analyses counted, the wait known only per rank (an
+    overlay log that could not be placed on the trace), the rank's overlay logs not counted, and what was said."""
+
+    run_order: list[str]
+    several: bool
+    chosen: dict[tuple[int, int], list[TimelineAnalysis]] = field(default_factory=dict)
+    rank_only_wait: dict[tuple[int, int], int] = field(default_factory=dict)
+    unused_logs: dict[tuple[int, int], list[TimelineAnalysis]] = field(default_factory=dict)
+    warn: list[str] = field(default_factory=list)
+    info: list[str] = field(default_factory=list)
+
+
+def _choose(analyses: list[TimelineAnalysis], run_of: list[str], source: str) -> _Choice:
+    """Per (recording, rank): keep the best format that found instances (the same draws read through another
+    export would count twice), attach the overlay log's waits where the trace has none, and say what was left
+    out and why. Another recording's rank of the same number is another rank: never merged."""
+    run_order = list(dict.fromkeys(run_of))
+    ch = _Choice(run_order=run_order, several=len(run_order) > 1)
     by_rank: dict[tuple[int, int], list[TimelineAnalysis]] = defaultdict(list)
     for a, r in zip(analyses, run_of):
         by_rank[(run_order.index(r), a.tl.rank)].append(a)
-    chosen: dict[tuple[int, int], list[TimelineAnalysis]] = {}
-    rank_only_wait: dict[tuple[int, int], int] = {}
-    unused_logs: dict[tuple[int, int], list[TimelineAnalysis]] = {}
     for key, parts in sorted(by_rank.items()):
         found = [a for a in parts if len(a)]
         if source == "trace":
@@ -254,94 +278,100 @@ def analyze_parts(
             found = [a for a in found if a.tl.fmt == "overlay-log"]
         if not found:
             continue
-        who = f"{run_order[key[0]]}: rank {key[1]}" if several else f"rank {key[1]}"
-        best = min(_fmt_rank(a.tl.fmt) for a in found)
-        keep = [a for a in found if _fmt_rank(a.tl.fmt) == best]
-        dropped = {a.tl.fmt for a in parts if len(a) and _fmt_rank(a.tl.fmt) != best}
-        # The overlay log is the only source of the sampler's wait for traces without expo_prof::wait spans.
-        logs = []
-        if keep[0].tl.fmt != "overlay-log" and not any(a.wait_by_step for a in keep):
-            logs = [a for a in parts if a.tl.fmt == "overlay-log" and a.wait_by_step]
-        notes: list[str] = []
-        if logs:
-            att = attach_overlay_logs(keep, logs, who)
-            keep, notes = att.parts, att.warnings
-            rank_only_wait[key] = att.rank_only_wait_ns
-            dropped.discard("overlay-log")  # used for the wait: not ignored
-        if dropped:
-            n = sum(len(a) for a in keep)
-            other = [a for a in parts if len(a) and a.tl.fmt in dropped]
-            line = (f"{who}: {n} instance{'' if n == 1 else 's'} from {keep[0].tl.fmt}; the "
-                    f"{' and '.join(sorted(dropped))} input(s) of the same rank not counted "
-                    "(another view of the same draws would count each twice; choose with --source)")
-            if _steps_differ(keep, other):
-                # The views count different steps (a profiler window vs the whole run): a warning that says
-                # which steps each holds and what each measures over the shared ones (issue 33).
-                warn.append(line + "; " + views_note(keep, other))
-            else:
-                info.append(line)
-        warn.extend(notes)
-        # Step windows without a draw are not counted; export's steps track shows them: said where counted.
-        rank_logs = [a for a in parts if a.tl.fmt == "overlay-log" and a not in keep]
-        if (note := drawless_note(who, keep, rank_logs)) is not None:
-            warn.append(note)
-        chosen[key] = keep
-        unused_logs[key] = [a for a in parts if a.tl.fmt == "overlay-log" and a not in keep]
+        who = f"{run_order[key[0]]}: rank {key[1]}" if ch.several else f"rank {key[1]}"
+        keep = _choose_rank(ch, key, who, parts, found)
+        ch.chosen[key] = keep
+        ch.unused_logs[key] = [a for a in parts if a.tl.fmt == "overlay-log" and a not in keep]
+    return ch
 
-    if not chosen:
-        raise _source_left_nothing(analyses, source) or _nothing_found(timelines, op, pattern)
 
-    ranks: list[RankResult] = []
-    all_steps: list[StepResult] = []
-    for key, parts in chosen.items():
-        run = run_order[key[0]] if several else None
-        wait_known = any(a.wait_measured for a in parts) or key in rank_only_wait
-        fwd_known = any(a.forward_measured for a in parts)
-        steps = [s for a in parts for s in _steps_of(a, run, wait=wait_known, forward=fwd_known)]
-        steps.sort(key=lambda s: (s.start_ns, s.step if s.step is not None else -1))
-        tot = int(sum(int(a.total.sum()) for a in parts))
-        hid = int(sum(int(a.hidden.sum()) for a in parts))
-        # Totals over the steps steps[] holds (those with a draw), as the per-step figures beside them: a
-        # drawless window's forward or wait (switchback's off blocks, an empty step) is in neither.
-        wait = _counted_wait(parts, steps) + rank_only_wait.get(key, 0) if wait_known else None
-        fwd = sum(st.forward_ns or 0 for st in steps) if fwd_known else None
-        wall = int(sum(a.wall for a in parts))
-        wall_hid = int(sum(a.wall_hidden for a in parts))
-        ranks.append(
-            RankResult(
-                recording=run,
-                rank=key[1],
-                backend=parts[0].tl.backend,
-                fmt=parts[0].tl.fmt,
-                fmt_version=parts[0].tl.meta.get("fmt_version"),
-                sources=[a.tl.source for a in parts],
-                rule=_rule(parts),
-                forward_source=parts[0].forward_source,
-                step_count=sum(1 for s in steps if s.step is not None),
-                names=_names(parts),
-                instances=int(sum(len(a) for a in parts)),
-                total_ns=tot,
-                hidden_ns=hid,
-                exposed_ns=tot - hid,
-                hidden_fraction=fraction(hid, tot),
-                forward_ns=fwd,
-                wait_ns=wait,
-                critical_ns=sum(st.critical_ns for st in steps) + rank_only_wait.get(key, 0),
-                wait_source=(wait_source(parts) or "log window") if wait_known else None,
-                wall_ns=wall,
-                wall_hidden_ns=wall_hid,
-                wall_hidden_fraction=fraction(wall_hid, wall),
-                per_instance=_instance_dists(parts),
-                per_step=_step_dists(steps if numbered(steps) else []),
-                step_breakdown=step_breakdown(steps, parts, unused_logs[key]),
-            )
-        )
-        all_steps.extend(steps)
+def _choose_rank(ch: _Choice, key: tuple[int, int], who: str, parts: list[TimelineAnalysis],
+                 found: list[TimelineAnalysis]) -> list[TimelineAnalysis]:
+    """One rank's counted analyses (see :func:`_choose`); its warnings and info lines go to ``ch``."""
+    best = min(_fmt_rank(a.tl.fmt) for a in found)
+    keep = [a for a in found if _fmt_rank(a.tl.fmt) == best]
+    dropped = {a.tl.fmt for a in parts if len(a) and _fmt_rank(a.tl.fmt) != best}
+    # The overlay log is the only source of the sampler's wait for traces without expo_prof::wait spans.
+    logs = []
+    if keep[0].tl.fmt != "overlay-log" and not any(a.wait_by_step for a in keep):
+        logs = [a for a in parts if a.tl.fmt == "overlay-log" and a.wait_by_step]
+    notes: list[str] = []
+    if logs:
+        att = attach_overlay_logs(keep, logs, who)
+        keep, notes = att.parts, att.warnings
+        ch.rank_only_wait[key] = att.rank_only_wait_ns
+        dropped.discard("overlay-log")  # used for the wait: not ignored
+    if dropped:
+        n = sum(len(a) for a in keep)
+        other = [a for a in parts if len(a) and a.tl.fmt in dropped]
+        line = (f"{who}: {n} instance{'' if n == 1 else 's'} from {keep[0].tl.fmt}; the "
+                f"{' and '.join(sorted(dropped))} input(s) of the same rank not counted "
+                "(another view of the same draws would count each twice; choose with --source)")
+        if _steps_differ(keep, other):
+            # The views count different steps (a profiler window vs the whole run): a warning that says
+            # which steps each holds and what each measures over the shared ones (issue 33).
+            ch.warn.append(line + "; " + views_note(keep, other))
+        else:
+            ch.info.append(line)
+    ch.warn.extend(notes)
+    # Step windows without a draw are not counted; export's steps track shows them: said where counted.
+    rank_logs = [a for a in parts if a.tl.fmt == "overlay-log" and a not in keep]
+    if (note := drawless_note(who, keep, rank_logs)) is not None:
+        ch.warn.append(note)
+    return keep
 
-    used = [a for parts in chosen.values() for a in parts]
+
+def _rank_result(rank: int, parts: list[TimelineAnalysis], run: str | None, only_wait: int | None,
+                 unused_logs: list[TimelineAnalysis]) -> tuple[RankResult, list[StepResult]]:
+    """One rank's roll-up and its step rows; ``only_wait``: its wait known per rank only (else None)."""
+    wait_known = any(a.wait_measured for a in parts) or only_wait is not None
+    fwd_known = any(a.forward_measured for a in parts)
+    steps = [s for a in parts for s in _steps_of(a, run, wait=wait_known, forward=fwd_known)]
+    steps.sort(key=lambda s: (s.start_ns, s.step if s.step is not None else -1))
+    tot = int(sum(int(a.total.sum()) for a in parts))
+    hid = int(sum(int(a.hidden.sum()) for a in parts))
+    # Totals over the steps steps[] holds (those with a draw), as the per-step figures beside them: a
+    # drawless window's forward or wait (switchback's off blocks, an empty step) is in neither.
+    wait = _counted_wait(parts, steps) + (only_wait or 0) if wait_known else None
+    fwd = sum(st.forward_ns or 0 for st in steps) if fwd_known else None
+    wall = int(sum(a.wall for a in parts))
+    wall_hid = int(sum(a.wall_hidden for a in parts))
+    result = RankResult(
+        recording=run,
+        rank=rank,
+        backend=parts[0].tl.backend,
+        fmt=parts[0].tl.fmt,
+        fmt_version=parts[0].tl.meta.get("fmt_version"),
+        sources=[a.tl.source for a in parts],
+        rule=_rule(parts),
+        forward_source=parts[0].forward_source,
+        step_count=sum(1 for s in steps if s.step is not None),
+        names=_names(parts),
+        instances=int(sum(len(a) for a in parts)),
+        total_ns=tot,
+        hidden_ns=hid,
+        exposed_ns=tot - hid,
+        hidden_fraction=fraction(hid, tot),
+        forward_ns=fwd,
+        wait_ns=wait,
+        critical_ns=sum(st.critical_ns for st in steps) + (only_wait or 0),
+        wait_source=(wait_source(parts) or "log window") if wait_known else None,
+        wall_ns=wall,
+        wall_hidden_ns=wall_hid,
+        wall_hidden_fraction=fraction(wall_hid, wall),
+        per_instance=_instance_dists(parts),
+        per_step=_step_dists(steps if numbered(steps) else []),
+        step_breakdown=step_breakdown(steps, parts, unused_logs),
+    )
+    return result, steps
+
+
+def _summary(ranks: list[RankResult], steps: list[StepResult], used: list[TimelineAnalysis],
+             unused_logs: list[TimelineAnalysis]) -> Summary:
+    """The recording's roll-up over its ranks (totals add up rank-time; per-step figures pool rank-steps)."""
     tot = sum(r.total_ns for r in ranks)
     hid = sum(r.hidden_ns for r in ranks)
-    summary = Summary(
+    return Summary(
         ranks=len(ranks),
         rank_steps=sum(r.step_count for r in ranks),
         instances=sum(r.instances for r in ranks),
@@ -357,23 +387,10 @@ def analyze_parts(
         wall_hidden_ns=sum(r.wall_hidden_ns for r in ranks),
         wall_hidden_fraction=fraction(sum(r.wall_hidden_ns for r in ranks), sum(r.wall_ns for r in ranks)),
         per_instance=_instance_dists(used),
-        per_step=_step_dists(all_steps if numbered(all_steps) else []),
+        per_step=_step_dists(steps if numbered(steps) else []),
         forward_source=common_forward_source(r.forward_source for r in ranks),
-        step_breakdown=step_breakdown(all_steps, used, [lg for logs in unused_logs.values() for lg in logs]),
+        step_breakdown=step_breakdown(steps, used, unused_logs),
     )
-    result = AnalysisResult(
-        tool_version=__version__,
-        op=op,
-        source=source,
-        inputs=list(inputs),
-        summary=summary,
-        ranks=ranks,
-        steps=all_steps,
-        warnings=warn,
-        info=info,
-        skipped=[[str(p), str(r)] for p, r in skipped],
-    )
-    return result, used
 
 
 def _rule(parts: list[TimelineAnalysis]) -> str:

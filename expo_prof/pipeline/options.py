@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from expo_prof.analysis.rollup import check_source, compile_op
+from expo_prof.analysis.rollup import SOURCES
 from expo_prof.errors import BadInput
 from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED
 
@@ -21,6 +21,24 @@ def parse_size(text: str) -> int:
     if value < 1:
         raise BadInput(f"--max-bytes {text!r}: must be at least 1 byte")
     return int(value)
+
+
+def compile_op(op: str | None) -> re.Pattern | None:
+    """``--op REGEX`` compiled (None for the exponential draw); BadInput with one line when it is not a regex."""
+    if op is None:
+        return None
+    try:
+        return re.compile(op)
+    except re.error as exc:
+        raise BadInput(f"--op {op!r} is not a valid regular expression: {exc}") from None
+
+
+def check_source(source: str) -> str:
+    """``--source``, checked (BadInput naming the choices)."""
+    if source not in SOURCES:
+        raise BadInput(f"--source {source!r}: expected one of {', '.join(SOURCES)}")
+    return source
+
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from expo_prof.analysis.rollup import compile_op
+from expo_prof.pipeline.options import compile_op
 from expo_prof.analysis.overlap.hidden import TimelineAnalysis, analyze_timeline
 from expo_prof.errors import signals_held
 from expo_prof.readers import LoadResult, Task, TaskOutput, assemble, read_task, tasks

@@ -19,9 +19,10 @@ from analysis_helpers import EXP_KERNEL, STREAM, THREAD  # type: ignore[import-n
 
 from expo_prof import __version__
 from expo_prof.analysis import analyze
-from expo_prof.analysis.rollup import dist, fraction
+from expo_prof.analysis.dists import dist, fraction
 from expo_prof.errors import BadInput
 from expo_prof.timeline import Kind
+from expo_prof.pipeline.options import check_source, compile_op
 
 LANES = [(THREAD, "cpu", "main"), (STREAM, "cuda:0", "stream 7"), (STREAM, "cuda:0", "stream 20")]
 
@@ -66,7 +67,7 @@ def test_every_roll_up_field(make_tl):
                       "counted (another view of the same draws would count each twice; choose with --source)"]
 
     # Steps, in (run, rank) order, each sorted by start
-    got = [(s.run, s.rank, s.step, s.start_ns, s.end_ns, s.instances, s.total_ns, s.hidden_ns, s.exposed_ns,
+    got = [(s.recording, s.rank, s.step, s.start_ns, s.end_ns, s.instances, s.total_ns, s.hidden_ns, s.exposed_ns,
             s.forward_ns, s.wait_ns) for s in r.steps]
     assert got == [
         # run A rank 0: windows [0,1000) and [1000, end of trace 2000); forward = gemm busy of the step
@@ -81,7 +82,7 @@ def test_every_roll_up_field(make_tl):
     assert [s.hidden_fraction for s in r.steps] == pytest.approx([0.5, 50 / 150, 30 / 200, 10 / 40])
     assert all(s.source == f"hand-built rank {s.rank}" for s in r.steps)
 
-    ranks = {(x.run, x.rank): x for x in r.ranks}
+    ranks = {(x.recording, x.rank): x for x in r.ranks}
     assert list(ranks) == [("runA", 0), ("runA", 1), ("runB", 0)]
     a0, a1, b0 = ranks.values()
     # rank rows: sums of their steps; the union view counts overlapping draws once (rank 1: [0,150))
@@ -116,7 +117,7 @@ def test_every_roll_up_field(make_tl):
 def test_one_run_has_no_run_labels(make_tl):
     tls, _ = _runs(make_tl)
     r = analyze(tls[2:])  # run B's two exports, no labels
-    assert [x.run for x in r.ranks] == [None] and [s.run for s in r.steps] == [None]
+    assert [x.recording for x in r.ranks] == [None] and [s.recording for s in r.steps] == [None]
     assert r.warnings == []
     assert r.info == ["rank 0: 1 instance from kineto; the ascend-kernel-csv input(s) of the same rank not counted "
                       "(another view of the same draws would count each twice; choose with --source)"]
@@ -139,8 +140,9 @@ def test_run_labels_must_match_and_op_must_compile(make_tl):
     tls, _ = _runs(make_tl)
     with pytest.raises(ValueError, match=r"^runs: 1 labels for 4 timelines$"):
         analyze(tls, runs=["x"])
+    # (the options are validated once, by pipeline/options.py, before any analysis runs)
     with pytest.raises(BadInput, match=r"^--op '\(' is not a valid regular expression: "):
-        analyze(tls, op="(")
+        compile_op("(")
     # AND an --op that compiles is used and recorded
     r = analyze(tls[:1], op="gemm")
     assert r.op == "gemm" and r.summary.instances == 2 and r.ranks[0].names == {"gemm": 2}
@@ -202,7 +204,7 @@ def test_source_picks_the_trace_or_the_overlay_log_of_a_rank(make_tl):
         analyze([log], source="trace")
     # AND an unknown --source is one line naming the choices
     with pytest.raises(BadInput, match=r"^--source 'both': expected one of auto, trace, overlay-log$"):
-        analyze([trace], source="both")
+        check_source("both")
 
 
 def test_precomputed_analyses_must_match_the_timelines(make_tl):

@@ -189,32 +189,9 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
     sb = (block >= 0) & np.isin(phase, compared)
     if not sb.any():
         return None
-    if window is None:
-        window = np.ones(len(block), dtype=bool)
-    cad, idle = cadence(cols["step"], cols["t0_ns"], cols["host_end_ns"])
-    first_of_block = np.zeros(len(block), dtype=bool)
-    seen: set[int] = set()
-    for i in np.flatnonzero(sb):
-        if int(block[i]) not in seen:
-            seen.add(int(block[i]))
-            first_of_block[i] = True
-    reqs = ints(cols["reqs"])
-    outside = sb & ~window
-    dropped = {
-        "outside_load": int(outside.sum()),
-        "washout": int((sb & window & first_of_block).sum()),
-        "no_cadence": int((sb & window & ~first_of_block & (cad < 0)).sum()),
-        "idle": int((sb & window & ~first_of_block & idle).sum()),
-    }
-    keep = sb & window & ~first_of_block & (cad >= 0) & ~idle & (reqs > 0)
+    cad, keep, dropped, blocks = _kept(cols, sb, block, phase, window, arms, compared)
     pair_of = np.where(block >= 0, block // len(arms), -1)
-    # A step is unpaired when its pair (group) has no kept step of the other compared arm.
-    partners = {(int(u), str(ph)) for u, ph in zip(pair_of[keep], phase[keep], strict=True)}
-    other = {compared[0]: compared[1], compared[1]: compared[0]}
-    lonely = keep & np.array([(int(u), other.get(ph)) not in partners for u, ph in zip(pair_of, phase, strict=True)],
-                             dtype=bool)
-    dropped["unpaired"] = int(lonely.sum())
-    keep &= ~lonely
+    reqs = ints(cols["reqs"])
     shape = shape_key(reqs, cols["tokens"])
     pairs, shapes, matched = _pair_means(pair_of, phase, shape, cad.astype(float), keep, compared)
     dropped["unmatched_shape"] = int((keep & ~matched).sum())
@@ -246,17 +223,7 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
     on_mean = float(on.mean()) if len(on) else None
     off_parts = _parts(off_mean, fwd_off, smp_off, mean_wait(compared[0]))
     on_parts = _parts(on_mean, fwd_on, smp_on, wait_on)
-    tok = tok_ci = tok_note = None
-    decision, needed = INCONCLUSIVE, None
-    if saving is not None and off_mean:
-        tok = 100.0 * (off_mean / (off_mean - saving.mean_ns) - 1.0)
-        if saving.ci_ns is not None:
-            # A saving bound at or past the off step would be an on step of zero (or negative) time: no tok/s
-            # bound exists there, and the note says so rather than printing an infinity.
-            tok_ci = [100.0 * (off_mean / (off_mean - c) - 1.0) if c < off_mean else None for c in saving.ci_ns]
-            if None in tok_ci:
-                tok_note = (f"no upper bound: the saving's upper 95% bound ({fmt_ns(max(saving.ci_ns))}) reaches the "
-                            f"{compared[0]} step itself ({fmt_ns(off_mean)}), a {compared[1]} step of zero time")
+    tok, tok_ci, tok_note = _tokps(saving, off_mean, compared)
     seq = None
     subject = SUBJECTS.get((arms, compared), f"{compared[1]} against {compared[0]}")
     if sequential is not None and len(pairs):
@@ -266,21 +233,14 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
         decision = seq.decision
         needed = None if seq.pairs_needed is None else len(arms) * block_steps * seq.pairs_needed
     else:
-        if saving is not None and saving.significant is not None:
-            if saving.significant:
-                decision = ENABLE if saving.mean_ns > 0 else KEEP_OFF
-            else:
-                decision = NO_DIFFERENCE
-                d = on - off
-                n_pairs = stats.runs_needed_paired(float(d.mean()), float(np.std(d, ddof=1)), ALPHA)
-                needed = None if n_pairs is None else len(arms) * block_steps * n_pairs
+        decision, needed = _fixed_decision(saving, on - off, len(arms) * block_steps)
     if len(pairs) < 2:
         notes.append(f"{plural(len(pairs), 'block pair')} compared: at least 2 are needed for a confidence interval "
                      "(run longer, or with a smaller EXPO_PROF_SWITCHBACK_BLOCK)")
     if left_out_words(dropped):
         notes.append("left out: " + "; ".join(left_out_words(dropped)))
     sv = Saving(
-        rank=rank, block_steps=block_steps, arms=list(arms), compared=list(compared), blocks=len(seen),
+        rank=rank, block_steps=block_steps, arms=list(arms), compared=list(compared), blocks=blocks,
         pairs=len(pairs), load_window_ns=load_window_ns,
         baseline_steps=int((used & (phase == compared[0])).sum()), arm_steps=int((used & (phase == compared[1])).sum()),
         dropped=dropped, baseline_cadence_ns=off_mean, arm_cadence_ns=on_mean, saving=saving,
@@ -295,6 +255,66 @@ def switchback_saving(cols: Mapping[str, np.ndarray], *, rank: int, block_steps:
     # The one verdict sentence (analysis/saving/words.py), from the figures just set.
     sv.statement = (sequential_statement if seq is not None else statement)(sv, subject, int(used.sum()))
     return sv
+
+
+def _kept(cols: Mapping[str, np.ndarray], sb: np.ndarray, block: np.ndarray, phase: np.ndarray,
+          window: np.ndarray | None, arms: tuple[str, ...], compared: tuple[str, str]
+          ) -> tuple[np.ndarray, np.ndarray, dict[str, int], int]:
+    """Which switchback steps ``sb`` are compared: (their cadence, the kept mask, the left-out counts by reason,
+    the blocks seen). Left out: outside the load ``window``, each block's first step (washout), a step without a
+    cadence or in an idle gap, a request-less step, and a step whose pair has no kept step of the other arm."""
+    if window is None:
+        window = np.ones(len(block), dtype=bool)
+    cad, idle = cadence(cols["step"], cols["t0_ns"], cols["host_end_ns"])
+    first_of_block = np.zeros(len(block), dtype=bool)
+    seen: set[int] = set()
+    for i in np.flatnonzero(sb):
+        if int(block[i]) not in seen:
+            seen.add(int(block[i]))
+            first_of_block[i] = True
+    reqs = ints(cols["reqs"])
+    dropped = {
+        "outside_load": int((sb & ~window).sum()),
+        "washout": int((sb & window & first_of_block).sum()),
+        "no_cadence": int((sb & window & ~first_of_block & (cad < 0)).sum()),
+        "idle": int((sb & window & ~first_of_block & idle).sum()),
+    }
+    keep = sb & window & ~first_of_block & (cad >= 0) & ~idle & (reqs > 0)
+    pair_of = np.where(block >= 0, block // len(arms), -1)
+    # A step is unpaired when its pair (group) has no kept step of the other compared arm.
+    partners = {(int(u), str(ph)) for u, ph in zip(pair_of[keep], phase[keep], strict=True)}
+    other = {compared[0]: compared[1], compared[1]: compared[0]}
+    lonely = keep & np.array([(int(u), other.get(ph)) not in partners for u, ph in zip(pair_of, phase, strict=True)],
+                             dtype=bool)
+    dropped["unpaired"] = int(lonely.sum())
+    return cad, keep & ~lonely, dropped, len(seen)
+
+
+def _tokps(saving: Interval | None, base: float | None, compared: tuple[str, str]
+           ) -> tuple[float | None, list[float | None] | None, str | None]:
+    """The output tok/s change a saving implies against the baseline's cadence ``base`` (%), its CI, and the note
+    where a CI bound does not exist."""
+    tok = tok_ci = tok_note = None
+    if saving is not None and base:
+        tok = 100.0 * (base / (base - saving.mean_ns) - 1.0)
+        if saving.ci_ns is not None:
+            # A saving bound at or past the baseline's cadence would be an arm step of zero (or negative) time: no
+            # tok/s bound exists there, and the note says so rather than printing an infinity.
+            tok_ci = [100.0 * (base / (base - c) - 1.0) if c < base else None for c in saving.ci_ns]
+            if None in tok_ci:
+                tok_note = (f"no upper bound: the saving's upper 95% bound ({fmt_ns(max(saving.ci_ns))}) reaches the "
+                            f"{compared[0]} step itself ({fmt_ns(base)}), a {compared[1]} step of zero time")
+    return tok, tok_ci, tok_note
+
+
+def _fixed_decision(saving: Interval | None, diffs: np.ndarray, steps_per_pair: int) -> tuple[str, int | None]:
+    """The fixed-horizon decision of the pair differences (arm − baseline) and the steps that would settle it."""
+    if saving is None or saving.significant is None:
+        return INCONCLUSIVE, None
+    if saving.significant:
+        return (ENABLE if saving.mean_ns > 0 else KEEP_OFF), None
+    n_pairs = stats.runs_needed_paired(float(diffs.mean()), float(np.std(diffs, ddof=1)), ALPHA)
+    return NO_DIFFERENCE, None if n_pairs is None else steps_per_pair * n_pairs
 
 
 def _parts(step: float | None, fwd: np.ndarray, smp: np.ndarray, wait: float | None) -> StepParts | None:
