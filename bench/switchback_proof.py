@@ -60,8 +60,12 @@ RECORD = Path("bench/results/switchback_proof.json")
 PROOF_FILES: tuple[str, ...] = (
     "expo_prof/analysis/saving/switchback.py",  # the switchback estimator
     "expo_prof/analysis/saving/recording.py",  # which steps of each log it is given (the measured load's window)
+    "expo_prof/analysis/steps/facts.py",  # each step's cadence and the idle-gap rule the estimator compares by
     "overlay/switch.py",  # the overlay's switch (off / on / switchback blocks)
-    "overlay/sampler.py",  # the block order (switchback_phase) and the on path
+    "overlay/sampler.py",  # the overlay's entry points (the sampler hook, call nesting)
+    "overlay/arms.py",  # the block order (switchback_phase, ArmSchedule)
+    "overlay/draws.py",  # the on path: q launched beside the forward and handed to the sampler
+    "overlay/samplercalls.py",  # which path each sampler call takes (native / inline / the overlay's q)
     "overlay/lanes.py",  # the lane that draws q beside the forward
     "expo_prof/cli/ab.py",  # ab: --repeat / --switchback
     "expo_prof/record/session.py",  # ab's runner: the alternating session of runs
