@@ -371,7 +371,9 @@ def ab_section(compare: Any) -> dict | None:
         rows.append({"key": m["name"], "label": m["label"], "unit": m["unit"], "better": m["better"],
                      "off": m["a"]["values"], "on": m["b"]["values"], "mean_off": m["a"]["mean"],
                      "mean_on": m["b"]["mean"], "change_pct": m["change_pct"], "ci_pct": m["ci_pct"],
-                     "p": (m["t_test"] or {}).get("p"), "outcome": m["outcome"], "notes": m["notes"]})
+                     "p": (m["t_test"] or {}).get("p"), "outcome": m["outcome"], "notes": m["notes"],
+                     # Unlike sides: no change, only why (compare's not_compared).
+                     "not_compared": m.get("not_compared")})
     return {"sides": {"off": c["a"]["runs"], "on": c["b"]["runs"]}, "design": c["design"], "rows": rows,
             "verdict": c["verdict"], "flags": c["flags"],
             # the statement without its leading "decision:" (Verdict.reason): what the page prints after it

@@ -255,7 +255,7 @@ class Result:
         """One row per rank: the document's ``ranks`` as columns."""
         return _columns([(rr.label, r) for rr in self.found for r in rr.analysis.ranks],  # type: ignore[union-attr]
                         ("rank", "instances", "total_ns", "hidden_ns", "exposed_ns", "forward_ns", "wait_ns",
-                         "wall_ns", "wall_hidden_ns", "steps"))
+                         "wall_ns", "wall_hidden_ns", "step_count"))
 
     def to_pandas(self, table: str = "steps") -> Any:
         """``table`` ("instances", "steps" or "ranks") as a pandas DataFrame (pandas is not a dependency)."""

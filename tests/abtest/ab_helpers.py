@@ -76,9 +76,10 @@ def bench_result(path: Path, *, output_throughput: float, input_len: int = 1536,
 
 
 def analysis_json(*, exposed_us: float, hidden_us: float, forward_us: float | None, steps: int = 100,
-                  wait_us: float = 0.0, forward_source: str | None = None) -> dict:
+                  wait_us: float = 0.0, forward_source: str | None = None, rules: list[str] | None = None) -> dict:
     """An ``analyze --json`` result (built from the real result model) with the given per-step means, and
-    ``summary.forward_source`` (where forward comes from; None: an analysis.json from before that key).
+    ``summary.forward_source`` (where forward comes from; None: an analysis.json from before that key);
+    ``rules``: one rank per entry, its ``rule`` (which recognition rule found the instances; None: no ranks).
 
     The critical path per step is exposed + wait (a wait after the draw ended: nothing to count once)."""
     from expo_prof.analysis import model as m
@@ -99,13 +100,17 @@ def analysis_json(*, exposed_us: float, hidden_us: float, forward_us: float | No
         instances=steps, total_ns=tot, hidden_ns=hid, exposed_ns=tot - hid, hidden_fraction=hid / tot if tot else None,
         forward_ns=int((forward_us or 0) * 1e3) * steps, wait_ns=int(wait_us * 1e3) * steps,
         critical_ns=tot - hid + int(wait_us * 1e3) * steps, wall_ns=tot, wall_hidden_ns=hid,
-        wall_hidden_fraction=hid / tot if tot else None, ranks=1, steps=steps, per_instance=per_inst, per_step=per_step,
+        wall_hidden_fraction=hid / tot if tot else None, ranks=1, per_instance=per_inst, per_step=per_step,
+        # the count of rank-steps: "rank_steps" from schema 3 of analyze --json on, "steps" before (compare reads both)
+        **{"rank_steps" if "rank_steps" in m.Summary.__struct_fields__ else "steps": steps},
     )
     result = m.AnalysisResult(tool_version="test", op=None, inputs=["."], summary=summary, ranks=[], steps=[],
                               warnings=[], skipped=[])
     doc = json.loads(msgspec.json.encode(result))
     if forward_source is not None:
         doc["summary"]["forward_source"] = forward_source
+    if rules is not None:  # the keys compare reads of a rank (a RankResult holds many more)
+        doc["ranks"] = [{"rank": i, "rule": rule, "forward_source": forward_source} for i, rule in enumerate(rules)]
     return doc
 
 

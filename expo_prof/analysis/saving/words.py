@@ -173,7 +173,8 @@ def saving_clause(sv: Saving) -> str:
     if sv.tokps_change_pct is not None:
         what += f", output tok/s {tokps_text(sv.tokps_change_pct)}"
         if sv.tokps_ci_pct is not None:
-            what += f" ({tokps_ci_text(sv.tokps_ci_pct, sv.tokps_ci_note)})"
+            # The saving's "95% CI" just before names the level: the tok/s bounds follow without repeating it.
+            what += f" ({tokps_ci_text(sv.tokps_ci_pct, sv.tokps_ci_note).removeprefix('95% CI ')})"
     return what
 
 

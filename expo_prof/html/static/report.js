@@ -320,7 +320,7 @@
     const pct = (x) => (x === null || x === undefined ? "–" : (x > 0 ? "+" : x < 0 ? "−" : "") + Math.abs(x).toFixed(2) + "%");
     const rows = ab.rows.map((r) => [r.label, r.off.map((v) => fmtVal(v, r.unit)).join(" · "), r.on.map((v) => fmtVal(v, r.unit)).join(" · "),
       fmtVal(r.mean_off, r.unit), fmtVal(r.mean_on, r.unit), pct(r.change_pct),
-      r.ci_pct ? pct(r.ci_pct[0]) + " … " + pct(r.ci_pct[1]) : "–", r.p === null || r.p === undefined ? "–" : r.p.toPrecision(3), r.outcome]);
+      r.ci_pct ? pct(r.ci_pct[0]) + " … " + pct(r.ci_pct[1]) : "–", r.p === null || r.p === undefined ? "–" : r.p.toPrecision(3), r.not_compared ? r.outcome + ": " + r.not_compared : r.outcome]);
     const t = Expo.table(["metric", "off runs", "on runs", "mean off", "mean on", "change", "95% CI", "p", "outcome"], rows);
     t.id = "ab-tbl";
     const wrap = Expo.el("div", { className: "scroll" });
