@@ -19,7 +19,7 @@ takes as long as its *slowest* rank. Per step (the ranks' shared step id):
   no rank is flagged (two ranks have no majority to stand out from).
 
 Over the recording: the sum of the per-step maxima against the sum of the
-per-step means (``exposed_bound_ns`` vs ``exposed_mean_ns``), and per rank how
+per-step means (``exposed_slowest_ns`` vs ``exposed_mean_ns``), and per rank how
 many steps flagged it. :func:`per_step_means` averages the per-step figures
 over the steps: what the report's cards and ``analyze``'s tables print per step.
 """
@@ -100,9 +100,9 @@ def cluster_view(steps: Sequence[StepResult], run: str | None = None) -> Cluster
         ))
     skews = [s.skew_exposed_ns for s in out]
     return ClusterView(
-        recording=run, ranks=ranks, steps=out, rule=RULE,
-        exposed_bound_ns=int(bound), exposed_mean_ns=int(round(mean_sum)),
-        forward_bound_ns=fwd_bound,
+        recording=run, ranks=ranks, steps=out, straggler_rule=RULE,
+        exposed_slowest_ns=int(bound), exposed_mean_ns=int(round(mean_sum)),
+        forward_slowest_ns=fwd_bound,
         skew_p50_ns=int(np.median(skews)), skew_max_ns=int(max(skews)),
         straggler_steps={str(r): n for r, n in flagged.items() if n},
     )

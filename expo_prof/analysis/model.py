@@ -267,12 +267,12 @@ class ClusterView(msgspec.Struct, kw_only=True):
     ranks: list[int]
     steps: list[ClusterStep]
     #: The straggler rule, in words.
-    rule: str
+    straggler_rule: str
     #: Sum over steps of the slowest rank's exposed time, and of the ranks' mean exposed time.
-    exposed_bound_ns: int
+    exposed_slowest_ns: int
     exposed_mean_ns: int
     #: Sum over steps of the longest forward; null when not measured.
-    forward_bound_ns: int | None
+    forward_slowest_ns: int | None
     #: Median and maximum over steps of skew_exposed_ns.
     skew_p50_ns: int
     skew_max_ns: int
@@ -519,7 +519,7 @@ class Spread(msgspec.Struct, kw_only=True):
     tokps_sd_pct: float | None
     tokps_range_pct: list[float] | None
     #: Cochran's Q over the runs with a standard error, its degrees of freedom, p-value and I² (null: < 2 such).
-    q: float | None
+    cochran_q: float | None
     df: int
     p: float | None
     i2: float | None

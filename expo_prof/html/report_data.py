@@ -286,8 +286,8 @@ def rank_step_grid(result: AnalysisResult | None, view: ClusterView | None) -> d
         i, j = row[st.rank], col[st.step]
         grid[i][j] = (grid[i][j] or 0) + st.exposed_ns
     flagged = [[r, s.step] for s in view.steps for r in s.stragglers]
-    return {"ranks": view.ranks, "steps": steps, "exposed": grid, "stragglers": flagged, "rule": view.rule,
-            "bound_ns": view.exposed_bound_ns, "mean_ns": view.exposed_mean_ns, "skew_p50_ns": view.skew_p50_ns}
+    return {"ranks": view.ranks, "steps": steps, "exposed": grid, "stragglers": flagged, "straggler_rule": view.straggler_rule,
+            "slowest_ns": view.exposed_slowest_ns, "mean_ns": view.exposed_mean_ns, "skew_p50_ns": view.skew_p50_ns}
 
 
 def run_entry(label: str, path: str, overlay: str | None, manifest: dict | None, result: AnalysisResult | None,

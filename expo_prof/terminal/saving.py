@@ -76,7 +76,7 @@ def saving_table(sv: Saving, several: bool = False, under: str = "",
               title_justify="left", title_style="bold", pad_edge=False, box=None, show_header=False)
     for just in ("left", "right", "left"):
         t.add_column(justify=just)
-    t.add_row("verdict", sv.decision, "")
+    t.add_row("decision", sv.decision, "")
     t.add_row(f"cadence, {arm_words(sv, base)}", fmt_ns(sv.baseline_cadence_ns), f"{plural(sv.baseline_steps, 'step')} ({base} blocks)")
     _parts_rows(t, sv.baseline_parts)
     t.add_row(f"cadence, {arm_words(sv, arm)}", fmt_ns(sv.arm_cadence_ns), f"{plural(sv.arm_steps, 'step')} ({arm} blocks)")

@@ -71,11 +71,12 @@ def render_step(con: Console, b: StepBreakdown | None, draw: bool, ranks: int = 
         con.print(f"{', '.join(whats)}: not measured — {escape(why)}")
 
 
-def worst_columns(draw: bool, fwd_short: str) -> list[tuple[str, str]]:
-    """The worst-steps table's columns (80 columns at most, with the widest figures)."""
+def worst_columns(draw: bool, fwd_short: str, wait: str = "wait") -> list[tuple[str, str]]:
+    """The worst-steps table's columns (80 columns at most, with the widest figures); ``wait``: the wait's
+    column, named by its source."""
     return [("rank", "right"), ("step", "right"), ("P/D", "left"), ("reqs", "right"), ("own", "right"),
             (fwd_short, "right"), ("exposed", "right"),
-            *([("wait", "right"), ("critical", "right")] if draw else []), ("share", "right")]
+            *([(wait, "right"), ("critical", "right")] if draw else []), ("share", "right")]
 
 
 def worst_row(st: StepResult, draw: bool) -> list[str]:
@@ -86,7 +87,7 @@ def worst_row(st: StepResult, draw: bool) -> list[str]:
             fmt_frac(st.critical_share) if st.critical_share is not None else "–"]
 
 
-WORST_LEGEND = "P/D: prefill / decode step; reqs: its batch; own: own time; share: critical ÷ own"
+WORST_LEGEND = "P/D: prefill / decode; reqs: its batch; own: own time; share: critical ÷ own"
 
 
 def worst_steps(steps: list[StepResult], top: int) -> list[StepResult]:

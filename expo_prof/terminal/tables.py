@@ -160,7 +160,7 @@ class TableReporter:
             # over ranks); the mean of ranks and the slowest rank per step are in "Across ranks".
             "Distributions" + (" — step columns over each rank's steps" if several else ""),
             ("", "left"), ("inst mean", "right"), ("inst p50", "right"), ("inst p99", "right"),
-            ("step mean", "right"), ("step p50", "right"), ("step p99", "right"),
+            ("/step mean", "right"), ("/step p50", "right"), ("/step p99", "right"),
         )
         pi, ps = s.per_instance, s.per_step
         # A per-step figure needs steps: with none the step columns say so instead of a value.
@@ -170,12 +170,13 @@ class TableReporter:
         d.add_row("exposed", *_d(pi.exposed_ns), *_s(ps.exposed_ns))
         d.add_row(fwd.short, "", "", "", *_s(ps.forward_ns))
         if draw:
-            d.add_row(wait_label(s.wait_source), "", "", "", *_s(ps.wait_ns))
+            d.add_row(wait_label(s.wait_source).removeprefix("sampler "), "", "", "", *_s(ps.wait_ns))
         con.print(d)
         fwd.note(con)
         con.print()
 
-        wait_col = [("wait", "right")] if draw else []
+        # The wait's column is named by its source, as its row above (docs/glossary.md, "wait").
+        wait_col = [(wait_label(s.wait_source).removeprefix("sampler "), "right")] if draw else []
         r = _table(
             "Per rank",
             ("rank", "right"), ("n", "right"), ("total", "right"), ("hidden", "right"), ("exposed", "right"),
@@ -210,7 +211,7 @@ class TableReporter:
                 else f"Worst steps by critical path (exposed; top {len(worst)})",
                 # The step's own figures beside what the noise cost of it; hidden % and total are in the
                 # distributions above (the table must fit 80 columns).
-                *worst_columns(draw, fwd.short),
+                *worst_columns(draw, fwd.short, wait_label(s.wait_source).removeprefix("sampler ")),
             )
             for st in worst:
                 w.add_row(*worst_row(st, draw))
@@ -229,10 +230,10 @@ class TableReporter:
         t.add_row("exposed per step", fmt_ns(m["exposed_mean"]), fmt_ns(m["exposed_max"]))
         if m["forward_max"] is not None:
             t.add_row(f"{fwd.short} per step", fmt_ns(m["forward_mean"]), fmt_ns(m["forward_max"]))
-        t.add_row("exposed, all steps", fmt_ns(v.exposed_mean_ns), fmt_ns(v.exposed_bound_ns))
-        if v.forward_bound_ns is not None:
+        t.add_row("exposed, all steps", fmt_ns(v.exposed_mean_ns), fmt_ns(v.exposed_slowest_ns))
+        if v.forward_slowest_ns is not None:
             fwd_means = [st.mean_forward_ns for st in v.steps if st.mean_forward_ns is not None]
-            t.add_row(f"{fwd.short}, all steps", fmt_ns(sum(fwd_means)), fmt_ns(v.forward_bound_ns))
+            t.add_row(f"{fwd.short}, all steps", fmt_ns(sum(fwd_means)), fmt_ns(v.forward_slowest_ns))
         con.print(t)
         con.print("per step: averaged over the steps; all steps: summed over them. A synchronous step lasts as long "
                   "as its slowest rank, so the slowest rank's exposed time bounds the step.")

@@ -95,7 +95,7 @@ def between_runs(savings: list[tuple[str, Saving]]) -> Spread | None:
                   min_ns=float(means.min()), max_ns=float(means.max()),
                   tokps_sd_pct=float(np.std(tok, ddof=1)) if len(tok) >= 2 else None,
                   tokps_range_pct=[min(tok), max(tok)] if tok else None,
-                  q=q, df=max(df, 0), p=p, i2=i2, differ=p is not None and p < ALPHA, decisions=decisions)
+                  cochran_q=q, df=max(df, 0), p=p, i2=i2, differ=p is not None and p < ALPHA, decisions=decisions)
 
 
 def spread_words(sp: Spread) -> str:
@@ -110,10 +110,10 @@ def spread_words(sp: Spread) -> str:
            f"output tok/s {sp.tokps_range_pct[0]:+.1f}% to {sp.tokps_range_pct[1]:+.1f}%")
     inner = "; ".join(x for x in (sd, tok) if x)
     head = f"between runs: {plural(k, 'run')} saved {span}" + (f" ({inner})" if inner else "")
-    if sp.q is None or sp.p is None:
+    if sp.cochran_q is None or sp.p is None:
         test = "too few runs with an interval to test whether they differ"
     else:
-        stat = f"Cochran's Q {sp.q:.1f}, {sp.df} df, p {sp.p:.3g}; I² {100 * (sp.i2 or 0):.0f}%"
+        stat = f"Cochran's Q {sp.cochran_q:.1f}, {sp.df} df, p {sp.p:.3g}; I² {100 * (sp.i2 or 0):.0f}%"
         test = (f"they differ more than their intervals allow ({stat}): the size is each run's load's"
                 if sp.differ else f"they agree within their intervals ({stat})")
     ways = ", ".join(f"{n} {d}" for d, n in sorted(sp.decisions.items(), key=lambda t: -t[1]))

@@ -267,8 +267,8 @@
   const G = P.grid;
   if (G && G.ranks.length > 1) {
     Expo.setText("cluster-note", "Exposed time per rank and step: a synchronous step waits for its slowest rank. " +
-      "Summed over steps: slowest rank " + Expo.fmtNs(G.bound_ns) + " vs mean of ranks " + Expo.fmtNs(G.mean_ns) +
-      "; median skew " + Expo.fmtNs(G.skew_p50_ns) + "; " + G.stragglers.length + " straggler cell(s) marked × (" + G.rule + ").");
+      "Summed over steps: slowest rank " + Expo.fmtNs(G.slowest_ns) + " vs mean of ranks " + Expo.fmtNs(G.mean_ns) +
+      "; median skew " + Expo.fmtNs(G.skew_p50_ns) + "; " + G.stragglers.length + " straggler cell(s) marked × (" + G.straggler_rule + ").");
     const ylab = G.ranks.map((r) => "rank " + r);
     const heat = { type: "heatmap", x: G.steps, y: ylab, z: G.exposed.map((row) => row.map((v) => (v === null ? null : v / 1e3))),
       colorscale: "Reds", colorbar: { title: { text: "exposed µs" } }, hoverongaps: false,
