@@ -196,7 +196,7 @@ def test_the_parse_finds_the_tables(labels):
     for label in ("instances", "total", "hidden", "exposed", "forward", "sampler wait (log window)",
                   "sampler wait (span)", "sampler wait", "inst mean", "/step p99", "hidden %", "exp/step p99",
                   "own p50", "cadence p50", "critical/step", "share", "P/D", "reqs", "critical", "wait",
-                  "verdict", "saved / step", "block pairs", "cadence, overlay", "rest", "measured under"):
+                  "decision", "saved / step", "block pairs", "cadence, overlay", "rest", "measured under"):
         assert label in labels, label
     assert len(labels) >= 40
 
