@@ -125,7 +125,7 @@ class Measured:
     @property
     def saving(self) -> dict:
         """The switchback Saving of rank 0."""
-        return self.switchback["saving"][0]
+        return self.switchback["savings"][0]
 
 
 def model_dir() -> Path:

@@ -32,8 +32,8 @@ def test_slowest_rank_bounds_each_step_and_skew():
     assert s1.median_exposed_ns == 10_750 and (s1.max_forward_ns, s1.slowest_forward_rank) == (103, 3)
     assert (s2.slowest_rank, s2.max_exposed_ns, s2.max_forward_ns) == (0, 50_000, None)
     # AND the bound is the sum of the maxima, above the sum of the means
-    assert v.exposed_bound_ns == 140_000 and v.exposed_mean_ns == round((121_500 + 86_500) / 4)
-    assert v.forward_bound_ns == 103 and v.skew_max_ns == 80_000 and v.ranks == [0, 1, 2, 3] and v.run == "run-a"
+    assert v.exposed_slowest_ns == 140_000 and v.exposed_mean_ns == round((121_500 + 86_500) / 4)
+    assert v.forward_slowest_ns == 103 and v.skew_max_ns == 80_000 and v.ranks == [0, 1, 2, 3] and v.recording == "run-a"
     # AND the slow rank of each step is flagged, the others not
     assert s1.stragglers == [2] and s2.stragglers == [0]
     assert v.straggler_steps == {"2": 1, "0": 1}

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from expo_prof.analysis import analyze
-from expo_prof.analysis.rollup import dist
+from expo_prof.analysis.dists import dist
 from expo_prof.analysis.overlap.hidden import analyze_timeline
 from expo_prof.timeline import Kind
 

@@ -36,7 +36,7 @@ def test_schema_version_in_doc_title_matches():
 #: The section of docs/json-output.md that lists the keys each struct adds (to its base struct's).
 SECTIONS = {
     "AnalysisResult": "## Top level",
-    "RunEntry": "### `RunEntry`",
+    "RecordingEntry": "### `RecordingEntry`",
     "Totals": "### `Totals`",
     "WallTotals": "### `WallTotals`",
     "Summary": "### `summary` (adds)",

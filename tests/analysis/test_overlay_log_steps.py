@@ -237,7 +237,7 @@ def test_trace_and_log_given_as_separate_paths_are_one_run(tmp_path, original):
     together = analyze_paths(copy_trace_without(tmp_path / "both", {SPAN_WAIT}), copy_log(tmp_path / "both"))
 
     for result in (apart, together):
-        assert [(r.run, r.fmt) for r in result.ranks] == [(None, "kineto")]
+        assert [(r.recording, r.fmt) for r in result.ranks] == [(None, "kineto")]
         assert [s.wait_ns for s in result.steps if s.step is not None] == truth
 
 
@@ -255,7 +255,7 @@ def test_a_log_of_another_process_stays_its_own_run(tmp_path):
 
     result = analyze_paths(prof, logs)
 
-    assert [(r.run, r.fmt) for r in result.ranks] == [(str(prof), "kineto"), (str(logs), "overlay-log")]
+    assert [(r.recording, r.fmt) for r in result.ranks] == [(str(prof), "kineto"), (str(logs), "overlay-log")]
     assert result.ranks[0].wait_ns is None  # not measured: no wait span, no log of this process
     assert not any("overlay event log" in w for w in result.warnings)
 

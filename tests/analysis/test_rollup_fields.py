@@ -87,9 +87,9 @@ def test_every_roll_up_field(make_tl):
     a0, a1, b0 = ranks.values()
     # rank rows: sums of their steps; the union view counts overlapping draws once (rank 1: [0,150))
     assert (a0.instances, a0.total_ns, a0.hidden_ns, a0.exposed_ns, a0.forward_ns, a0.wait_ns) == (3, 350, 150, 200, 350, None)
-    assert (a0.wall_ns, a0.wall_hidden_ns, a0.steps) == (350, 150, 2)
+    assert (a0.wall_ns, a0.wall_hidden_ns, a0.step_count) == (350, 150, 2)
     assert a0.hidden_fraction == pytest.approx(150 / 350) and a0.wall_hidden_fraction == pytest.approx(150 / 350)
-    assert (a1.instances, a1.total_ns, a1.hidden_ns, a1.wall_ns, a1.wall_hidden_ns, a1.steps) == (2, 200, 30, 150, 30, 0)
+    assert (a1.instances, a1.total_ns, a1.hidden_ns, a1.wall_ns, a1.wall_hidden_ns, a1.step_count) == (2, 200, 30, 150, 30, 0)
     assert a1.wall_hidden_fraction == pytest.approx(30 / 150) and a1.forward_ns == 80
     assert (b0.fmt, b0.sources, b0.instances, b0.total_ns, b0.hidden_ns) == ("kineto", ["hand-built rank 0"], 1, 40, 10)
     assert (a0.backend, a0.fmt, a0.forward_source) == ("cuda", "kineto", "compute-busy")
@@ -103,7 +103,7 @@ def test_every_roll_up_field(make_tl):
     _check_dist(a1.per_instance.hidden_ns, [0, 30])
 
     s = r.summary
-    assert (s.ranks, s.steps, s.instances, s.total_ns, s.hidden_ns, s.exposed_ns) == (3, 2, 6, 590, 190, 400)
+    assert (s.ranks, s.rank_steps, s.instances, s.total_ns, s.hidden_ns, s.exposed_ns) == (3, 2, 6, 590, 190, 400)
     assert (s.forward_ns, s.wait_ns, s.wall_ns, s.wall_hidden_ns) == (440, None, 540, 190)
     assert s.hidden_fraction == pytest.approx(190 / 590) and s.wall_hidden_fraction == pytest.approx(190 / 540)
     _check_dist(s.per_instance.total_ns, [100, 100, 150, 100, 100, 40])

@@ -44,7 +44,7 @@ def test_two_ranks_pool_their_steps(make_tl):
     # THEN critical per step is the mean over the four (rank, step) rows, the share that over the 1 µs step
     assert b is not None and b.rule == "mrv2-fused-gumbel" and not b.switchback
     assert b.critical_ns == pytest.approx(70.0) == res.summary.per_step.critical_ns.mean
-    assert b.step_ns == pytest.approx(1000.0) and b.share == pytest.approx(0.07)
+    assert b.own_ns == pytest.approx(1000.0) and b.share == pytest.approx(0.07)
     assert "holds the critical path 70 ns/step (7.0 % of the step)" in saving_line([], None, b)
 
 
@@ -68,7 +68,7 @@ def test_without_step_markers_the_share_is_unknown(make_tl):
     res = analyze([_rank(make_tl, 0, GUMBEL, [40, 40], markers=False)])
     b = sampling_bound(res)
     # THEN the share is unknown and the line says so instead of dividing by a guess
-    assert b is not None and b.step_ns is None and b.share is None
+    assert b is not None and b.own_ns is None and b.share is None
     assert "share of the step unknown: no step markers" in saving_line([], None, b)
 
 
@@ -99,8 +99,8 @@ def test_a_noise_kernel_beside_categorical_ones_keeps_a_looser_bound(make_tl):
 
 
 def test_a_bound_written_before_the_noise_field_reads_as_noise():
-    # GIVEN a runs[].bound of a document written before the noise field existed
+    # GIVEN a recordings[].bound of a document written before the noise field existed
     old = {"rule": "mrv2-fused-gumbel", "engine": "e", "what": "kernel", "switchback": False, "critical_ns": 1.0,
-           "step_ns": 10.0, "share": 0.1}
+           "own_ns": 10.0, "share": 0.1}
     # THEN it decodes, as a noise-drawing sampler (all such documents were)
     assert msgspec.convert(old, SamplingBound).noise is True

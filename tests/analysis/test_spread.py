@@ -42,13 +42,13 @@ def test_cochran_q_is_the_weighted_sum():
 def _savings(*names: str):
     from expo_prof.pipeline import run
 
-    return [(e.label, e.saving[0]) for e in run([SAMPLES / n for n in names]).document.runs]
+    return [(e.label, e.savings[0]) for e in run([SAMPLES / n for n in names]).document.recordings]
 
 
 def test_one_recording_twice_agrees_and_two_configurations_differ():
     one = _savings("tiny-cpu-sequential")
     same = between_runs(one + one)
-    assert same is not None and same.q == 0.0 and same.p == 1.0 and not same.differ
+    assert same is not None and same.cochran_q == 0.0 and same.p == 1.0 and not same.differ
     assert "agree within their intervals" in spread_words(same) and "the sign carries" in spread_words(same)
     two = between_runs(_savings("tiny-cpu-switchback", "tiny-cpu-sequential"))
     assert two is not None and two.differ and two.p < 1e-6 and two.decisions == {"enable": 1, "keep off": 1}

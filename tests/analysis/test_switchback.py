@@ -71,9 +71,9 @@ def test_the_saving_is_the_mean_of_pair_differences_with_the_t_and_sign_flip_tes
     assert s.saving.permutation_p == pytest.approx(2 / 2**6)
     # AND 6 pairs; 13 blocks, the 13th holding only the extra last step; the first step of each block is washout
     assert (s.pairs, s.blocks, s.dropped["washout"], s.dropped["no_cadence"]) == (6, 13, 13, 0)
-    assert s.off_steps == s.on_steps == 6 * (K - 1)
+    assert s.baseline_steps == s.arm_steps == 6 * (K - 1)
     # AND the implied output tok/s change is off / on − 1
-    assert s.off_step_ns == pytest.approx(10_000)
+    assert s.baseline_cadence_ns == pytest.approx(10_000)
     assert s.tokps_change_pct == pytest.approx(100 * (10_000 / (10_000 - np.mean(d)) - 1))
     lo, hi = s.saving.ci_ns
     assert s.tokps_ci_pct == pytest.approx([100 * (10_000 / (10_000 - lo) - 1), 100 * (10_000 / (10_000 - hi) - 1)])
@@ -143,7 +143,7 @@ def test_contention_and_the_sampler_are_paired_the_same_way():
     s = switchback_saving(_run(steps, fwd=fwd), rank=0, block_steps=K)
     # THEN forward on − off is exactly 300 ns, the sampler's 0, and the on steps waited 50 ns each
     assert s.forward_change.mean_ns == pytest.approx(300) and s.sampler_change.mean_ns == pytest.approx(0)
-    assert s.wait_on_ns == pytest.approx(50)
+    assert s.arm_log_wait_ns == pytest.approx(50)
 
 
 def test_one_pair_is_inconclusive_and_no_switchback_is_none():

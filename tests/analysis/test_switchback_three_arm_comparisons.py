@@ -76,7 +76,7 @@ def test_three_arms_give_three_comparisons_each_with_its_ci(tmp_path):
         # AND only the steps of the two compared arms count (washout: one per block of each, and the extra
         # last step opens a block of its own)
         extra = switchback_phase(3 * len(ON_GAIN) * K, K, THREE_ARMS) in s.compared
-        assert s.dropped["washout"] == 2 * len(ON_GAIN) + extra and s.off_steps == s.on_steps == (K - 1) * len(ON_GAIN)
+        assert s.dropped["washout"] == 2 * len(ON_GAIN) + extra and s.baseline_steps == s.arm_steps == (K - 1) * len(ON_GAIN)
     # AND the saving line names each comparison with its verdict and saving
     line = saving_line(savings)
     assert line.startswith("saving (switchback, 3 arms): on vs off: enable — saves ")

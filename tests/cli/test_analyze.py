@@ -87,7 +87,7 @@ def test_json_file_tables_file_and_a_page(capsys, realtraces, tmp_path):
     # AND the tables go to a text file the same way, the page to an .html file
     txt, page = tmp_path / "r.txt", tmp_path / "r.html"
     assert run(capsys, realtraces / NCCL, "--op", "nccl", "--top", "2", "-o", txt)[0] == EXIT_OK
-    assert txt.read_text().splitlines()[-1].strip() == doc["runs"][0]["headline"]
+    assert txt.read_text().splitlines()[-1].strip() == doc["recordings"][0]["headline"]
     assert run(capsys, realtraces / NCCL, "--op", "nccl", "--format", "html", "-o", page)[0] == EXIT_OK
     assert page.read_text().startswith("<!DOCTYPE html>")
     # AND rerunning may overwrite its own earlier output

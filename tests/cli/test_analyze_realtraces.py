@@ -30,10 +30,10 @@ def _check(code: int, out: str, err: str) -> dict | None:
     assert "Traceback" not in err
     if code == 0:
         doc = json.loads(out)
-        found = [r["summary"] for r in doc["runs"] if r["summary"] is not None]
-        assert found, doc["runs"]
+        found = [r["summary"] for r in doc["recordings"] if r["summary"] is not None]
+        assert found, doc["recordings"]
         # one recording: its summary is the top level; several: none combines them
-        assert (doc["summary"] is not None) == (len(doc["runs"]) == 1)
+        assert (doc["summary"] is not None) == (len(doc["recordings"]) == 1)
         for s in found:
             assert s["instances"] >= 1 and s["hidden_ns"] + s["exposed_ns"] == s["total_ns"]
             assert 0 <= s["hidden_ns"] <= s["total_ns"]
@@ -66,4 +66,4 @@ def test_every_source_directory_and_the_whole_tree(capsys, realtraces):
     whole = results[ROOT.name]
     # the whole tree is many unrelated recordings, each with its own figures, never one merged summary
     assert whole is not None and whole["summary"] is None
-    assert sum(r["summary"] is not None for r in whole["runs"]) >= 3
+    assert sum(r["summary"] is not None for r in whole["recordings"]) >= 3

@@ -39,34 +39,34 @@ def analyze_tables(capsys, *paths) -> str:
 
 
 def without_run(entry: dict) -> dict:
-    return {k: v for k, v in entry.items() if k != "run"}
+    return {k: v for k, v in entry.items() if k != "recording"}
 
 
 def test_two_runs_of_rank_0_give_two_rows_each_as_analysed_alone(capsys):
     """GIVEN the real 01-off and 02-on run directories (both rank 0)
     WHEN analyze reads both at once, and each alone
     THEN there are two rank rows, one per run and labelled with its run directory, each equal to that run
-    analysed alone; the steps likewise; alone, ``run`` is null everywhere.
+    analysed alone; the steps likewise; alone, ``recording`` is null everywhere.
     """
     both = analyze_json(capsys, OFF, ON)
     alone = {str(OFF): analyze_json(capsys, OFF), str(ON): analyze_json(capsys, ON)}
 
-    assert [(r["run"], r["rank"]) for r in both["ranks"]] == [(str(OFF), 0), (str(ON), 0)]
+    assert [(r["recording"], r["rank"]) for r in both["ranks"]] == [(str(OFF), 0), (str(ON), 0)]
     # What each run holds (checked, not assumed): the fused Gumbel op off, the overlay's spans on.
     assert both["ranks"][0]["rule"] == "cpu-fused-gumbel" and both["ranks"][1]["rule"] == "host-span"
     for row in both["ranks"]:
-        one = alone[row["run"]]
-        assert [r["run"] for r in one["ranks"]] == [None] and all(s["run"] is None for s in one["steps"])
+        one = alone[row["recording"]]
+        assert [r["recording"] for r in one["ranks"]] == [None] and all(s["recording"] is None for s in one["steps"])
         assert without_run(row) == without_run(one["ranks"][0])
-        mine = [without_run(s) for s in both["steps"] if s["run"] == row["run"]]
+        mine = [without_run(s) for s in both["steps"] if s["recording"] == row["recording"]]
         assert mine == [without_run(s) for s in one["steps"]]
     # Two recordings: no combined summary (it would mix overlay off and on); each run entry carries its own,
     # equal to the run analysed alone, and names its overlay setting.
     assert both["summary"] is None
-    assert [(r["label"], r["overlay"]) for r in both["runs"]] == [(str(OFF), "off"), (str(ON), "on")]
-    for entry in both["runs"]:
+    assert [(r["label"], r["overlay"]) for r in both["recordings"]] == [(str(OFF), "off"), (str(ON), "on")]
+    for entry in both["recordings"]:
         assert entry["summary"] == alone[entry["label"]]["summary"]
-        assert entry["headline"] == alone[entry["label"]]["runs"][0]["headline"]
+        assert entry["headline"] == alone[entry["label"]]["recordings"][0]["headline"]
 
 
 def test_another_runs_export_is_never_dropped_as_a_duplicate(capsys):
@@ -77,7 +77,7 @@ def test_another_runs_export_is_never_dropped_as_a_duplicate(capsys):
     """
     doc = analyze_json(capsys, OFF, ON / "overlay")
 
-    assert [(r["run"], r["fmt"]) for r in doc["ranks"]] == [(str(OFF), "kineto"), (str(ON), "overlay-log")]
+    assert [(r["recording"], r["fmt"]) for r in doc["ranks"]] == [(str(OFF), "kineto"), (str(ON), "overlay-log")]
     assert not any("ignored" in w for w in doc["warnings"])
 
 
@@ -120,9 +120,9 @@ def test_without_manifests_the_input_paths_are_the_runs(capsys, tmp_path):
     two = analyze_json(capsys, a, b)
     one = analyze_json(capsys, ab)
 
-    assert [(r["run"], r["instances"]) for r in two["ranks"]] == [(str(a), 42), (str(b), 33)]
-    assert [(Path(r["run"]).parent, r["instances"]) for r in one["ranks"]] == [(ab, 42), (ab, 33)]
-    assert [Path(r["label"]).name for r in one["runs"]] == [off_trace.name, on_trace.name]
+    assert [(r["recording"], r["instances"]) for r in two["ranks"]] == [(str(a), 42), (str(b), 33)]
+    assert [(Path(r["recording"]).parent, r["instances"]) for r in one["ranks"]] == [(ab, 42), (ab, 33)]
+    assert [Path(r["label"]).name for r in one["recordings"]] == [off_trace.name, on_trace.name]
 
 
 def _tl(source: Path) -> Timeline:

@@ -69,7 +69,7 @@ def test_a_sequential_run_leads_with_its_decision():
     assert "on this machine under 4 requests in flight" in line and line.endswith("only the sign carries over")
     inside = msgspec.structs.replace(sq, decision="no effect beyond the margin", lo_ns=-1.0, hi_ns=1.0, mean_ns=0.0)
     line = answer_line(msgspec.structs.replace(sv, sequence=inside))
-    assert line.startswith(f"no effect beyond the margin {margin_words(sq.margin_ns, sv.off_step_ns)}")
+    assert line.startswith(f"no effect beyond the margin {margin_words(sq.margin_ns, sv.baseline_cadence_ns)}")
     assert "the overlay does not matter here" in line
     open_ = msgspec.structs.replace(sq, decision="undecided", settled_at=None, pairs_needed=10)
     line = answer_line(msgspec.structs.replace(sv, sequence=open_, steps_needed=10 * 2 * sv.block_steps))

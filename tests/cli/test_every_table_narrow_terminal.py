@@ -105,7 +105,7 @@ def test_a_folder_of_many_files_ends_in_one_closing_count(realtraces):
     doc = json.loads(cli("analyze", str(realtraces), "--json", columns=200).stdout)
     assert text.returncode == 0, text.stderr
     out = text.stdout
-    runs = doc["runs"]
+    runs = doc["recordings"]
     found = sum(r["summary"] is not None for r in runs)
     assert out.count("looked for:") == 1
     assert out.index("critical path") < out.index("No target instance in") < out.index("looked for:")

@@ -113,8 +113,8 @@ def test_trace_and_log_views_that_count_different_steps_say_which_as_a_warning()
     THEN each time a warning (not an info line) gives both counts, says which log steps the trace's are (the
     last ones: the profiler ran at the end), and the sampler wait per step of each view over those steps,
     computed here from the log file itself."""
-    n_trace = analysis(ON, "--source", "trace")["summary"]["steps"]
-    n_log = analysis(ON, "--source", "overlay-log")["summary"]["steps"]
+    n_trace = analysis(ON, "--source", "trace")["summary"]["rank_steps"]
+    n_log = analysis(ON, "--source", "overlay-log")["summary"]["rank_steps"]
     log = next((ON / "overlay").iterdir())
     steps = [json.loads(ln) for ln in log.read_text().splitlines() if '"type":"step"' in ln.replace(" ", "")]
     assert n_log == len(steps) and n_trace < n_log
@@ -147,7 +147,7 @@ def test_analyze_and_export_count_the_same_steps_of_the_switchback_sample(tmp_pa
     THEN export's line counts the steps analyze counts (those with a draw) and names the step windows of its
     steps track apart; and a warning on both says the others are switchback's off-block steps, as many as the
     log's steps of phase "off"."""
-    n = analysis(SWITCHBACK)["summary"]["steps"]
+    n = analysis(SWITCHBACK)["summary"]["rank_steps"]
     line, warns, windows = _export_windows(tmp_path, SWITCHBACK)
     log = next((SWITCHBACK / "overlay").iterdir())
     off = sum(1 for ln in log.read_text().splitlines() if json.loads(ln).get("phase") == "off")
@@ -166,7 +166,7 @@ def test_analyze_and_export_count_the_same_steps_of_a_real_cpu_trace(tmp_path, r
     THEN both count the same steps; export names its other windows apart, and the warning counts the empty
     steps as the trace's own annotations do."""
     trace = realtraces / "vllm-cpu/rank0-default-with-stack.pt.trace.json.gz"
-    n = analysis(trace)["summary"]["steps"]
+    n = analysis(trace)["summary"]["rank_steps"]
     line, warns, windows = _export_windows(tmp_path, trace)
     raw = json.loads(gzip.decompress(trace.read_bytes()))
     empty = sum(1 for e in raw["traceEvents"] if e.get("name") == "execute_context_0(0)_generation_0(0)"
@@ -181,9 +181,9 @@ def test_every_command_counts_the_steps_analyze_counts(tmp_path):
     """GIVEN 02-on (its trace marks one step window without a draw) WHEN analyze, export and report run THEN
     export's step count and the report's page carry the step count analyze prints."""
     source = "auto"
-    n = analysis(ON, "--source", source)["summary"]["steps"]
+    n = analysis(ON, "--source", source)["summary"]["rank_steps"]
     proc = cli("export", str(ON), "--source", source, "-o", str(tmp_path / "e.json"))
     assert re.search(rf"\b{n} steps?( with a draw|\))", flat(proc.stdout)), proc.stdout
     page = tmp_path / "r.html"
     assert cli("report", str(ON), "--source", source, "-o", str(page)).returncode == 0
-    assert f'"steps":{n}' in page.read_text().replace(" ", "")
+    assert f'"rank_steps":{n}' in page.read_text().replace(" ", "")

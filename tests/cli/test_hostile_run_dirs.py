@@ -137,7 +137,7 @@ def test_a_manifest_linking_out_of_its_run_is_never_read(session, tmp_path):
     assert got.returncode == 0, got.stderr
     doc = json.loads(got.stdout)
     assert [str(run / "manifest.json"), f"a symbolic link leading out of {run} (to {ext}): not followed"] in doc["skipped"]
-    assert [r["overlay"] for r in doc["runs"]] == [None] and doc["summary"]["instances"] > 0
+    assert [r["overlay"] for r in doc["recordings"]] == [None] and doc["summary"]["instances"] > 0
 
 
 def test_a_fifo_among_the_traces_is_not_opened(session):

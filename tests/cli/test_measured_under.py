@@ -42,10 +42,10 @@ def run(tmp_path) -> Path:
 
 def test_the_answer_names_its_load(run):
     doc = json.loads(cli("analyze", str(run), "--json"))
-    entry = doc["runs"][0]
-    sv = entry["saving"][0]
-    steps = sum(sh["off_steps"] + sh["on_steps"] for sh in sv["shapes"])
-    batch = sum(sh["reqs"] * (sh["off_steps"] + sh["on_steps"]) for sh in sv["shapes"]) / steps
+    entry = doc["recordings"][0]
+    sv = entry["savings"][0]
+    steps = sum(sh["baseline_steps"] + sh["arm_steps"] for sh in sv["shapes"])
+    batch = sum(sh["reqs"] * (sh["baseline_steps"] + sh["arm_steps"]) for sh in sv["shapes"]) / steps
     in_flight = json.loads((run / "manifest.json").read_text())["workload"]["num_prompts"]
     want = f"{in_flight} requests in flight, batch {batch:.1f} requests on average, host load average 1.25–2.5"
     assert entry["measured_under"] == want
@@ -57,4 +57,4 @@ def test_the_answer_names_its_load(run):
 
 def test_no_saving_no_load_words():
     doc = json.loads(cli("analyze", str(REPO / "traces" / "samples" / "tiny-cpu-off-on"), "--json"))
-    assert all(r["measured_under"] == "" and "measured under" not in r["saving_line"] for r in doc["runs"])
+    assert all(r["measured_under"] == "" and "measured under" not in r["saving_line"] for r in doc["recordings"])

@@ -50,20 +50,20 @@ def test_two_recordings_of_rank_0_are_never_merged(capsys, realtraces):
     gives alone; and the text prints one block per recording, each ending with that recording's headline."""
     folder = realtraces / "vllm-cpu"
     code, doc, _ = analyze_json(capsys, folder)
-    assert code == 0 and doc["summary"] is None and len(doc["runs"]) == 2
-    for entry in doc["runs"]:
+    assert code == 0 and doc["summary"] is None and len(doc["recordings"]) == 2
+    for entry in doc["recordings"]:
         c, alone, _ = analyze_json(capsys, entry["label"])
         assert c == 0 and entry["summary"] == alone["summary"] and entry["ranks"] == [0]
-        assert entry["headline"] == alone["runs"][0]["headline"]
+        assert entry["headline"] == alone["recordings"][0]["headline"]
     text = cli("analyze", str(folder)).stdout
-    assert headlines(text) == [e["headline"] for e in doc["runs"]]
+    assert headlines(text) == [e["headline"] for e in doc["recordings"]]
 
 
 def test_the_ranks_of_one_job_are_one_recording(capsys, realtraces):
     """GIVEN a real two-rank torch_npu job (rank0_ascend_pt and rank1_ascend_pt of one window)
     WHEN analysed with --op hcom THEN it is one recording whose summary combines both ranks."""
     code, doc, _ = analyze_json(capsys, realtraces / "msinsight/test/data/pytorch/text/level1", "--op", "hcom")
-    assert code == 0 and len(doc["runs"]) == 1 and doc["runs"][0]["ranks"] == [0, 1]
+    assert code == 0 and len(doc["recordings"]) == 1 and doc["recordings"][0]["ranks"] == [0, 1]
     assert doc["summary"]["ranks"] == 2 and doc["summary"]["instances"] == sum(r["instances"] for r in doc["ranks"])
 
 
@@ -72,7 +72,7 @@ def test_unrelated_traces_of_a_download_folder_stay_apart(capsys, realtraces):
     WHEN analysed with --op nccl THEN every recording that finds instances reports what its file reports alone."""
     code, doc, _ = analyze_json(capsys, realtraces / "hta", "--op", "nccl")
     assert code == 0 and doc["summary"] is None
-    found = [e for e in doc["runs"] if e["summary"] is not None]
+    found = [e for e in doc["recordings"] if e["summary"] is not None]
     assert len(found) >= 3
     for entry in found:
         _, alone, _ = analyze_json(capsys, entry["label"], "--op", "nccl")
@@ -84,9 +84,9 @@ def test_off_and_on_runs_never_share_a_headline(capsys):
     exposed, 33 overlay draws hidden), no summary combines them, and an info line points to compare."""
     code, doc, err = analyze_json(capsys, SESSION)
     assert code == 0 and doc["summary"] is None
-    assert [(Path(e["label"]).name, e["overlay"]) for e in doc["runs"]] == [("01-off", "off"), ("02-on", "on")]
-    assert doc["runs"][0]["headline"].startswith("42 instances, 0.0 % hidden")
-    assert doc["runs"][1]["headline"].startswith("33 instances, 100.0 % hidden")
+    assert [(Path(e["label"]).name, e["overlay"]) for e in doc["recordings"]] == [("01-off", "off"), ("02-on", "on")]
+    assert doc["recordings"][0]["headline"].startswith("42 instances, 0.0 % hidden")
+    assert doc["recordings"][1]["headline"].startswith("33 instances, 100.0 % hidden")
     assert any("expo-prof compare" in line for line in doc["info"])
     assert "info:" in err and "expo-prof compare" in err
 

@@ -96,9 +96,9 @@ def test_q_shapes_say_how_many_steps_each_in_words():
     shape with "in N steps" (the JSON's counts), never "float32 ×33" (read as one more dimension of the shape),
     and the shapes left out as "+1 more shape"."""
     on = OFF.parent / "02-on"
-    q = json.loads(cli("analyze", str(on), "--json").stdout)["summary"]["step"]["q"]
+    q = json.loads(cli("analyze", str(on), "--json").stdout)["summary"]["step_breakdown"]["q"]
     text = " ".join(cli("analyze", str(on)).stdout.split())
     line = text[text.index("q (all overlay-log steps):"):text.index("Worst steps")]
     for x in q[:2]:
-        assert f"{x['rows']} × {x['vocab']} {x['dtype']} in {x['steps']} steps" in line, line
+        assert f"{x['rows']} × {x['vocab']} {x['dtype']} in {x['step_count']} steps" in line, line
     assert line.rstrip().endswith(f"+{len(q) - 2} more shape") and not re.search(r"\d ×\d", line)

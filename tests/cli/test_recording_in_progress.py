@@ -111,7 +111,7 @@ def test_analyze_reads_a_run_being_recorded_as_far_as_written(tmp_path, plain, s
     assert doc["warnings"][0] == line.removeprefix("warning: ")
     for key in ("summary", "ranks", "steps"):
         assert doc[key] == plain[key], key
-    assert doc["summary"]["steps"] > 0 and run.is_dir()
+    assert doc["summary"]["rank_steps"] > 0 and run.is_dir()
 
 
 def test_report_says_in_progress_once(tmp_path):

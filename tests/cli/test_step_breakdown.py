@@ -59,17 +59,17 @@ def test_trace_steps_say_prefill_or_decode_batch_and_time(capsys):
         a, b, c, d, dur = ann[s["step"]]
         assert s["kind"] == ("prefill" if a > 0 else "decode")
         assert (s["reqs"], s["tokens"]) == (a + c, b + d)
-        assert dur - 1000 <= s["step_ns"] <= s["end_ns"] - s["start_ns"]
-        assert s["critical_share"] == pytest.approx(s["critical_ns"] / s["step_ns"])
-    st = doc["summary"]["step"]
+        assert dur - 1000 <= s["own_ns"] <= s["end_ns"] - s["start_ns"]
+        assert s["critical_share"] == pytest.approx(s["critical_ns"] / s["own_ns"])
+    st = doc["summary"]["step_breakdown"]
     n_pre = sum(1 for s in steps if ann[s["step"]][0] > 0)
     assert 0 < n_pre < len(steps)  # the run holds both kinds
-    assert (st["prefill"]["steps"], st["decode"]["steps"]) == (n_pre, len(steps) - n_pre)
+    assert (st["prefill"]["step_count"], st["decode"]["step_count"]) == (n_pre, len(steps) - n_pre)
     pre = [s for s in steps if s["kind"] == "prefill"]
     assert st["prefill"]["critical_share"] == pytest.approx(
-        sum(s["critical_ns"] for s in pre) / sum(s["step_ns"] for s in pre))
+        sum(s["critical_ns"] for s in pre) / sum(s["own_ns"] for s in pre))
     launched = Counter((x["rows"], x["vocab"], x["dtype"]) for x in _log_steps(ON).values() if x["rows"] > 0)
-    assert {(q["rows"], q["vocab"], q["dtype"]): q["steps"] for q in st["q"]} == dict(launched)
+    assert {(q["rows"], q["vocab"], q["dtype"]): q["step_count"] for q in st["q"]} == dict(launched)
     assert st["q_from"] == "overlay-log"  # counted over the log's steps, not the trace's: said so
     assert st["missing"] == {}
 
@@ -84,7 +84,7 @@ def test_overlay_log_steps_carry_their_own_figures(capsys):
     for s in doc["steps"]:
         x = log[s["step"]]
         ends = [x["host_end"]] + [x[k][1] for k in ("fwd", "exp", "wait", "sample") if x.get(k)]
-        assert s["step_ns"] == max(ends)
+        assert s["own_ns"] == max(ends)
         assert s["kind"] == ("prefill" if x["tokens"] > x["reqs"] else "decode")
         assert s["reqs"] == x["reqs"]
         assert (s["q_rows"], s["q_vocab"], s["q_dtype"]) == (x["rows"], x["vocab"], x["dtype"])
@@ -93,9 +93,9 @@ def test_overlay_log_steps_carry_their_own_figures(capsys):
         kinds[s["kind"]] += 1
     timed = [s["cadence_ns"] for s in doc["steps"] if s["cadence_ns"] is not None]
     assert len(timed) > 0.9 * len(doc["steps"])  # only the last step and idle gaps lack one
-    st = doc["summary"]["step"]
+    st = doc["summary"]["step_breakdown"]
     assert st["overall"]["cadence_ns"]["mean"] == pytest.approx(sum(timed) / len(timed))
-    assert kinds["prefill"] > 0 and (st["prefill"]["steps"], st["decode"]["steps"]) == (kinds["prefill"],
+    assert kinds["prefill"] > 0 and (st["prefill"]["step_count"], st["decode"]["step_count"]) == (kinds["prefill"],
                                                                                          kinds["decode"])
 
 
@@ -107,12 +107,12 @@ def test_text_shows_the_step_and_worst_steps_fit_80_columns(capsys, monkeypatch)
     monkeypatch.setenv("COLUMNS", "80")
     doc = json.loads(analyze_out(capsys, str(ON), "--json"))
     out = analyze_out(capsys, str(ON))
-    st = doc["summary"]["step"]
+    st = doc["summary"]["step_breakdown"]
     lines = out.splitlines()
     assert all(len(line) <= 80 for line in lines) and "…" not in out
     block = lines[next(i for i, line in enumerate(lines) if line.startswith("The step")):]
     rows = {line.split()[0]: line.split() for line in block[:6]}
-    assert rows["prefill"][1] == str(st["prefill"]["steps"]) and rows["decode"][1] == str(st["decode"]["steps"])
+    assert rows["prefill"][1] == str(st["prefill"]["step_count"]) and rows["decode"][1] == str(st["decode"]["step_count"])
     assert rows["all"][-1] == f"{100 * st['overall']['critical_share']:.1f}%"
     assert any(line.startswith(f"batch: {st['batch']['p50']} requests p50") for line in block)
     assert any(line.startswith("q (all overlay-log steps)") and "652 float32" in line for line in block)
@@ -135,19 +135,19 @@ def test_what_a_source_cannot_give_is_said_once_with_why(capsys, realtraces):
     """GIVEN a real vLLM CPU Kineto trace without an overlay log, and the overlay-on run read from its schema-1
     overlay log WHEN analyze prints them THEN the figure the source cannot give is named once with its reason
     (q's shape: a profiler trace does not record it; prefill / decode: a schema-1 log has no tokens), and the
-    JSON's summary.step.missing says the same."""
+    JSON's summary.step_breakdown.missing says the same."""
     trace = realtraces / "vllm-cpu" / "rank0-default-with-stack.pt.trace.json.gz"
     out = analyze_out(capsys, str(trace))
     assert out.count("q shape and dtype: not measured — a profiler trace does not record q's shape") == 1
     doc = json.loads(analyze_out(capsys, str(trace), "--json"))
-    assert set(doc["summary"]["step"]["missing"]) == {"q shape and dtype"}
-    assert doc["summary"]["step"]["prefill"]["steps"] > 0  # its annotations still tell the kinds apart
+    assert set(doc["summary"]["step_breakdown"]["missing"]) == {"q shape and dtype"}
+    assert doc["summary"]["step_breakdown"]["prefill"]["step_count"] > 0  # its annotations still tell the kinds apart
     out = analyze_out(capsys, str(ON), "--source", "overlay-log")
     assert out.count("prefill / decode: not measured — the overlay log is schema 1") == 1
     doc = json.loads(analyze_out(capsys, str(ON), "--source", "overlay-log", "--json"))
-    st = doc["summary"]["step"]
+    st = doc["summary"]["step_breakdown"]
     assert st["prefill"] is None and "schema 1" in st["missing"]["prefill / decode"]
-    assert all(s["kind"] is None and s["step_ns"] for s in doc["steps"])
+    assert all(s["kind"] is None and s["own_ns"] for s in doc["steps"])
 
 
 def test_bound_share_uses_the_step_table_time(capsys):
@@ -156,9 +156,9 @@ def test_bound_share_uses_the_step_table_time(capsys):
     agree (one step time on the page, not the window to the next step beside the step's own)."""
     doc = json.loads(analyze_out(capsys, str(SAMPLES / "tiny-cpu-off-on" / "01-off"), "--json"))
     steps = [s for s in doc["steps"] if s["step"] is not None]
-    bound = doc["runs"][0]["bound"]
-    assert bound["step_ns"] == pytest.approx(sum(s["step_ns"] for s in steps) / len(steps))
-    assert bound["step_ns"] < sum(s["end_ns"] - s["start_ns"] for s in steps) / len(steps)
+    bound = doc["recordings"][0]["bound"]
+    assert bound["own_ns"] == pytest.approx(sum(s["own_ns"] for s in steps) / len(steps))
+    assert bound["own_ns"] < sum(s["end_ns"] - s["start_ns"] for s in steps) / len(steps)
 
 
 def test_readme_walkthrough_shows_the_real_step_block(capsys, monkeypatch):
@@ -195,19 +195,19 @@ def test_export_steps_track_carries_the_step_figures(tmp_path, capsys):
         args = e["args"]
         a, b, c, d, _dur = ann[args["step"]]
         assert args["kind"] == ("prefill" if a > 0 else "decode") and args["reqs"] == a + c
-        assert args["tokens"] == b + d and args["step_ns"] > 0
+        assert args["tokens"] == b + d and args["own_ns"] > 0
         if args["step"] in by_step:
-            assert args["step_ns"] == by_step[args["step"]]["step_ns"]
+            assert args["own_ns"] == by_step[args["step"]]["own_ns"]
 
 
 def test_no_step_markers_is_said_once_with_why(capsys, realtraces):
     """GIVEN a real vLLM decode trace (CUDA graphs) without ProfilerStep#N or vLLM's step annotation WHEN analyze
     --op aten::mm prints it THEN the step figures it cannot give are named once, with the reason (no step
-    markers), instead of an empty block; the JSON's steps have no step time and summary.step.missing says why."""
+    markers), instead of an empty block; the JSON's steps have no step time and summary.step_breakdown.missing says why."""
     trace = realtraces / "tracelens/tests/traces/inference/vllm_decode_full/graph_execution.json.gz"
     out = analyze_out(capsys, str(trace), "--op", "aten::mm")
     assert out.count("not measured — no step markers in the") == 1
-    assert "step time, prefill / decode, batch size: not measured" in out and "The step" not in out
+    assert "own time, prefill / decode, batch size: not measured" in out and "The step" not in out
     doc = json.loads(analyze_out(capsys, str(trace), "--op", "aten::mm", "--json"))
-    assert all(s["step_ns"] is None and s["kind"] is None for s in doc["steps"])
-    assert "no step markers" in doc["summary"]["step"]["missing"]["step time"]
+    assert all(s["own_ns"] is None and s["kind"] is None for s in doc["steps"])
+    assert "no step markers" in doc["summary"]["step_breakdown"]["missing"]["own time"]

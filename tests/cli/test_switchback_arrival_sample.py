@@ -38,7 +38,7 @@ def test_arrival_by_arm_is_the_plain_recomputation(name):
     (log,) = (run / "overlay").glob("expo-prof-events-*.jsonl")
     want = recompute(run / "workload.json", log)
     doc = json.loads(cli("analyze", str(run), "--json").stdout)
-    got = doc["runs"][0]["arrival"]
+    got = doc["recordings"][0]["arrival"]
     # THEN measured, both arms, each the re-computation's figures
     assert got["measured"] is True and want["measured"] is True
     assert [a["name"] for a in got["arms"]] == ["off", "on"] and set(want["arms"]) == {"off", "on"}
@@ -86,8 +86,8 @@ def test_a_workload_without_a_wall_clock_anchor_is_not_measurable_silently(tmp_p
     before = json.loads(cli("analyze", str(SAMPLES / "tiny-cpu-switchback"), "--json").stdout)
     doc = json.loads(cli("analyze", str(run), "--json").stdout)
     # THEN no arrival, the saving unchanged, and not one warning or info line more
-    assert doc["runs"][0]["arrival"] is None
-    assert doc["runs"][0]["saving"] == before["runs"][0]["saving"]
+    assert doc["recordings"][0]["arrival"] is None
+    assert doc["recordings"][0]["savings"] == before["recordings"][0]["savings"]
     assert len(doc["warnings"]) == len(before["warnings"]) and len(doc["info"]) == len(before["info"])
     out = cli("compare", str(run)).stdout
     assert "token gaps" not in out and "not measurable" not in out
@@ -103,7 +103,7 @@ def test_the_block_says_the_flag_when_an_arm_arrives_in_bursts():
     from expo_prof.pipeline import run as pipeline_run
     from expo_prof.terminal.saving import saving_table
 
-    (sv,) = pipeline_run([SAMPLES / "tiny-cpu-switchback"]).document.runs[0].saving
+    (sv,) = pipeline_run([SAMPLES / "tiny-cpu-switchback"]).document.recordings[0].savings
     n = 150
     phase = np.array(["off"] * n + ["on"] * n, dtype=object)
     start = np.arange(2 * n, dtype=np.int64) * 20_000_000

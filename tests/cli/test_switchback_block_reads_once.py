@@ -72,8 +72,8 @@ def _check_block(text: str, sv: dict) -> None:
 
 
 def test_analyze_prints_the_block_once_in_words_that_follow_its_ci(capsys, doc):
-    (sv,) = doc["runs"][0]["saving"]
-    sv["_line"] = doc["runs"][0]["saving_line"]
+    (sv,) = doc["recordings"][0]["savings"]
+    sv["_line"] = doc["recordings"][0]["saving_line"]
     # GIVEN the sample, whose forward change holds zero (the estimator's figures, not this test's choice)
     lo, hi = sv["forward_change"]["ci_ns"]
     assert lo < 0 < hi
@@ -84,8 +84,8 @@ def test_analyze_prints_the_block_once_in_words_that_follow_its_ci(capsys, doc):
 def test_record_run_summary_prints_the_same_block_with_its_to_settle_row(capsys, doc, tmp_path):
     from expo_prof.cli.run_summary import summarize
 
-    (sv,) = doc["runs"][0]["saving"]
-    sv["_line"] = doc["runs"][0]["saving_line"]
+    (sv,) = doc["recordings"][0]["savings"]
+    sv["_line"] = doc["recordings"][0]["saving_line"]
     run = tmp_path / "run"
     shutil.copytree(RUN, run)
     # WHEN record's summary runs on the recorded run (what `record --overlay switchback` prints after it)
@@ -96,18 +96,18 @@ def test_record_run_summary_prints_the_same_block_with_its_to_settle_row(capsys,
 
 
 def test_each_arm_step_is_forward_plus_sampler_plus_rest(capsys, doc):
-    (sv,) = doc["runs"][0]["saving"]
-    off, on = sv["off_parts"], sv["on_parts"]
+    (sv,) = doc["recordings"][0]["savings"]
+    off, on = sv["baseline_parts"], sv["arm_parts"]
     # THEN each arm's parts add up to its step, which is the block's step figure
-    for parts, step in ((off, sv["off_step_ns"]), (on, sv["on_step_ns"])):
-        assert parts["step_ns"] == step
+    for parts, step in ((off, sv["baseline_cadence_ns"]), (on, sv["arm_cadence_ns"])):
+        assert parts["cadence_ns"] == step
         assert parts["forward_ns"] + parts["sampler_ns"] + parts["rest_ns"] == pytest.approx(step, rel=1e-12)
         assert 0 < parts["forward_ns"] < step and 0 < parts["sampler_ns"] < step and parts["rest_ns"] > 0
     # AND the parts' differences are the paired changes the block states: one estimate per quantity
     assert on["forward_ns"] - off["forward_ns"] == pytest.approx(sv["forward_change"]["mean_ns"], rel=1e-9)
     assert on["sampler_ns"] - off["sampler_ns"] == pytest.approx(sv["sampler_change"]["mean_ns"], rel=1e-9)
     # AND the wait is inside the on arm's sampler (the overlay's arm waits for q; vLLM's own path draws inline)
-    assert on["wait_ns"] == sv["wait_on_ns"] and 0 <= on["wait_ns"] < on["sampler_ns"]
+    assert on["log_wait_ns"] == sv["arm_log_wait_ns"] and 0 <= on["log_wait_ns"] < on["sampler_ns"]
     # AND the forward per arm is close to the plain mean of that arm's forward windows in the log (a check
     # independent of the pair weighting: both arms ran the same batches)
     (log,) = (RUN / "overlay").glob("expo-prof-events-*.jsonl")

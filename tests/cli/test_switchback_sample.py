@@ -89,11 +89,11 @@ def test_the_saving_is_the_documented_method_worked_out_by_hand():
     (log,) = (RUN / "overlay").glob("expo-prof-events-*.jsonl")
     want = recompute(log)
     doc = json.loads(cli("analyze", str(RUN), "--json").stdout)
-    (s,) = doc["runs"][0]["saving"]
+    (s,) = doc["recordings"][0]["savings"]
     assert (s["block_steps"], s["pairs"]) == (want["k"], want["pairs"]) and want["pairs"] >= 10
     assert s["saving"]["mean_ns"] == pytest.approx(want["saving"], rel=1e-9)
     assert s["saving"]["ci_ns"] == pytest.approx(want["ci"], rel=1e-9)
-    assert s["off_step_ns"] == pytest.approx(want["off"], rel=1e-9)
+    assert s["baseline_cadence_ns"] == pytest.approx(want["off"], rel=1e-9)
     assert s["tokps_change_pct"] == pytest.approx(want["tok"], rel=1e-9)
     # AND it is a clear win here (the fp64 draw leaves the critical path), said in ab's words
     assert s["decision"] == "enable" and s["saving"]["ci_ns"][0] > 0
@@ -101,7 +101,7 @@ def test_the_saving_is_the_documented_method_worked_out_by_hand():
 
 def test_every_command_says_the_same_saving_line(tmp_path):
     doc = json.loads(cli("analyze", str(RUN), "--json").stdout)
-    entry = doc["runs"][0]
+    entry = doc["recordings"][0]
     line, head = entry["saving_line"], entry["headline"]
     assert line.startswith("saving (switchback): enable — saves ")
     flat = lambda p: " ".join(p.stdout.split())  # noqa: E731
@@ -118,14 +118,14 @@ def test_every_command_says_the_same_saving_line(tmp_path):
             assert " ".join(head.split()) in flat(proc), name
     # AND compare --json of the run is the same saving, in the documented switchback schema
     sb = json.loads(cli("compare", str(RUN), "--json").stdout)
-    assert (sb["schema_name"], sb["saving_line"], sb["saving"]) == ("expo-prof.switchback", line, entry["saving"])
+    assert (sb["schema_name"], sb["saving_line"], sb["savings"]) == ("expo-prof.switchback", line, entry["savings"])
 
 
 def test_the_answer_leads_the_terminal(tmp_path):
     """GIVEN the switchback sample WHEN analyze prints its tables THEN the first thing on stdout is the saving line
     (the measured decision with its interval), and every overlap figure (hidden, the critical path) comes after it."""
     doc = json.loads(cli("analyze", str(RUN), "--json").stdout)
-    line = " ".join(doc["runs"][0]["saving_line"].split())
+    line = " ".join(doc["recordings"][0]["saving_line"].split())
     out = " ".join(cli("analyze", str(RUN)).stdout.split())
     assert out.startswith(line), out[:400]
     assert out.count(line) == 1  # said once: not again under the headline

@@ -114,13 +114,13 @@ def test_demo_in_a_terminal_records_a_switchback_run_and_ends_with_the_measured_
     assert again.returncode == 0, again.stderr
     doc = json.loads(again.stdout)
     assert doc["summary"] == analysis["summary"] and doc["summary"]["instances"] >= 24
-    (sv,) = doc["runs"][0]["saving"]
+    (sv,) = doc["recordings"][0]["savings"]
     seq = sv["sequence"]
     assert seq["pairs"] == sv["pairs"] >= 6 and seq["decision"] == sv["decision"] != "undecided"
     assert seq["lo_ns"] <= seq["mean_ns"] <= seq["hi_ns"] and len(sv["pair_savings_ns"]) == sv["pairs"]
     # AND the analysis after the run agrees with the decision taken live (the sequence never widens)
     assert seq["decision"] == stopped["decision"] and seq["settled_at"] is not None
-    assert doc["runs"][0]["saving_line"].split(" — ")[0] in words
+    assert doc["recordings"][0]["saving_line"].split(" — ")[0] in words
     # AND its token gaps by arm (each gap in the arm of the step running when its token arrived, docs/ab.md "Bursty
     # tokens") are the plain re-computation's from the same workload.json and event log, placed on the wall clock
     # by each request's own start; the block printed each arm's row
@@ -128,7 +128,7 @@ def test_demo_in_a_terminal_records_a_switchback_run_and_ends_with_the_measured_
 
     wl = json.loads((run / "workload.json").read_text())
     assert all(isinstance(r["start_wall_ns"], int) for r in wl["requests"])
-    want, got = recompute(run / "workload.json", log), doc["runs"][0]["arrival"]
+    want, got = recompute(run / "workload.json", log), doc["recordings"][0]["arrival"]
     assert got is not None and [a["name"] for a in got["arms"]] == [a for a in ("off", "on") if a in want["arms"]]
     for a in got["arms"]:
         w = want["arms"][a["name"]]

@@ -55,8 +55,8 @@ def test_three_arm_switchback_on_the_cpu_engine(vllm_available, vllm_lock, tiny_
     assert out.returncode == 0, out.stderr[-3000:]
     doc = json.loads(out.stdout)
     # THEN all three comparisons, each over at least two groups of blocks with a CI and a verdict
-    assert [s["compared"] for s in doc["saving"]] == [["off", "on"], ["off", "native"], ["native", "on"]]
-    for s in doc["saving"]:
+    assert [s["compared"] for s in doc["savings"]] == [["off", "on"], ["off", "native"], ["native", "on"]]
+    for s in doc["savings"]:
         assert s["arms"] == list(THREE_ARMS) and s["pairs"] >= 2 and s["saving"]["ci_ns"] is not None
         assert s["decision"] in ("enable", "keep off", "no significant difference")
     assert doc["saving_line"].startswith("saving (switchback, 3 arms): on vs off: ")

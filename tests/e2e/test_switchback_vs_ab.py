@@ -141,12 +141,12 @@ def test_the_switchback_run_is_what_the_overlay_promises(measured):
     shift = lines[0]["wall_ns"] - lines[0]["mono_ns"]
     loaded = [x for x in steps if lo <= x["t0_ns"] + shift <= hi]
     s = m.saving
-    assert len(loaded) >= 150 and s["pairs"] >= 10 and s["off_steps"] + s["on_steps"] >= 0.6 * len(loaded)
+    assert len(loaded) >= 150 and s["pairs"] >= 10 and s["baseline_steps"] + s["arm_steps"] >= 0.6 * len(loaded)
     assert s["dropped"]["outside_load"] >= len(steps) - len(loaded)
     # AND every command says the same saving line: compare (JSON), analyze (JSON and text)
     doc = json.loads(_cli("analyze", str(run), "--json").stdout)
-    assert doc["runs"][0]["saving_line"] == m.switchback["saving_line"]
-    assert doc["runs"][0]["saving"] == m.switchback["saving"]
+    assert doc["recordings"][0]["saving_line"] == m.switchback["saving_line"]
+    assert doc["recordings"][0]["savings"] == m.switchback["savings"]
     text = _cli("analyze", str(run)).stdout
     # (one forward estimate: switchback's paired change; no second "forward beside the draw" line)
     assert text.count("What the overlay saves") == 1 and "forward beside the draw" not in text
@@ -174,9 +174,9 @@ def test_ab_switchback_prints_its_block_once_with_the_step_broken_down(measured)
     assert flat.count(f"between runs: {LAUNCHES} runs saved ") == 1, out
     # AND the block is whole: the to-settle row, and the step of each arm as forward + sampler + rest
     assert "to settle" in flat and "forward beside the draw" not in flat
-    (sv,) = m.switchback["saving"]
-    for parts in (sv["off_parts"], sv["on_parts"]):
-        assert parts["forward_ns"] + parts["sampler_ns"] + parts["rest_ns"] == pytest.approx(parts["step_ns"])
+    (sv,) = m.switchback["savings"]
+    for parts in (sv["baseline_parts"], sv["arm_parts"]):
+        assert parts["forward_ns"] + parts["sampler_ns"] + parts["rest_ns"] == pytest.approx(parts["cadence_ns"])
         for name in ("forward", "sampler", "rest"):
             assert f"{name} {fmt_ns(parts[name + '_ns'])}" in flat, (name, out)
     # AND every reason a step was left out is printed with its count and a clause saying what it means
@@ -201,7 +201,7 @@ def test_ab_switchback_launches_give_the_spread_between_them(measured):
     assert doc["schema_name"] == "expo-prof.switchback-runs" and len(doc["runs"]) == LAUNCHES
     means, ses = [], []
     for r in doc["runs"]:
-        sv = r["saving"][0]
+        sv = r["savings"][0]
         lo, hi = sorted(sv["saving"]["ci_ns"])
         means.append(sv["saving"]["mean_ns"])
         ses.append((hi - lo) / 2 / sps.t.ppf(0.975, sv["pairs"] - 1))
@@ -209,7 +209,7 @@ def test_ab_switchback_launches_give_the_spread_between_them(measured):
     pooled = float(np.sum(w * means) / np.sum(w))
     q = float(np.sum(w * np.square(np.array(means) - pooled)))
     sp = doc["spread"]
-    assert sp["q"] == pytest.approx(q, rel=1e-9) and sp["p"] == pytest.approx(sps.chi2.sf(q, 1), rel=1e-9)
+    assert sp["cochran_q"] == pytest.approx(q, rel=1e-9) and sp["p"] == pytest.approx(sps.chi2.sf(q, 1), rel=1e-9)
     assert sp["differ"] == (sp["p"] < 0.05) and sp["sd_ns"] == pytest.approx(np.std(means, ddof=1), rel=1e-9)
     words = "differ more than their intervals allow" if sp["differ"] else "agree within their intervals"
     assert words in doc["spread_line"] and doc["spread_line"].startswith(f"between runs: {LAUNCHES} runs saved ")

@@ -21,11 +21,11 @@ RUN = REPO / "traces" / "samples" / "tiny-cpu-sequential"
 
 def test_first_card_is_the_decision(tmp_path, open_page):
     result = pipeline_run([RUN])
-    (sv,) = result.document.runs[0].saving
+    (sv,) = result.document.recordings[0].savings
     doc = report_document([RUN], result=result)
     out = tmp_path / "report.html"
     out.write_text(doc.text)
-    assert page_data(doc.text)["runs"][0]["saving"][0]["sequence"]["decision"] == sv.decision
+    assert page_data(doc.text)["recordings"][0]["savings"][0]["sequence"]["decision"] == sv.decision
     page = open_page(out, offline=True)
     assert page.errors() == []
     ids = page.evaluate("Array.from(document.querySelectorAll('#cards .card')).map((c) => c.id)")

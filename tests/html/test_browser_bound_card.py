@@ -27,7 +27,7 @@ def _page(tmp_path: Path, src: Path) -> tuple[Path, dict, dict]:
     doc = report_document([src], result=result)
     out = tmp_path / "report.html"
     out.write_text(doc.text)
-    entry = result.document.runs[0]
+    entry = result.document.recordings[0]
     return out, page_data(doc.text), {"line": entry.saving_line, "bound": entry.bound}
 
 
@@ -64,7 +64,7 @@ def test_cpu_v1_fused_op_card_keeps_not_measured(tmp_path, open_page, realtraces
     assert title == "saved per step — not measured"
     assert value == "≤ " + fmt_ns(want["bound"].critical_ns)
     assert detail == want["line"] and "--overlay switchback" in detail
-    assert data["runs"][0]["bound"]["critical_ns"] == want["bound"].critical_ns
+    assert data["recordings"][0]["bound"]["critical_ns"] == want["bound"].critical_ns
 
 
 def test_categorical_card_says_none_possible_and_the_cost(tmp_path, open_page):

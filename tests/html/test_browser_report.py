@@ -49,7 +49,7 @@ def test_single_run_report_shows_the_analysis(tmp_path, open_page, run_on):
     assert card(page, "c-forward") == fmt_ns(s.per_step.forward_ns.mean)
     assert card(page, "c-wait") == fmt_ns(s.per_step.wait_ns.mean) and s.per_step.wait_ns.mean > 0
     steps = [st for st in res.document.steps if st.step is not None]
-    step_ns = sum(st.step_ns for st in steps) / len(steps)  # the steps' own time (the step card's)
+    step_ns = sum(st.own_ns for st in steps) / len(steps)  # the steps' own time (the step card's)
     assert s.per_step.critical_ns.mean <= s.per_step.exposed_ns.mean + s.per_step.wait_ns.mean
     bound = s.per_step.critical_ns.mean / step_ns
     assert card(page, "c-toks") == f"≤ +{100 * bound:.2f}%"
@@ -83,7 +83,7 @@ def test_session_report_ab_section_is_compares_result(tmp_path, open_page, sessi
     cmp_out, err = capsys.readouterr()
     assert ei.value.code == 0, err
     cmp = json.loads(cmp_out)
-    assert d["ab"] is not None and d["runs"][d["primary"]]["overlay"] == "on"
+    assert d["ab"] is not None and d["recordings"][d["primary"]]["overlay"] == "on"
     assert d["ab"]["compare"]["metrics"] == cmp["metrics"] and d["ab"]["verdict"] == cmp["verdict"]
     rows = page.evaluate("Array.from(document.querySelectorAll('#ab-tbl tbody tr')).map(r => Array.from(r.cells).map(c => c.textContent))")
     by = {r[0]: r for r in rows}
@@ -145,7 +145,7 @@ def test_committed_sample_run_reports_open(tmp_path, open_page, run):
     html, d = build(tmp_path, run)
     page = open_page(html, offline=True)
     assert page.errors() == []
-    h = d["runs"][d["primary"]]["headline"]["hidden_fraction"]
+    h = d["recordings"][d["primary"]]["headline"]["hidden_fraction"]
     assert card(page, "c-hidden") == ("–" if h is None else f"{100 * h:.1f}%")
 
 
@@ -167,8 +167,8 @@ def test_committed_sample_session_has_ab_section(tmp_path, open_page, session):
     assert page.errors() == []
     rows = page.evaluate("Array.from(document.querySelectorAll('#ab-tbl tbody tr')).map(r => Array.from(r.cells).map(c => c.textContent))")
     tok = {r[0]: r for r in rows}["output tok/s"]
-    off = [r["metrics"]["output_throughput"] for r in d["runs"] if r["overlay"] == "off"]
-    on = [r["metrics"]["output_throughput"] for r in d["runs"] if r["overlay"] == "on"]
+    off = [r["metrics"]["output_throughput"] for r in d["recordings"] if r["overlay"] == "off"]
+    on = [r["metrics"]["output_throughput"] for r in d["recordings"] if r["overlay"] == "on"]
     assert tok[1] == " · ".join(f"{v:.1f}" for v in off) and tok[2] == " · ".join(f"{v:.1f}" for v in on)
     change = 100 * (sum(on) / len(on) - sum(off) / len(off)) / (sum(off) / len(off))
     assert tok[5] == ("+" if change > 0 else "−") + f"{abs(change):.2f}%"

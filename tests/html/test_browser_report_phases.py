@@ -37,7 +37,7 @@ def test_switchback_lines_break_at_every_phase_change(tmp_path, open_page):
     d = SAMPLES / "tiny-cpu-switchback"
     phase_of = log_phases(the_log(d))
     page, data = load(tmp_path, open_page, d)
-    st = data["runs"][0]["steps"]
+    st = data["recordings"][0]["steps"]
     ids = st["step"]
     forward = dict(zip(ids, st["forward"]))
     traces = page.evaluate(CHART)
@@ -85,7 +85,7 @@ def test_switchback_lines_break_at_every_phase_change(tmp_path, open_page):
 def test_chart_of_a_run_without_switchback_is_unchanged(tmp_path, open_page):
     d = SAMPLES / "tiny-cpu-off-on"
     page, data = load(tmp_path, open_page, d)
-    st = data["runs"][data["primary"]]["steps"]
+    st = data["recordings"][data["primary"]]["steps"]
     traces = page.evaluate(CHART)
     assert traces and all(t["x"] == sorted(st["step"]) for t in traces)  # no inserted point
     for t in traces:

@@ -3,7 +3,7 @@
 GIVEN the committed switchback sample (traces/samples/tiny-cpu-switchback: a real vLLM CPU run)
 WHEN ``expo-prof report``'s page loads offline
 THEN the card shows the saving with its CI in the words the tables use, and each arm's step broken into
-forward + sampler + rest — the JSON's ``off_parts`` / ``on_parts``, as the one Python formatter prints them.
+forward + sampler + rest — the JSON's ``baseline_parts`` / ``arm_parts``, as the one Python formatter prints them.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def test_the_switchback_card_breaks_each_arm_step_down(tmp_path, open_page):
     result = pipeline_run([RUN])
     out = tmp_path / "report.html"
     out.write_text(report_document([RUN], result=result).text)
-    (sv,) = result.document.runs[0].saving
+    (sv,) = result.document.recordings[0].savings
     # WHEN the page loads offline
     page = open_page(out, offline=True)
     title, value, detail = (page.evaluate(f"document.querySelector('#c-saving .{c}').textContent")
@@ -30,8 +30,8 @@ def test_the_switchback_card_breaks_each_arm_step_down(tmp_path, open_page):
     assert title == "saved per step (switchback): enable" and value == fmt_ns(sv.saving.mean_ns)
     assert sv.saving.ci_ns[0] > 0 and "no difference shown" not in detail
     # AND each arm's step as forward + sampler + rest
-    for arm, p in (("off", sv.off_parts), ("on", sv.on_parts)):
-        want = (f"step {arm} {fmt_ns(p.step_ns)} = forward {fmt_ns(p.forward_ns)} + sampler {fmt_ns(p.sampler_ns)}"
+    for arm, p in (("off", sv.baseline_parts), ("on", sv.arm_parts)):
+        want = (f"step {arm} {fmt_ns(p.cadence_ns)} = forward {fmt_ns(p.forward_ns)} + sampler {fmt_ns(p.sampler_ns)}"
                 f" + rest {fmt_ns(p.rest_ns)}")
         assert want in detail, detail
     assert page.errors() == []

@@ -199,8 +199,8 @@ def test_decoded_json_export_readback_ignores_phase_track(tmp_path):
     d = SAMPLES / "tiny-cpu-switchback"
     out, _ = export(tmp_path, str(d), name="run.json.gz")
     assert gzip.decompress(out.read_bytes()).count(b'"switchback phase"') == 1
-    before = run([d]).document.runs[0].summary
-    after = run([out]).document.runs[0].summary
+    before = run([d]).document.recordings[0].summary
+    after = run([out]).document.recordings[0].summary
     assert before is not None and after is not None and after.instances == before.instances
 
 

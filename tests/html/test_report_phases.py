@@ -73,7 +73,7 @@ def test_report_steps_carry_the_logs_phases(name):
     phase_of = log_phases(the_log(d))
     # WHEN the report page is built (its data as the page reads it)
     data = page_data(report_document([d]).text)
-    (entry,) = data["runs"]
+    (entry,) = data["recordings"]
     st = entry["steps"]
     assert len(st["step"]) > 100 and set(st["rank"]) == {0}
     # THEN each row's phase is its step's phase in the log, and each phase names its arm as the terminal does
@@ -93,8 +93,8 @@ def test_report_steps_carry_the_logs_phases(name):
 def test_report_of_a_run_without_switchback_has_no_phases():
     d = SAMPLES / "tiny-cpu-off-on"
     data = page_data(report_document([d]).text)
-    assert len(data["runs"]) == 2
-    for entry in data["runs"]:
+    assert len(data["recordings"]) == 2
+    for entry in data["recordings"]:
         st = entry["steps"]
         assert len(st["step"]) > 20
         assert {k: st[k] for k in PHASE_KEYS} == dict.fromkeys(PHASE_KEYS)

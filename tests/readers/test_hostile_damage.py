@@ -21,7 +21,7 @@ import pytest
 
 from expo_prof.errors import BadInput
 from expo_prof.readers import load
-from expo_prof.readers.chrome import decode, stream, window
+from expo_prof.readers.chrome import decode, stream, walk, window
 from expo_prof.readers.chrome.reader import read_chrome, read_chrome_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -155,7 +155,7 @@ def test_a_file_broken_in_every_event_is_not_held(tmp_path, monkeypatch):
     WHEN read (the damaged stretch dropped past 64 KB for the test; 8 MB in use)
     THEN the last event is read, the others counted as malformed, and the Python heap stays under 1.5 MB: the
     one long damaged stretch is not held until its end."""
-    monkeypatch.setattr(stream, "_HOLD_DAMAGE", 1 << 16)
+    monkeypatch.setattr(walk, "_HOLD_DAMAGE", 1 << 16)
     monkeypatch.setattr(window, "CAPACITY", 1 << 16)
     monkeypatch.setattr(window, "PIECE", 1 << 14)
     ev = [e.replace(b'"dur": 5', b'"dur": NaN') for e in _events(40_000)]

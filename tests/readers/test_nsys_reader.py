@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from nsys_gen import EXP_KERNEL, MAIN, SIDE, STEP_NS, gtid, write_nsys_export  # type: ignore[import-not-found]
 
-from expo_prof.analysis.hidden import launch_start
+from expo_prof.analysis.steps.windows import launch_start
 from expo_prof.errors import BadInput
 from expo_prof.readers import load
 from expo_prof.timeline import Kind, LaneKind

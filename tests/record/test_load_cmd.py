@@ -64,7 +64,7 @@ def test_users_vllm_bench_serve_is_the_load(tiny_model, vllm_available, vllm_loc
     cmp = subprocess.run(CLI + ["compare", str(run), "--json"], capture_output=True, text=True, timeout=300)
     assert cmp.returncode == 0, cmp.stderr[-2000:]
     sb = json.loads(cmp.stdout)
-    assert sb["schema_name"] == "expo-prof.switchback" and sb["saving"][0]["blocks"] >= 2
+    assert sb["schema_name"] == "expo-prof.switchback" and sb["savings"][0]["blocks"] >= 2
     assert not processes_with(f"--port {port}")
 
 

@@ -70,7 +70,7 @@ def test_a_live_look_reads_whole_lines_and_agrees_with_the_analysis_after(tmp_pa
     (want, *_), _ = savings_of([read_overlay_log(whole, log)], window, spec)
     assert look.saving is not None and look.saving.compared == ["off", "on"]
     assert look.saving.pair_savings_ns == want.pair_savings_ns and look.saving.sequence == want.sequence
-    assert look.steps == want.off_steps + want.on_steps > 0
+    assert look.steps == want.baseline_steps + want.arm_steps > 0
     # AND on the full log it finds the decision the run stopped with
     shutil.copy(log, live / log.name)
     full = Settler(live, spec).look(window)
