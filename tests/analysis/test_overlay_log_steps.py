@@ -269,7 +269,7 @@ def test_a_log_without_waits_is_an_uncounted_view_not_a_wait_source(tmp_path):
     WHEN both are analysed together
     THEN nothing supplies a wait (the rank's wait is unknown, no log is placed on the trace),
     and the log is named as another view of the same draws that was not counted — a warning, since the two
-    views count different steps (the log 65, the trace 33), saying which log steps the trace's are.
+    views count different steps (the log 65, the trace 33), saying in the trace's numbering where the log's fall.
     """
     result = run_analysis(copy_trace_without(tmp_path, {SPAN_WAIT}), copy_log(tmp_path, _no_wait))
     assert result.ranks[0].fmt == "kineto" and result.ranks[0].wait_ns is None
@@ -278,7 +278,9 @@ def test_a_log_without_waits_is_an_uncounted_view_not_a_wait_source(tmp_path):
     assert len(views) == 1 and result.info == []
     assert views[0].startswith("rank 0: 33 instances from kineto; the overlay-log input(s) of the same rank not "
                                "counted (another view of the same draws would count each twice; choose with --source)")
-    assert "kineto 33 steps, overlay-log 65 steps" in views[0] and "log steps 32–64" in views[0]
+    # The trace counts: every step id is the trace's; the log's steps are said by where they fall against them.
+    assert "kineto 33 steps, overlay-log 65 steps" in views[0] and "log steps" not in views[0]
+    assert "the trace holds steps 0–32" in views[0] and "those 33 of the trace's, 32 before and 0 after" in views[0]
 
 
 def test_logs_are_never_placed_on_another_log(tmp_path):

@@ -57,7 +57,8 @@ def test_compare_says_each_fact_of_its_why_once():
     why = text[text.index("why:"):text.index("verdict:")]
     tpot = re.findall(r"[+−-]\d+\.\d+ ms per token|changed by [+−-]\d+\.\d+ ms", why)
     assert len(tpot) == 1, why
-    assert "fell by" in why and "less than the" not in why
+    # The critical paths time different things (the fused op against the draw alone): no "fell by" figure.
+    assert "fell by" not in why and "less than the" not in why
     assert "no cause named: the forward time is measured differently" in why
     assert "compare with care" not in text
 

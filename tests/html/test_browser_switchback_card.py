@@ -29,9 +29,9 @@ def test_the_switchback_card_breaks_each_arm_step_down(tmp_path, open_page):
     # THEN the saving, its CI (which lies above zero here: no "no difference shown")
     assert title == "saved per step (switchback): enable" and value == fmt_ns(sv.saving.mean_ns)
     assert sv.saving.ci_ns[0] > 0 and "no difference shown" not in detail
-    # AND each arm's step as forward + sampler + rest
+    # AND each arm's cadence as forward + sampler + rest
     for arm, p in (("off", sv.baseline_parts), ("on", sv.arm_parts)):
-        want = (f"step {arm} {fmt_ns(p.cadence_ns)} = forward {fmt_ns(p.forward_ns)} + sampler {fmt_ns(p.sampler_ns)}"
+        want = (f"cadence {arm} {fmt_ns(p.cadence_ns)} = forward {fmt_ns(p.forward_ns)} + sampler {fmt_ns(p.sampler_ns)}"
                 f" + rest {fmt_ns(p.rest_ns)}")
         assert want in detail, detail
     assert page.errors() == []
