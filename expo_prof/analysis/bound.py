@@ -8,7 +8,7 @@ per step is then the most any asynchronous draw could take off the step: the
 noise is only part of that kernel (the logits are read, scaled, compared too),
 and hiding it costs the forward something. That is an upper bound, not a
 saving; :func:`sampling_bound` states it with the same figures every output
-prints (the headline's ``critical path …/step``, the report's step time).
+prints (the headline's ``critical path …/step``, the report's own time).
 
 A sampler that draws no noise over the vocabulary (vllm-ascend's Model Runner
 V2 ``categorical_sample``: one uniform per row, inverse-CDF; ``noise`` false)

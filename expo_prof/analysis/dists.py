@@ -17,10 +17,10 @@ def dist(values: Sequence[int] | np.ndarray) -> Dist:
     if n == 0:
         return Dist(n=0, mean=0.0, p50=0, p99=0, max=0)
 
-    def rank(p: float) -> int:
+    def at(p: float) -> int:  # nearest-rank percentile: an observed value
         return int(x[max(0, math.ceil(p / 100.0 * n) - 1)])
 
-    return Dist(n=n, mean=float(x.mean()), p50=rank(50), p99=rank(99), max=int(x[-1]))
+    return Dist(n=n, mean=float(x.mean()), p50=at(50), p99=at(99), max=int(x[-1]))
 
 
 def fraction(hidden: int, total: int) -> float | None:

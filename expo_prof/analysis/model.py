@@ -149,7 +149,8 @@ class StepDists(msgspec.Struct, kw_only=True):
     #: Null when not measured (see Totals).
     forward_ns: Dist | None
     wait_ns: Dist | None
-    #: exposed + wait per step (Totals.critical_ns): what each step pays for the noise.
+    #: The critical path per step (Totals.critical_ns: exposed ∪ wait, docs/glossary.md): what each step pays for
+    #: the noise. Null only in documents written before this key was added.
     critical_ns: Dist | None = None
 
 

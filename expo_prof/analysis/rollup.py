@@ -35,7 +35,7 @@ from expo_prof.words import common_forward_source, plural
 FORMAT_PRIORITY = ("kineto", "nsys", "ascend-db", "ascend-trace-view", "msprof", "ascend-kernel-csv", "overlay-log")
 
 
-def _fmt_rank(fmt: str) -> int:
+def _fmt_priority(fmt: str) -> int:
     return FORMAT_PRIORITY.index(fmt) if fmt in FORMAT_PRIORITY else len(FORMAT_PRIORITY)
 
 
@@ -288,9 +288,9 @@ def _choose(analyses: list[TimelineAnalysis], run_of: list[str], source: str) ->
 def _choose_rank(ch: _Choice, key: tuple[int, int], who: str, parts: list[TimelineAnalysis],
                  found: list[TimelineAnalysis]) -> list[TimelineAnalysis]:
     """One rank's counted analyses (see :func:`_choose`); its warnings and info lines go to ``ch``."""
-    best = min(_fmt_rank(a.tl.fmt) for a in found)
-    keep = [a for a in found if _fmt_rank(a.tl.fmt) == best]
-    dropped = {a.tl.fmt for a in parts if len(a) and _fmt_rank(a.tl.fmt) != best}
+    best = min(_fmt_priority(a.tl.fmt) for a in found)
+    keep = [a for a in found if _fmt_priority(a.tl.fmt) == best]
+    dropped = {a.tl.fmt for a in parts if len(a) and _fmt_priority(a.tl.fmt) != best}
     # The overlay log is the only source of the sampler's wait for traces without expo_prof::wait spans.
     logs = []
     if keep[0].tl.fmt != "overlay-log" and not any(a.wait_by_step for a in keep):

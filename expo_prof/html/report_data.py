@@ -128,8 +128,8 @@ def headline(result: AnalysisResult | None, metrics: dict, op: str | None = None
         h.update(
             across_ranks=True,
             exposed_per_step_ns=m["exposed_mean"],
-            exposed_p50_ns=_nearest_rank(mean_exp, 50),
-            exposed_p99_ns=_nearest_rank(mean_exp, 99),
+            exposed_p50_ns=_percentile(mean_exp, 50),
+            exposed_p99_ns=_percentile(mean_exp, 99),
             exposed_slowest_per_step_ns=m["exposed_max"],
             forward_per_step_ns=m["forward_mean"],
             forward_slowest_per_step_ns=m["forward_max"],
@@ -154,7 +154,7 @@ def headline(result: AnalysisResult | None, metrics: dict, op: str | None = None
     return h
 
 
-def _nearest_rank(sorted_values: list[float], p: float) -> float | None:
+def _percentile(sorted_values: list[float], p: float) -> float | None:
     """The nearest-rank percentile of sorted values (the rule of ``Dist``'s p50/p99); None for none."""
     if not sorted_values:
         return None

@@ -49,7 +49,7 @@ def render_step(con: Console, b: StepBreakdown | None, draw: bool, ranks: int = 
     if b.own_source:  # the source's words speak of the draw; with --op of the op's instances
         con.print(f"own time: {escape(b.own_source if draw else b.own_source.replace('draw or wait', 'instance'))}")
     con.print("cadence: to the next step's start, idle gaps out (what switchback compares)")
-    # The share: the steps' critical path summed over their step time summed, not a mean of ratios.
+    # The share: the steps' critical path summed over their own time summed, not a mean of ratios.
     told = b.prefill is not None or b.decode is not None
     con.print(f"share: {crit} path ÷ own time (each summed)" + ("; prefill: a prompt in the batch" if told else ""))
     if b.batch is not None:

@@ -109,7 +109,7 @@ class TableReporter:
             ranks = [r for r in result.ranks if r.recording == run]
             # Forward is named by its source wherever it is printed: a forward span, or compute-busy time.
             fwd = _Forward(entry.summary.forward_source, ranks)
-            self._block(con, result, entry.summary, ranks, [s for s in result.steps if s.recording == run], fwd)
+            self._recording(con, result, entry.summary, ranks, [s for s in result.steps if s.recording == run], fwd)
             view = next((v for v in result.cluster if v.recording == run), None)
             if view is not None:
                 self._cluster(con, view, fwd)
@@ -121,7 +121,7 @@ class TableReporter:
             misses(con, result, self.files)
 
 
-    def _block(self, con: Console, result: AnalysisResult, s: Summary, ranks: list[RankResult], steps: list[StepResult],
+    def _recording(self, con: Console, result: AnalysisResult, s: Summary, ranks: list[RankResult], steps: list[StepResult],
                fwd: _Forward) -> None:
         draw = result.op is None
         what = "exponential draw" if draw else f"--op {escape(result.op or '')}"

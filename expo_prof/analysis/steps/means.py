@@ -24,7 +24,7 @@ def numbered(steps: Sequence[StepResult]) -> list[StepResult]:
 def mean_own_ns(steps: Sequence[StepResult]) -> float | None:
     """Mean own time of the numbered ``steps`` (``own_ns``, the figure the step table shows, so the bound's
     share and the table's agree) when every one has it, else the mean of their windows' length; None when
-    there are none. The one mean step time the report's card, the sampling bound and the saving line use."""
+    there are none. The one mean own time the report's card, the sampling bound and the saving line use."""
     rows = numbered(steps)
     if rows and all(s.own_ns for s in rows):
         return sum(s.own_ns or 0 for s in rows) / len(rows)
