@@ -34,9 +34,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from expo_prof import stats  # noqa: E402
+from expo_prof.analysis.model import DEFAULT_MARGIN_SHARE  # noqa: E402
 from expo_prof.analysis.saving import sequential  # noqa: E402
 from expo_prof.analysis.steps.facts import cadence  # noqa: E402
 from expo_prof.readers.overlay_log import read_overlay_log  # noqa: E402
+from expo_prof.timeline import overlay_log  # noqa: E402
 from expo_prof.words import ENABLE, KEEP_OFF  # noqa: E402
 
 SAMPLES = REPO / "traces" / "samples"
@@ -57,7 +59,7 @@ def sources(run_dirs: list[Path]) -> list[Source]:
     out = []
     for run in run_dirs:
         for log in sorted((run / "overlay").glob("*.jsonl")):
-            cols = read_overlay_log(log.read_bytes(), log).meta["overlay"]["steps"]
+            cols = overlay_log(read_overlay_log(log.read_bytes(), log)).steps  # type: ignore[union-attr]
             cad, idle = cadence(cols["step"], cols["t0_ns"], cols["host_end_ns"])
             phase = np.asarray(cols["phase"], dtype=object)
             for arm in ("off", "on"):
@@ -115,7 +117,7 @@ def simulate(src: Source, runs: int, pairs: int, k: int, rng: np.random.Generato
         null_end += end
         for e in EFFECTS:
             de = pair_diffs(series, k, e * mean_step)
-            se = sequential.sequence(de, sequential.DEFAULT_MARGIN_SHARE * mean_step)
+            se = sequential.sequence(de, DEFAULT_MARGIN_SHARE * mean_step)
             if se.settled_at is not None:
                 to_decide[e].append(se.settled_at * steps_per_pair)
                 right[e] += se.decision == ENABLE

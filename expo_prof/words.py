@@ -159,6 +159,18 @@ WAIT_SOURCES = {"span": "the trace's expo_prof::wait spans (the wait call and it
                 "log window": "the overlay log's wait windows (the wait alone)"}
 
 
+#: The wait's short name per source, for table columns and rows that must fit 80 columns.
+WAIT_SHORT = {"span": "span wait", "log window": "log wait"}
+
+
+def wait_short(source: str | None) -> str:
+    """The short name of the wait a source measured (``span wait``, ``log wait``; both joined by ``+``), for narrow
+    table columns; ``wait`` when none measured it. The long name is :func:`wait_label`'s."""
+    if not source:
+        return "wait"
+    return "+".join(WAIT_SHORT.get(s, s) for s in source.split("+"))
+
+
 def wait_label(source: str | None) -> str:
     """The sampler's wait, named by the source that measured it: ``sampler wait (span)``, ``sampler wait (log
     window)``, ``sampler wait (span+log window)``; ``sampler wait`` when none measured it. Two sources measure

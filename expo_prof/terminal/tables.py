@@ -22,6 +22,7 @@ from expo_prof.terminal.saving import render_saving
 from expo_prof.terminal.steps import worst_steps, WORST_LEGEND, render_step, worst_columns, worst_row
 from expo_prof.words import (
     wait_label,
+    wait_short,
     COMPUTE_BUSY,
     fmt_ns,
     forward_source_words,
@@ -170,13 +171,13 @@ class TableReporter:
         d.add_row("exposed", *_d(pi.exposed_ns), *_s(ps.exposed_ns))
         d.add_row(fwd.short, "", "", "", *_s(ps.forward_ns))
         if draw:
-            d.add_row(wait_label(s.wait_source).removeprefix("sampler "), "", "", "", *_s(ps.wait_ns))
+            d.add_row(wait_short(s.wait_source), "", "", "", *_s(ps.wait_ns))
         con.print(d)
         fwd.note(con)
         con.print()
 
         # The wait's column is named by its source, as its row above (docs/glossary.md, "wait").
-        wait_col = [(wait_label(s.wait_source).removeprefix("sampler "), "right")] if draw else []
+        wait_col = [(wait_short(s.wait_source), "right")] if draw else []
         r = _table(
             "Per rank",
             ("rank", "right"), ("n", "right"), ("total", "right"), ("hidden", "right"), ("exposed", "right"),
@@ -211,7 +212,7 @@ class TableReporter:
                 else f"Worst steps by critical path (exposed; top {len(worst)})",
                 # The step's own figures beside what the noise cost of it; hidden % and total are in the
                 # distributions above (the table must fit 80 columns).
-                *worst_columns(draw, fwd.short, wait_label(s.wait_source).removeprefix("sampler ")),
+                *worst_columns(draw, fwd.short, wait_short(s.wait_source)),
             )
             for st in worst:
                 w.add_row(*worst_row(st, draw))

@@ -61,14 +61,30 @@ def cases() -> list[tuple[str, list[str]]]:
     return out
 
 
+def placeless(obj, places: tuple[tuple[str, str], ...] | None = None):
+    """``obj`` with this checkout's and the real traces' absolute paths written ``<repo>`` and ``<realtraces>``,
+    so documents written on one machine compare with another's (CI clones the repository elsewhere)."""
+    places = places or ((str(REALTRACES), "<realtraces>"), (str(REPO), "<repo>"))
+    if isinstance(obj, str):
+        for path, name in places:
+            obj = obj.replace(path, name)
+        return obj
+    if isinstance(obj, list):
+        return [placeless(x, places) for x in obj]
+    if isinstance(obj, dict):
+        return {placeless(k, places): placeless(v, places) for k, v in obj.items()}
+    return obj
+
+
 def document(argv: list[str]) -> dict:
-    """``analyze ARGV --json``: the document, or {"exit": code, "error": last stderr line}."""
+    """``analyze ARGV --json``: the document (paths :func:`placeless`), or {"exit": code, "error": last stderr
+    line}."""
     env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
     p = subprocess.run([sys.executable, "-m", "expo_prof", "analyze", *argv, "--json", "-q", "--jobs", "1"],
                        capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
     if p.returncode:
-        return {"exit": p.returncode, "error": (p.stderr.strip().splitlines() or [""])[-1]}
-    return json.loads(p.stdout)
+        return placeless({"exit": p.returncode, "error": (p.stderr.strip().splitlines() or [""])[-1]})
+    return placeless(json.loads(p.stdout))
 
 
 def main(out: Path) -> None:

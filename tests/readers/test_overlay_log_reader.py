@@ -36,7 +36,7 @@ def _step(i, t0, launched=True, used=True, fallback=None):
 def test_overlay_log_lanes_steps_and_meta(tmp_path):
     """GIVEN a log written by EventLog with 3 steps (one greedy-only, nothing launched)
     WHEN loaded THEN there are three OVERLAY lanes, events at t0 + offset named expo_prof::*, step ids in
-    Timeline.step, and the per-step records plus header and summary in meta['overlay']."""
+    Timeline.step, and the per-step records plus header and summary in its OverlayLog (timeline.overlay_log)."""
     steps = [_step(0, 10_000), _step(1, 20_000), _step(2, 30_000, launched=False, used=False, fallback="all_greedy")]
     path = _write_log(tmp_path, steps)
     res = load([tmp_path])
@@ -138,7 +138,7 @@ def test_device_timing_windows_are_relative_to_t0(tmp_path):
 def test_q_memory_figures_are_read_and_older_logs_lack_only_the_new_one(tmp_path):
     """GIVEN a log whose summary has every q memory figure, the same log as written before
     q_block_peak_bytes existed, and a schema-1 log with no q figure at all
-    WHEN loaded THEN the figures are in meta['overlay']['q_memory'], each missing one None (never 0)."""
+    WHEN loaded THEN the figures are in OverlayLog.q_memory, each missing one None (never 0)."""
     new, old, first = (tmp_path / name for name in ("new", "old", "first"))
     log = EventLog(str(new))
     log.configure(backend="cuda", lane="stream", rank=3)
