@@ -87,7 +87,7 @@ def test_demo_in_a_terminal_records_a_switchback_run_and_ends_with_the_measured_
     # (the answer and the saving line, that is: a forward or sampler row of the table may show no difference)
     said = [ln for ln in (SAVING.search(words), ANSWER.search(words)) if ln is not None]
     assert "not measured" not in words and not any("no difference shown" in m.group(0) for m in said), words[-2000:]
-    assert "step, engine as shipped" in words and "switchback: " in words and "block pairs" in words
+    assert "cadence, engine as shipped" in words and "switchback: " in words and "block pairs" in words
     assert SAVING.search(words), words[-2000:]
     answer = ANSWER.search(words)
     assert answer and words.rstrip().endswith(answer.group(0).rstrip()), words[-2000:]
