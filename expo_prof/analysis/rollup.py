@@ -142,8 +142,12 @@ def _counted_wait(parts: list[TimelineAnalysis], steps: list[StepResult]) -> int
 
 def wait_source(parts: Sequence[TimelineAnalysis]) -> str | None:
     """Which source measured the parts' wait: "span", "log window", or both joined by "+"; None when none."""
-    found = sorted({a.wait_source for a in parts if a.wait_measured and a.wait_source})
-    return "+".join(found) or None
+    return joined_sources(a.wait_source for a in parts if a.wait_measured)
+
+
+def joined_sources(sources) -> str | None:
+    """Wait sources (each maybe "+"-joined already) as one: sorted, each once, joined by "+"; None for none."""
+    return "+".join(sorted({p for s in sources if s for p in s.split("+")})) or None
 
 
 def _names(parts: list[TimelineAnalysis]) -> dict[str, int]:
@@ -382,7 +386,7 @@ def _summary(ranks: list[RankResult], steps: list[StepResult], used: list[Timeli
         forward_ns=_opt_sum(r.forward_ns for r in ranks),
         wait_ns=_opt_sum(r.wait_ns for r in ranks),
         critical_ns=sum(r.critical_ns for r in ranks),
-        wait_source="+".join(sorted({p for r in ranks if r.wait_source for p in r.wait_source.split("+")})) or None,
+        wait_source=joined_sources(r.wait_source for r in ranks),
         wall_ns=sum(r.wall_ns for r in ranks),
         wall_hidden_ns=sum(r.wall_hidden_ns for r in ranks),
         wall_hidden_fraction=fraction(sum(r.wall_hidden_ns for r in ranks), sum(r.wall_ns for r in ranks)),

@@ -55,32 +55,30 @@ def counted_steps(parts: Sequence[TimelineAnalysis]) -> set[int]:
     return {int(s) for a in parts for s in np.unique(a.step).tolist() if s >= 0}
 
 
-def _shipped_words(tl: Timeline, phase: str) -> str:
+def _shipped_words(tl: Timeline | None, phase: str) -> str:
     """Why a switchback block other than ``on`` holds no draw, naming what that arm runs (docs/overlay.md)."""
-    ov = overlay_log(tl)
+    ov = overlay_log(tl) if tl is not None else None
     three = ov is not None and len(ov.arms or []) > 2
     if phase == "off" and three:
         return "switchback's off blocks (the inline draw after the forward; no lane draw to count)"
     return f"switchback's {phase} blocks (the engine sampled as shipped; the overlay drew none)"
 
 
-def arm_log(logs: Sequence[TimelineAnalysis]) -> Timeline:
-    """The switchback log among a rank's overlay logs (the first with step phases)."""
-    return next(lg.tl for lg in logs if (ov := overlay_log(lg.tl)) is not None and "phase" in ov.steps)
+def arm_log(logs: Sequence[TimelineAnalysis]) -> Timeline | None:
+    """The switchback log among a rank's overlay logs (the first with step phases); None when none has them."""
+    return next((lg.tl for lg in logs if (ov := overlay_log(lg.tl)) is not None and "phase" in ov.steps), None)
 
 
-def _trace_arms(a: TimelineAnalysis, ids: list[int], logs: Sequence[TimelineAnalysis]) -> dict[int, str]:
-    """Trace step id -> the switchback arm its step ran, from the rank's overlay log placed on the trace's clock
-    (each log step's launch time, t0, falls in one trace window); empty without a switchback log or a clock."""
-    if not ids or not any((ov := overlay_log(lg.tl)) is not None and "phase" in ov.steps for lg in logs):
+def _trace_arms(a: TimelineAnalysis, ids: list[int], log: Timeline | None) -> dict[int, str]:
+    """Trace step id -> the switchback arm its step ran, from the rank's switchback ``log`` placed on the trace's
+    clock (each log step's launch time, t0, falls in one trace window); empty without a log or a clock."""
+    ov = overlay_log(log) if log is not None and ids else None
+    if log is None or ov is None:
         return {}
-    log = arm_log(logs)
     off, _ = log_onto_trace(log, a.tl)
-    ov = overlay_log(log)
-    if off is None or ov is None:
+    if off is None:
         return {}
-    t0 = np.asarray(ov.steps["t0_ns"], dtype=np.int64) + off
-    sid = assign_steps(a.steps, t0)
+    sid = assign_steps(a.steps, np.asarray(ov.steps["t0_ns"], dtype=np.int64) + off)
     out: dict[int, str] = {}
     for s, ph in zip(sid.tolist(), list(ov.steps["phase"])):
         if s >= 0 and ph is not None:
@@ -109,12 +107,13 @@ def _why_drawless(a: TimelineAnalysis, ids: list[int], logs: Sequence[TimelineAn
             groups.setdefault(why, []).append(sid)
     elif a.steps.empty is not None:
         empty = dict(zip(a.steps.ids.tolist(), a.steps.empty.tolist()))
-        arm = _trace_arms(a, ids, logs)
+        log = arm_log(logs)  # found once for all the rank's drawless windows
+        arm = _trace_arms(a, ids, log)
         for sid in ids:
             if empty.get(sid):
                 why = f"vLLM ran the model with no token scheduled ({VLLM_EMPTY_STEP})"
             elif arm.get(sid) in ("off", "native"):
-                why = _shipped_words(arm_log(logs), arm[sid])
+                why = _shipped_words(log, arm[sid])
             else:
                 why = "tokens scheduled but no draw found (e.g. greedy requests draw no noise)"
             groups.setdefault(why, []).append(sid)
