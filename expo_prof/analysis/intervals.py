@@ -59,9 +59,11 @@ def union(start: np.ndarray, end: np.ndarray) -> Union:
         start, end = start[keep], end[keep]
     if len(start) == 0:
         return Union.empty()
-    order = np.argsort(start, kind="stable")
-    s = start[order]
-    e = end[order]
+    if (start[1:] >= start[:-1]).all():
+        s, e = start, end  # already in order (a trace's events mostly are): no sort, no copy
+    else:
+        order = np.argsort(start, kind="stable")
+        s, e = start[order], end[order]
     reach = np.maximum.accumulate(e)  # furthest end seen so far
     # A new group begins where an interval starts strictly after everything
     # before it has ended (start == previous reach touches, so it merges).
@@ -106,33 +108,52 @@ def coverage(u: Union, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return covered_before(u, end) - covered_before(u, start)
 
 
+def _overlapping(a: Union, b: Union) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For the intervals of ``a`` that overlap ``b``: ``(owner, k, first)`` per overlapping pair — the index in
+    ``a``, the index in ``b`` (in order), and whether it is the first ``b`` interval of its owner.
+
+    Two ``searchsorted`` over the sorted ends and starts, then one ``repeat``: no sweep over both sets.
+    """
+    k0 = np.searchsorted(b.end, a.start, side="right")  # first b interval ending after a's start
+    k1 = np.searchsorted(b.start, a.end, side="left")  # b intervals starting before a's end
+    cnt = np.maximum(k1 - k0, 0)
+    owner = np.repeat(np.arange(len(a), dtype=_I64), cnt)
+    offs = np.arange(len(owner), dtype=_I64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    first = offs == 0
+    return owner, np.repeat(k0, cnt) + offs, first
+
+
 def intersection(a: Union, b: Union) -> Union:
     """The intervals covered by both ``a`` and ``b`` (disjoint, sorted)."""
     if len(a) == 0 or len(b) == 0:
         return Union.empty()
-    # Sweep over all boundaries: depth 2 means inside both.
-    t = np.concatenate((a.start, a.end, b.start, b.end))
-    d = np.concatenate((np.ones(len(a), np.int8), -np.ones(len(a), np.int8), np.ones(len(b), np.int8), -np.ones(len(b), np.int8)))
-    # Ends before starts at equal times: half-open intervals that touch do not intersect.
-    order = np.lexsort((d, t))
-    t, d = t[order], d[order]
-    depth = np.cumsum(d, dtype=np.int16)
-    enter = np.flatnonzero(depth == 2)
-    s = t[enter]
-    e = t[enter + 1]
-    return union(s, e)
+    owner, k, _ = _overlapping(a, b)
+    s = np.maximum(a.start[owner], b.start[k])
+    e = np.minimum(a.end[owner], b.end[k])
+    # Pieces of one a interval are apart by b's gaps, of two by a's gaps: disjoint, sorted, never touching.
+    keep = e > s
+    return Union(s[keep], e[keep])
 
 
 def subtract(a: Union, b: Union) -> Union:
     """``a`` minus ``b`` (disjoint, sorted)."""
     if len(a) == 0 or len(b) == 0:
         return a
-    # Complement of b inside the span of a, then intersect.
-    lo = min(int(a.start[0]), int(b.start[0]))
-    hi = max(int(a.end[-1]), int(b.end[-1]))
-    gaps_s = np.concatenate(([lo], b.end))
-    gaps_e = np.concatenate((b.start, [hi]))
-    return intersection(a, union(gaps_s, gaps_e))
+    owner, k, first = _overlapping(a, b)
+    # The part of each a interval before each b interval that overlaps it, and the part after the last one.
+    gap_s = np.where(first, a.start[owner], b.end[k - 1])
+    gap_e = b.start[k]
+    last = np.ones(len(owner), dtype=bool)
+    last[:-1] = owner[:-1] != owner[1:]
+    untouched = np.ones(len(a), dtype=bool)
+    untouched[owner] = False
+    free = np.flatnonzero(untouched)
+    s = np.concatenate((gap_s, b.end[k[last]], a.start[free]))
+    e = np.concatenate((gap_e, a.end[owner[last]], a.end[free]))
+    keep = e > s
+    s, e = s[keep], e[keep]
+    o = np.argsort(s, kind="stable")
+    return Union(s[o], e[o])
 
 
 def clip(u: Union, lo: int, hi: int) -> Union:
@@ -157,3 +178,53 @@ def lane_unions(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> dict[in
     for idx in np.split(order, cuts):
         out[int(lane[idx[0]])] = union(start[idx], end[idx])
     return out
+
+
+#: The most ns :func:`measure_by_segment` lays its segments' stretches over (far inside int64).
+STRETCH_LIMIT = float(2**62)
+
+
+def measure_by_segment(seg: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, measures)``: each distinct ``seg`` id (sorted) and the measure of the union of its intervals.
+
+    One sort for all segments, no loop per segment: each segment's intervals are
+    moved onto a stretch of the time axis of their own (exact int64 offsets,
+    a gap of 1 ns between stretches so touching never merges two segments), and
+    the shifted intervals are merged as :func:`union` merges. A segment whose
+    intervals are all empty measures 0.
+    """
+    seg = np.asarray(seg, dtype=_I64)
+    start = np.asarray(start, dtype=_I64)
+    end = np.asarray(end, dtype=_I64)
+    if not (seg.shape == start.shape == end.shape):
+        raise ValueError("seg, start and end must have the same shape")
+    ids = np.unique(seg)
+    out = np.zeros(len(ids), dtype=_I64)
+    keep = end > start
+    seg, start, end = seg[keep], start[keep], end[keep]
+    if len(seg) == 0:
+        return ids, out
+    order = np.lexsort((start, seg))
+    seg, start, end = seg[order], start[order], end[order]
+    first = np.flatnonzero(np.concatenate(([True], seg[1:] != seg[:-1])))
+    lo = start[first]  # the earliest start of each segment (sorted by start within it)
+    span = np.maximum.reduceat(end, first) - lo + 1
+    if float(span.sum(dtype=np.float64)) >= STRETCH_LIMIT:
+        # The stretches would not fit in int64 (segments spread over centuries of ns): merge per segment.
+        for a, b in zip(first, np.append(first[1:], len(seg))):
+            out[np.searchsorted(ids, seg[a])] = union(start[a:b], end[a:b]).measure
+        return ids, out
+    base = np.concatenate(([0], np.cumsum(span)[:-1]))
+    where = np.repeat(np.arange(len(first)), np.diff(np.append(first, len(seg))))
+    shift = base[where] - lo[where]
+    s, e = start + shift, end + shift
+    reach = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    np.greater(s[1:], reach[:-1], out=new[1:])
+    g0 = np.flatnonzero(new)
+    g1 = np.append(g0[1:] - 1, len(s) - 1)
+    lengths = reach[g1] - s[g0]
+    per = np.add.reduceat(lengths, np.searchsorted(g0, first))
+    out[np.searchsorted(ids, seg[first])] = per
+    return ids, out

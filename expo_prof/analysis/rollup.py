@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from expo_prof.analysis.overlap.hidden import TimelineAnalysis, analyze_timeline
 from expo_prof.analysis.overlap.logmap import attach_overlay_logs
-from expo_prof.analysis.dists import dist, fraction, opt_dist
-from expo_prof.analysis.steps.facts import StepFacts
-from expo_prof.analysis.steps.means import numbered, step_breakdown
+from expo_prof.analysis.dists import dist, fraction
+from expo_prof.analysis.steps.means import step_breakdown, step_dists
+from expo_prof.analysis.steps.table import StepTable, concat, empty_table, step_rows, step_table
 from expo_prof.analysis.steps.views import drawless_note, views_note
 from expo_prof.analysis.model import (
     AnalysisResult,
     InstanceDists,
     RankResult,
-    StepDists,
-    StepResult,
     Summary,
 )
 from expo_prof.analysis.targets import LOOKED_FOR, similar_names
@@ -37,61 +35,6 @@ FORMAT_PRIORITY = ("kineto", "nsys", "ascend-db", "ascend-trace-view", "msprof",
 
 def _fmt_priority(fmt: str) -> int:
     return FORMAT_PRIORITY.index(fmt) if fmt in FORMAT_PRIORITY else len(FORMAT_PRIORITY)
-
-
-def _steps_of(a: TimelineAnalysis, run: str | None = None, *, wait: bool = True, forward: bool = True) -> list[StepResult]:
-    """One row per step that holds instances (and per step with only wait/forward when no instance has a step)."""
-    rows: list[StepResult] = []
-    if len(a) == 0:
-        return rows
-    ids = np.unique(a.step)
-    win = {int(i): (int(s), int(e)) for i, s, e in zip(a.steps.ids, a.steps.start, a.steps.end)}
-    for sid in ids:
-        sel = a.step == sid
-        tot, hid = int(a.total[sel].sum()), int(a.hidden[sel].sum())
-        w = int(a.wait_by_step.get(int(sid), 0)) if wait else None
-        s, e = win.get(int(sid), (int(a.inst.start[sel].min()), int(a.inst.end[sel].max())))
-        rows.append(
-            StepResult(
-                recording=run,
-                rank=a.tl.rank,
-                step=None if sid < 0 else int(sid),
-                source=a.tl.source,
-                start_ns=s,
-                end_ns=e,
-                instances=int(sel.sum()),
-                total_ns=tot,
-                hidden_ns=hid,
-                exposed_ns=tot - hid,
-                hidden_fraction=fraction(hid, tot),
-                forward_ns=int(a.forward_by_step.get(int(sid), 0)) if forward else None,
-                wait_ns=w,
-                critical_ns=_critical(a, int(sid), tot - hid, w),
-            )
-        )
-        _with_facts(rows[-1], a.facts, int(sid))
-    return rows
-
-
-def _with_facts(row: StepResult, f: StepFacts, sid: int) -> None:
-    """Fill the step's own figures (time, share, prefill / decode, batch, q) from the source's facts."""
-    if sid < 0:
-        return
-    row.own_ns = f.own_ns.get(sid)
-    row.critical_share = row.critical_ns / row.own_ns if row.own_ns else None
-    row.cadence_ns = f.cadence_ns.get(sid)
-    row.kind = f.kind.get(sid)
-    row.reqs = f.reqs.get(sid)
-    row.tokens = f.tokens.get(sid)
-    if sid in f.q:
-        row.q_rows, row.q_vocab, row.q_dtype = f.q[sid]
-
-
-def _critical(a: TimelineAnalysis, sid: int, exposed: int, wait: int | None) -> int:
-    """The step's exposed ∪ wait time when the analysis measured it, else exposed + wait (waits from a log)."""
-    if a.critical_by_step is not None and (wait is None or wait == a.wait_by_step.get(sid, 0)):
-        return int(a.critical_by_step.get(sid, exposed))
-    return exposed + (wait or 0)
 
 
 def _steps_differ(keep: list[TimelineAnalysis], other: list[TimelineAnalysis]) -> bool:
@@ -115,27 +58,16 @@ def _instance_dists(parts: list[TimelineAnalysis]) -> InstanceDists:
     )
 
 
-def _step_dists(steps: list[StepResult]) -> StepDists:
-    return StepDists(
-        total_ns=dist([s.total_ns for s in steps]),
-        hidden_ns=dist([s.hidden_ns for s in steps]),
-        exposed_ns=dist([s.exposed_ns for s in steps]),
-        forward_ns=opt_dist([s.forward_ns for s in steps]),
-        wait_ns=opt_dist([s.wait_ns for s in steps]),
-        critical_ns=dist([s.critical_ns for s in steps]),
-    )
-
-
 def _opt_sum(values) -> int | None:
     known = [v for v in values if v is not None]
     return sum(known) if known else None
 
 
-def _counted_wait(parts: list[TimelineAnalysis], steps: list[StepResult]) -> int:
+def _counted_wait(parts: list[TimelineAnalysis], steps: StepTable) -> int:
     """The sampler's wait in the rows of ``steps``, plus the wait in no step (the ``-1`` bucket: a log's windows
     outside the trace's steps) where no row holds it."""
-    rows = sum(st.wait_ns or 0 for st in steps)
-    if not any(st.step is None for st in steps):
+    rows = int(steps.wait[steps.wait_known].sum())
+    if steps.numbered.all():
         rows += sum(int(a.wait_by_step.get(-1, 0)) for a in parts)
     return int(rows)
 
@@ -151,11 +83,14 @@ def joined_sources(sources) -> str | None:
 
 
 def _names(parts: list[TimelineAnalysis]) -> dict[str, int]:
-    c: Counter[str] = Counter()
+    """Instances per name, most first; ties in the order the names first appear (as Counter.most_common)."""
+    c: dict[str, int] = {}
     for a in parts:
-        for nid in a.inst.name:
-            c[a.tl.names[int(nid)]] += 1
-    return dict(c.most_common())
+        ids, first, counts = np.unique(a.inst.name, return_index=True, return_counts=True)
+        for k in np.argsort(first, kind="stable"):
+            name = a.tl.names[int(ids[k])]
+            c[name] = c.get(name, 0) + int(counts[k])
+    return dict(sorted(c.items(), key=lambda kv: kv[1], reverse=True))
 
 
 def analyze(timelines: Sequence[Timeline], **kw) -> AnalysisResult:
@@ -212,13 +147,14 @@ def analyze_parts(
     if not ch.chosen:
         raise _source_left_nothing(analyses, source) or _nothing_found(timelines, op, pattern)
     ranks: list[RankResult] = []
-    all_steps: list[StepResult] = []
+    tables: list[StepTable] = []
     for key, parts in ch.chosen.items():
         run = ch.run_order[key[0]] if ch.several else None
-        rank, steps = _rank_result(key[1], parts, run, ch.rank_only_wait.get(key), ch.unused_logs[key])
+        rank, table = _rank_result(key[1], parts, run, ch.rank_only_wait.get(key), ch.unused_logs[key])
         ranks.append(rank)
-        all_steps.extend(steps)
+        tables.append(table)
     used = [a for parts in ch.chosen.values() for a in parts]
+    all_steps = concat(tables)
     summary = _summary(ranks, all_steps, used, [lg for logs in ch.unused_logs.values() for lg in logs])
     result = AnalysisResult(
         tool_version=__version__,
@@ -227,7 +163,7 @@ def analyze_parts(
         inputs=list(inputs),
         summary=summary,
         ranks=ranks,
-        steps=all_steps,
+        steps=step_rows(all_steps),
         warnings=list(warnings) + ch.warn,
         info=ch.info,
         skipped=[[str(p), str(r)] for p, r in skipped],
@@ -326,18 +262,18 @@ def _choose_rank(ch: _Choice, key: tuple[int, int], who: str, parts: list[Timeli
 
 
 def _rank_result(rank: int, parts: list[TimelineAnalysis], run: str | None, only_wait: int | None,
-                 unused_logs: list[TimelineAnalysis]) -> tuple[RankResult, list[StepResult]]:
+                 unused_logs: list[TimelineAnalysis]) -> tuple[RankResult, StepTable]:
     """One rank's roll-up and its step rows; ``only_wait``: its wait known per rank only (else None)."""
     wait_known = any(a.wait_measured for a in parts) or only_wait is not None
     fwd_known = any(a.forward_measured for a in parts)
-    steps = [s for a in parts for s in _steps_of(a, run, wait=wait_known, forward=fwd_known)]
-    steps.sort(key=lambda s: (s.start_ns, s.step if s.step is not None else -1))
+    steps = concat([step_table(a, run, wait=wait_known, forward=fwd_known) for a in parts])
+    steps = steps.take(np.lexsort((steps.step, steps.start)))  # by start, then step id (-1: outside any step)
     tot = int(sum(int(a.total.sum()) for a in parts))
     hid = int(sum(int(a.hidden.sum()) for a in parts))
     # Totals over the steps steps[] holds (those with a draw), as the per-step figures beside them: a
     # drawless window's forward or wait (switchback's off blocks, an empty step) is in neither.
     wait = _counted_wait(parts, steps) + (only_wait or 0) if wait_known else None
-    fwd = sum(st.forward_ns or 0 for st in steps) if fwd_known else None
+    fwd = int(steps.forward.sum()) if fwd_known else None
     wall = int(sum(a.wall for a in parts))
     wall_hid = int(sum(a.wall_hidden for a in parts))
     result = RankResult(
@@ -349,7 +285,7 @@ def _rank_result(rank: int, parts: list[TimelineAnalysis], run: str | None, only
         sources=[a.tl.source for a in parts],
         rule=_rule(parts),
         forward_source=parts[0].forward_source,
-        step_count=sum(1 for s in steps if s.step is not None),
+        step_count=int(steps.numbered.sum()),
         names=_names(parts),
         instances=int(sum(len(a) for a in parts)),
         total_ns=tot,
@@ -358,19 +294,19 @@ def _rank_result(rank: int, parts: list[TimelineAnalysis], run: str | None, only
         hidden_fraction=fraction(hid, tot),
         forward_ns=fwd,
         wait_ns=wait,
-        critical_ns=sum(st.critical_ns for st in steps) + (only_wait or 0),
+        critical_ns=int(steps.critical.sum()) + (only_wait or 0),
         wait_source=(wait_source(parts) or "log window") if wait_known else None,
         wall_ns=wall,
         wall_hidden_ns=wall_hid,
         wall_hidden_fraction=fraction(wall_hid, wall),
         per_instance=_instance_dists(parts),
-        per_step=_step_dists(steps if numbered(steps) else []),
+        per_step=step_dists(steps if steps.numbered.any() else empty_table()),
         step_breakdown=step_breakdown(steps, parts, unused_logs),
     )
     return result, steps
 
 
-def _summary(ranks: list[RankResult], steps: list[StepResult], used: list[TimelineAnalysis],
+def _summary(ranks: list[RankResult], steps: StepTable, used: list[TimelineAnalysis],
              unused_logs: list[TimelineAnalysis]) -> Summary:
     """The recording's roll-up over its ranks (totals add up rank-time; per-step figures pool rank-steps)."""
     tot = sum(r.total_ns for r in ranks)
@@ -391,7 +327,7 @@ def _summary(ranks: list[RankResult], steps: list[StepResult], used: list[Timeli
         wall_hidden_ns=sum(r.wall_hidden_ns for r in ranks),
         wall_hidden_fraction=fraction(sum(r.wall_hidden_ns for r in ranks), sum(r.wall_ns for r in ranks)),
         per_instance=_instance_dists(used),
-        per_step=_step_dists(steps if numbered(steps) else []),
+        per_step=step_dists(steps if steps.numbered.any() else empty_table()),
         forward_source=common_forward_source(r.forward_source for r in ranks),
         step_breakdown=step_breakdown(steps, used, unused_logs),
     )

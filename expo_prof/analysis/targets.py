@@ -81,6 +81,8 @@ from __future__ import annotations
 
 import difflib
 import re
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -229,12 +231,34 @@ def _empty(rule: str) -> Instances:
     return Instances(rule, z.astype(np.int32), z.astype(np.int32), z, z, z, z, z, z)
 
 
+def kind_mask(tl: Timeline, kinds: tuple[Kind, ...]) -> np.ndarray:
+    """Rows whose :class:`Kind` is one of ``kinds`` (one gather per event through a table of the kinds)."""
+    table = np.zeros(max(Kind) + 1, dtype=bool)
+    table[[int(k) for k in kinds]] = True
+    return table[tl.kind]
+
+
 def lane_kind_mask(tl: Timeline, kinds: tuple[LaneKind, ...]) -> np.ndarray:
-    """Rows whose lane is of one of ``kinds``."""
-    lk = np.array([int(ln.kind) for ln in tl.lanes], dtype=np.int8)
-    if len(tl) == 0 or len(lk) == 0:
+    """Rows whose lane is of one of ``kinds`` (a new array: the caller may change it)."""
+    if len(tl) == 0 or len(tl.lanes) == 0:
         return np.zeros(len(tl), dtype=bool)
-    return np.isin(lk[tl.lane], [int(k) for k in kinds])
+    return _lane_masks(tl, frozenset(int(k) for k in kinds)).copy()
+
+
+#: The last Timeline's lane-kind masks: the analysis of one Timeline asks for the same few masks a score of
+#: times, and each is a gather over every event (a copy is twenty times cheaper).
+_MASKS: tuple[Callable[[], Timeline | None], np.ndarray, dict[frozenset[int], np.ndarray]] | None = None
+
+
+def _lane_masks(tl: Timeline, want: frozenset[int]) -> np.ndarray:
+    global _MASKS
+    if _MASKS is None or _MASKS[0]() is not tl or _MASKS[1] is not tl.lane:
+        _MASKS = (weakref.ref(tl), tl.lane, {})
+    masks = _MASKS[2]
+    if want not in masks:
+        hit = np.array([int(ln.kind) in want for ln in tl.lanes], dtype=bool)
+        masks[want] = hit[tl.lane]  # one gather per event: the lane's answer, decided once per lane
+    return masks[want]
 
 
 def name_mask(tl: Timeline, pred) -> np.ndarray:
@@ -383,7 +407,7 @@ def find_instances(tl: Timeline, op: re.Pattern | None = None) -> Instances:
     not_step = tl.kind != Kind.STEP
     if op is not None:
         hit = name_mask(tl, op.search) & not_step
-        work = np.isin(tl.kind, (Kind.KERNEL, Kind.COMM, Kind.MEMCPY))
+        work = kind_mask(tl, (Kind.KERNEL, Kind.COMM, Kind.MEMCPY))
         # Device work first (not the gpu_user_annotation copies of host spans
         # around it), then device annotations, the overlay log, host threads.
         for lanes, extra in (

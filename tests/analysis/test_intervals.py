@@ -83,6 +83,10 @@ def test_intersection_and_subtract_match_raster(a, b):
     # the parts of a add up exactly: |a| = |a ∩ b| + |a \ b|
     assert ua.measure == inter.measure + diff.measure
     assert int(iv.coverage(ub, ua.start, ua.end).sum()) == inter.measure
+    # ... and both are canonical unions (sorted, disjoint, not touching, no empty piece): merging changes nothing
+    for u in (inter, diff):
+        again = iv.union(u.start, u.end)
+        assert u.start.tolist() == again.start.tolist() and u.end.tolist() == again.end.tolist()
 
 
 @settings(max_examples=200, deadline=None)

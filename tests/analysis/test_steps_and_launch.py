@@ -168,3 +168,25 @@ def test_union_by_step_matches_a_raster_per_step(rows):
         cells = {t for i in np.flatnonzero(sid == step) for t in range(int(s[i]), int(e[i]))}
         want[step] = len(cells)
     assert union_by_step(sid, s, e) == want
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(-1, 4), st.integers(-10**15, 10**15), st.integers(-3, 10**6)), max_size=40),
+       st.booleans())
+def test_measure_by_segment_equals_a_union_per_segment(rows, per_segment):
+    # GIVEN intervals tagged with segments, far apart in time (the stretches laid side by side, or, when the
+    # limit is lowered, the fallback that merges per segment)
+    from expo_prof.analysis import intervals as iv
+
+    seg = np.array([r[0] for r in rows], dtype=np.int64)
+    s = np.array([r[1] for r in rows], dtype=np.int64)
+    e = s + np.array([r[2] for r in rows], dtype=np.int64)
+    old = iv.STRETCH_LIMIT
+    iv.STRETCH_LIMIT = 0.0 if per_segment else old
+    try:
+        ids, got = iv.measure_by_segment(seg, s, e)
+    finally:
+        iv.STRETCH_LIMIT = old
+    # THEN each segment measures what a union of its own intervals measures
+    assert ids.tolist() == sorted(set(seg.tolist()))
+    assert got.tolist() == [iv.union(s[seg == k], e[seg == k]).measure for k in ids.tolist()]

@@ -16,6 +16,7 @@ from expo_prof.analysis.targets import (
     SPAN_WAIT,
     Instances,
     is_overlay_forward,
+    kind_mask,
     lane_kind_mask,
     name_mask,
 )
@@ -39,7 +40,7 @@ def busy_mask(tl: Timeline, lane_kind: LaneKind) -> np.ndarray:
         return (tl.kind == Kind.KERNEL) & lane_kind_mask(tl, (LaneKind.STREAM,))
     if lane_kind == LaneKind.THREAD:
         own = name_mask(tl, lambda n: n in (SPAN_EXPONENTIAL, SPAN_WAIT))
-        return np.isin(tl.kind, (Kind.CPU_OP, Kind.ANNOTATION)) & lane_kind_mask(tl, (LaneKind.THREAD,)) & ~own
+        return kind_mask(tl, (Kind.CPU_OP, Kind.ANNOTATION)) & lane_kind_mask(tl, (LaneKind.THREAD,)) & ~own
     on_overlay = (tl.kind == Kind.OVERLAY) & lane_kind_mask(tl, (LaneKind.OVERLAY,))
     model = on_overlay & name_mask(tl, lambda n: n == OVERLAY_MODEL_BUSY)
     return model if model.any() else on_overlay & name_mask(tl, is_overlay_forward)
@@ -73,6 +74,7 @@ class Cover:
         self.tl, self.inst = tl, inst
         self.dev = lane_device(tl)
         self._by_kind: dict[int, dict[int, iv.Union]] = {}
+        self._of: dict[tuple[str, int], iv.Union] = {}
 
     def _lanes(self, lane: int) -> dict[int, iv.Union]:
         lk = self.tl.lanes[int(lane)].kind
@@ -82,8 +84,20 @@ class Cover:
 
     def of(self, lane: int) -> iv.Union:
         """Compute on the *other* lanes of ``lane``'s device: what hides an instance on ``lane``."""
-        return iv.union_of(*[u for ln, u in self._lanes(lane).items() if ln != lane and self.dev[ln] == self.dev[lane]])
+        key = ("of", int(lane))
+        if key not in self._of:
+            self._of[key] = _union_of([u for ln, u in self._lanes(lane).items()
+                                       if ln != lane and self.dev[ln] == self.dev[lane]])
+        return self._of[key]
 
     def device(self, lane: int) -> iv.Union:
         """Compute on every lane of ``lane``'s device (for instances on lanes of ``lane``'s kind)."""
-        return iv.union_of(*[u for ln, u in self._lanes(lane).items() if self.dev[ln] == self.dev[lane]])
+        key = ("device", int(lane))
+        if key not in self._of:
+            self._of[key] = _union_of([u for ln, u in self._lanes(lane).items() if self.dev[ln] == self.dev[lane]])
+        return self._of[key]
+
+
+def _union_of(unions: list[iv.Union]) -> iv.Union:
+    """The union of disjoint sorted unions; one of them is already its own union (no sort)."""
+    return unions[0] if len(unions) == 1 else iv.union_of(*unions)

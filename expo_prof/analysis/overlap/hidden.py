@@ -49,6 +49,7 @@ from expo_prof.analysis.targets import (
     has_device_kernels,
     is_overlay_forward,
     is_overlay_wait,
+    kind_mask,
     lane_kind_mask,
     name_mask,
 )
@@ -92,12 +93,12 @@ class TimelineAnalysis:
         return len(self.inst)
 
 
-def hidden_time(tl: Timeline, inst: Instances) -> np.ndarray:
+def hidden_time(tl: Timeline, inst: Instances, cover: Cover | None = None) -> np.ndarray:
     """Hidden ns of each instance: its members covered by busy time on the other lanes of its device."""
     hidden = np.zeros(len(inst), dtype=np.int64)
     if len(inst) == 0:
         return hidden
-    cover = Cover(tl, inst)
+    cover = cover or Cover(tl, inst)
     member_lane = inst.lane[inst.member_inst]
     for lane in np.unique(inst.lane):
         sel = member_lane == lane
@@ -106,7 +107,7 @@ def hidden_time(tl: Timeline, inst: Instances) -> np.ndarray:
     return hidden
 
 
-def wall_time(tl: Timeline, inst: Instances) -> tuple[int, int]:
+def wall_time(tl: Timeline, inst: Instances, cover: Cover | None = None) -> tuple[int, int]:
     """``(wall, wall_hidden)``: the union of all instances' members, and the part of it covered by compute.
 
     Differs from the per-instance sums only when instances overlap each other
@@ -117,7 +118,7 @@ def wall_time(tl: Timeline, inst: Instances) -> tuple[int, int]:
     """
     if len(inst) == 0:
         return 0, 0
-    cover = Cover(tl, inst)
+    cover = cover or Cover(tl, inst)
     member_dev = cover.dev[inst.lane[inst.member_inst]]
     wall = hidden = 0
     for d in np.unique(member_dev):
@@ -140,7 +141,7 @@ def pick_lane_kind(tl: Timeline, m: np.ndarray) -> np.ndarray:
 
 def wait_rows(tl: Timeline) -> np.ndarray:
     """Rows of the sampler's wait spans (overlay spans / overlay-log windows), of one lane kind."""
-    m = name_mask(tl, is_overlay_wait) & np.isin(tl.kind, (Kind.ANNOTATION, Kind.OVERLAY))
+    m = name_mask(tl, is_overlay_wait) & kind_mask(tl, (Kind.ANNOTATION, Kind.OVERLAY))
     return np.flatnonzero(pick_lane_kind(tl, m))
 
 
@@ -152,16 +153,18 @@ def forward_span_rows(tl: Timeline, name: str) -> np.ndarray:
         m = name_mask(tl, lambda n: bool(VLLM_STEP_RE.match(n)))
     else:
         m = name_mask(tl, lambda n: n == name)
-    return np.flatnonzero(pick_lane_kind(tl, m & np.isin(tl.kind, (Kind.ANNOTATION, Kind.OVERLAY, Kind.STEP))))
+    return np.flatnonzero(pick_lane_kind(tl, m & kind_mask(tl, (Kind.ANNOTATION, Kind.OVERLAY, Kind.STEP))))
 
 
 def analyze_timeline(tl: Timeline, op: re.Pattern | None = None) -> TimelineAnalysis:
     """Find the target instances of ``tl`` and split their time into hidden and exposed, per step."""
     inst = find_instances(tl, op)
     total = inst.total
-    hidden = hidden_time(tl, inst)
+    # One busy-time computation serves the hidden totals, the wall figures and the critical path's pieces.
+    cover = Cover(tl, inst)
+    hidden = hidden_time(tl, inst, cover)
     exposed = total - hidden
-    wall, wall_hidden = wall_time(tl, inst)
+    wall, wall_hidden = wall_time(tl, inst, cover)
     inst_kind = tl.lanes[int(inst.lane[0])].kind if len(inst) else None
     launch = launch_start(tl)
     when = launch if launch is not None else tl.start
@@ -178,7 +181,7 @@ def analyze_timeline(tl: Timeline, op: re.Pattern | None = None) -> TimelineAnal
     w_rows = wait_rows(tl)
     wait_by_step = spans_by_step(tl, steps, w_rows, when)
     wait_total = int(sum(wait_by_step.values()))
-    critical_by_step = _critical_by_step(tl, inst, step, steps, w_rows, when) if len(w_rows) else None
+    critical_by_step = _critical_by_step(tl, inst, step, steps, w_rows, when, cover) if len(w_rows) else None
     w_sid = step_col(tl)[w_rows].astype(np.int64) if steps.source == "step-column" else assign_steps(steps, when[w_rows])
     facts = step_facts(tl, steps, np.concatenate((step, w_sid)),
                        np.concatenate((inst.end if len(inst) else np.empty(0, np.int64), tl.end[w_rows])))
@@ -222,7 +225,7 @@ def analyze_timeline(tl: Timeline, op: re.Pattern | None = None) -> TimelineAnal
 
 
 def _critical_by_step(tl: Timeline, inst: Instances, step: np.ndarray, steps: Steps, w_rows: np.ndarray,
-                      when: np.ndarray) -> dict[int, int]:
+                      when: np.ndarray, cover: Cover) -> dict[int, int]:
     """Per step, the time the noise holds the critical path: the union of the draws' exposed pieces and the
     sampler's waits.
 
@@ -231,7 +234,7 @@ def _critical_by_step(tl: Timeline, inst: Instances, step: np.ndarray, steps: St
     draw ended (the hand-over from the lane: waking the model thread, an event
     wait) is paid on top of it.
     """
-    pieces = instance_pieces(_Parts(tl, inst))
+    pieces = instance_pieces(_Parts(tl, inst), cover)
     exposed = ~pieces.hidden
     sid_w = step_col(tl)[w_rows].astype(np.int64) if steps.source == "step-column" else assign_steps(steps, when[w_rows])
     return union_by_step(

@@ -92,13 +92,14 @@ def split_members(ms: np.ndarray, me: np.ndarray, busy: iv.Union) -> tuple[np.nd
     return m[o], s[o], e[o], h[o]
 
 
-def instance_pieces(a) -> Pieces:
-    """Hidden and exposed pieces of every instance of one analysed Timeline (anything with ``tl`` and ``inst``)."""
+def instance_pieces(a, cover: Cover | None = None) -> Pieces:
+    """Hidden and exposed pieces of every instance of one analysed Timeline (anything with ``tl`` and ``inst``);
+    ``cover``: its busy time when already computed (the same Timeline and instances)."""
     tl, inst = a.tl, a.inst
     z = np.empty(0, np.int64)
     if len(inst) == 0:
         return Pieces(z, z, z, np.empty(0, bool))
-    cover = Cover(tl, inst)
+    cover = cover or Cover(tl, inst)
     member_lane = inst.lane[inst.member_inst]
     parts = []
     for lane in np.unique(inst.lane):

@@ -79,7 +79,7 @@ def step_facts(tl: Timeline, steps, part_step: np.ndarray, part_end: np.ndarray)
         idx = _index(steps.ids, part_step[ok])
         hit = idx >= 0
         np.maximum.at(end, idx[hit], part_end[ok][hit])
-        f.own_ns = {int(i): int(e - s) for i, s, e in zip(steps.ids, steps.start, end)}
+        f.own_ns = dict(zip(steps.ids.tolist(), (end - steps.start).tolist()))
         f.cadence_ns = _cadences(steps.ids, steps.start, end - steps.start)
         f.time_source = {"ProfilerStep": "ProfilerStep#N spans",
                          "vllm-annotation": "vLLM's execute_context annotation",
@@ -87,13 +87,7 @@ def step_facts(tl: Timeline, steps, part_step: np.ndarray, part_end: np.ndarray)
         f.time_source += ", to its last draw or wait"
     names = steps.mark_name if len(steps) else None
     if names is not None:
-        for sid, nid in zip(steps.ids, names):
-            m = VLLM_BATCH_RE.match(tl.names[int(nid)])
-            if m:
-                ctx_r, ctx_t, gen_r, gen_t = (int(g) for g in m.groups())
-                f.kind[int(sid)] = PREFILL if ctx_r > 0 else DECODE
-                f.reqs[int(sid)] = ctx_r + gen_r
-                f.tokens[int(sid)] = ctx_t + gen_t
+        _batches(f, tl, steps.ids, names)
     if not f.kind:
         why = ("the trace has no vLLM step annotation naming the batch "
                "(execute_context_N(T)_generation_M(T), vLLM ≥ 0.11) and no overlay log was read for it")
@@ -103,13 +97,29 @@ def step_facts(tl: Timeline, steps, part_step: np.ndarray, part_end: np.ndarray)
     return f
 
 
+def _batches(f: StepFacts, tl: Timeline, ids: np.ndarray, names: np.ndarray) -> None:
+    """Prefill / decode, requests and tokens of each step from its vLLM annotation's name (matched once per
+    distinct name: a long run repeats a few hundred batch shapes over tens of thousands of steps)."""
+    distinct, inverse = np.unique(np.asarray(names), return_inverse=True)
+    parsed = [VLLM_BATCH_RE.match(tl.names[int(n)]) for n in distinct.tolist()]
+    # Per distinct name: (matched, ctx reqs, ctx tokens, gen reqs, gen tokens); then one gather per step.
+    g = np.array([(1, *(int(x) for x in m.groups())) if m else (0, 0, 0, 0, 0) for m in parsed],
+                 dtype=np.int64).reshape(-1, 5)[inverse.reshape(-1)]
+    has = g[:, 0] == 1
+    sid = np.asarray(ids, dtype=np.int64)[has].tolist()
+    ctx_r, ctx_t, gen_r, gen_t = g[has, 1], g[has, 2], g[has, 3], g[has, 4]
+    f.kind.update(zip(sid, np.where(ctx_r > 0, PREFILL, DECODE).tolist()))
+    f.reqs.update(zip(sid, (ctx_r + gen_r).tolist()))
+    f.tokens.update(zip(sid, (ctx_t + gen_t).tolist()))
+
+
 def _cadences(ids: np.ndarray, start: np.ndarray, own: np.ndarray) -> dict[int, int]:
     """Step id -> cadence (start to the very next step's start), idle gaps left out (switchback's rule)."""
     o = np.argsort(start, kind="stable")
     ids, start, own = np.asarray(ids)[o], np.asarray(start)[o], np.asarray(own)[o]
     cad, idle = cadence(ids, start, own)
     keep = (cad >= 0) & ~idle
-    return {int(i): int(c) for i, c in zip(ids[keep], cad[keep])}
+    return dict(zip(ids[keep].tolist(), cad[keep].tolist()))
 
 
 def _index(ids: np.ndarray, sids: np.ndarray) -> np.ndarray:
@@ -127,29 +137,33 @@ def _from_log(tl: Timeline, ov: OverlayLog) -> StepFacts:
     f = StepFacts(time_source="the overlay log: t0 to the step's host_end (else its last window)")
     schema1 = ov.header_int("schema") == 1
     split = not schema1 and tl.backend == "cpu"
-    for j in range(len(c["step"])):
-        sid = int(c["step"][j])
-        if sid < 0:
-            continue
-        ends = [int(c[f"{k}_start_ns"][j] + c[f"{k}_ns"][j]) for k in ("fwd", "exp", "wait", "sample")
-                if c[f"{k}_ns"][j] >= 0]
-        t0 = int(c["t0_ns"][j])
-        if int(c["host_end_ns"][j]) >= 0:
-            ends.append(t0 + int(c["host_end_ns"][j]))
-        if ends and t0 > 0:
-            f.own_ns[sid] = max(ends) - t0
-        reqs, tokens = int(c["reqs"][j]), int(c["tokens"][j])
-        if reqs > 0:
-            f.reqs[sid] = reqs
-        if split and reqs > 0 and tokens > 0:
-            f.kind[sid] = PREFILL if tokens > reqs else DECODE
-            f.tokens[sid] = tokens
-        if int(c["rows"][j]) > 0:
-            f.q[sid] = (int(c["rows"][j]), int(c["vocab"][j]), c["dtype"][j])
-    starts = np.asarray(c["t0_ns"], dtype=np.int64)
-    own = np.array([f.own_ns.get(int(i), -1) for i in c["step"]], dtype=np.int64)
-    ok = (np.asarray(c["step"]) >= 0) & (starts > 0)
-    f.cadence_ns = _cadences(np.asarray(c["step"])[ok], starts[ok], own[ok])
+    step = ints(c["step"])
+    t0 = ints(c["t0_ns"])
+    # The end of each line's last part: its windows' ends and its host_end (-inf where a part is not known).
+    lowest = np.iinfo(np.int64).min
+    ends = [np.where(ints(c[f"{k}_ns"]) >= 0, ints(c[f"{k}_start_ns"]) + ints(c[f"{k}_ns"]), lowest)
+            for k in ("fwd", "exp", "wait", "sample")]
+    ends.append(np.where(ints(c["host_end_ns"]) >= 0, t0 + ints(c["host_end_ns"]), lowest))
+    last = np.max(np.vstack(ends), axis=0) if len(step) else np.empty(0, np.int64)
+    line = step >= 0
+    timed = line & (last != lowest) & (t0 > 0)
+    f.own_ns = dict(zip(step[timed].tolist(), (last - t0)[timed].tolist()))
+    reqs, tokens = ints(c["reqs"]), ints(c["tokens"])
+    f.reqs = dict(zip(step[line & (reqs > 0)].tolist(), reqs[line & (reqs > 0)].tolist()))
+    if split:
+        both = line & (reqs > 0) & (tokens > 0)
+        f.kind = dict(zip(step[both].tolist(), np.where(tokens[both] > reqs[both], PREFILL, DECODE).tolist()))
+        f.tokens = dict(zip(step[both].tolist(), tokens[both].tolist()))
+    launched = line & (ints(c["rows"]) > 0)
+    f.q = dict(zip(step[launched].tolist(), zip(ints(c["rows"])[launched].tolist(), ints(c["vocab"])[launched].tolist(),
+                                                 list(np.asarray(c["dtype"], dtype=object)[launched]))))
+    # Each line's own time as the step's entry says it (a step id written twice: its last line's figure).
+    keys = np.fromiter(f.own_ns.keys(), np.int64, len(f.own_ns))
+    vals = np.fromiter(f.own_ns.values(), np.int64, len(f.own_ns))
+    pos = _index(keys, step)
+    own = np.where(pos >= 0, vals[np.clip(pos, 0, None)] if len(vals) else -1, -1)
+    ok = line & (t0 > 0)
+    f.cadence_ns = _cadences(step[ok], t0[ok], own[ok])
     if schema1:
         f.missing[KIND] = "the overlay log is schema 1: it records no tokens per step (prefill and decode look alike)"
     elif tl.backend != "cpu":

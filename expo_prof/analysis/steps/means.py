@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from expo_prof.analysis.dists import dist, fraction, opt_dist
-from expo_prof.analysis.model import QShape, StepBreakdown, StepGroup, StepResult
+import numpy as np
+
+from expo_prof.analysis.dists import dist, fraction
+from expo_prof.analysis.model import Dist, QShape, StepBreakdown, StepDists, StepGroup, StepResult
 from expo_prof.analysis.overlap.hidden import TimelineAnalysis
 from expo_prof.analysis.steps.facts import DECODE, PREFILL, Q, log_q
+from expo_prof.analysis.steps.table import NONE, StepTable
 
 
 def numbered(steps: Sequence[StepResult]) -> list[StepResult]:
@@ -31,27 +34,54 @@ def mean_own_ns(steps: Sequence[StepResult]) -> float | None:
     return sum(s.end_ns - s.start_ns for s in rows) / len(rows) if rows else None
 
 
-def step_group(steps: list[StepResult]) -> StepGroup:
-    timed = [s for s in steps if s.own_ns]
+def _known(col: np.ndarray) -> np.ndarray:
+    """The values of a table column the source gave (NONE left out)."""
+    return col[col != NONE]
+
+
+def _opt_dist(col: np.ndarray) -> Dist | None:
+    known = _known(col)
+    return dist(known) if len(known) else None
+
+
+def step_group(t: StepTable) -> StepGroup:
+    """Own time, cadence and critical path over the rows of ``t``."""
+    timed = (t.own != NONE) & (t.own != 0)
     return StepGroup(
-        step_count=len(steps),
-        own_ns=opt_dist([s.own_ns for s in timed]),
-        critical_ns=dist([s.critical_ns for s in steps]),
-        critical_share=fraction(sum(s.critical_ns for s in timed), sum(s.own_ns or 0 for s in timed)),
-        cadence_ns=opt_dist([s.cadence_ns for s in steps]),
+        step_count=len(t),
+        own_ns=_opt_dist(t.own[timed]),
+        critical_ns=dist(t.critical),
+        critical_share=fraction(int(t.critical[timed].sum()), int(t.own[timed].sum())),
+        cadence_ns=_opt_dist(t.cadence),
     )
 
 
-def step_breakdown(steps: list[StepResult], parts: Sequence[TimelineAnalysis],
+def step_dists(t: StepTable) -> StepDists:
+    """Distributions of the per-step figures over the rows of ``t`` (forward / wait: null where not known)."""
+    return StepDists(
+        total_ns=dist(t.total),
+        hidden_ns=dist(t.hidden),
+        exposed_ns=dist(t.total - t.hidden),
+        forward_ns=dist(t.forward[t.forward_known]) if t.forward_known.any() else None,
+        wait_ns=dist(t.wait[t.wait_known]) if t.wait_known.any() else None,
+        critical_ns=dist(t.critical),
+    )
+
+
+def _q_shapes(t: StepTable) -> Counter[tuple[int, int, str | None]]:
+    """Steps per q (rows, vocab, dtype), in the order of each shape's first step (ties of most_common)."""
+    has = (t.q_rows != NONE) & (t.q_vocab != NONE)
+    return Counter(zip(t.q_rows[has].tolist(), t.q_vocab[has].tolist(), t.q_dtype[has].tolist()))
+
+
+def step_breakdown(t: StepTable, parts: Sequence[TimelineAnalysis],
                    logs: Sequence[TimelineAnalysis] = ()) -> StepBreakdown:
-    """The step itself over ``steps`` (those with a step id): time, critical share, prefill and decode apart,
+    """The step itself over the rows of ``t`` with a step id: time, critical share, prefill and decode apart,
     batch and q. ``parts``: the analyses the steps come from (their facts say what is missing and why);
     ``logs``: overlay logs of the same ranks not counted (they still say q's shape and dtype)."""
-    steps = [s for s in steps if s.step is not None]
-    pre = [s for s in steps if s.kind == PREFILL]
-    dec = [s for s in steps if s.kind == DECODE]
-    q: Counter[tuple[int, int, str | None]] = Counter(
-        (s.q_rows, s.q_vocab, s.q_dtype) for s in steps if s.q_rows is not None and s.q_vocab is not None)
+    t = t.take(t.numbered)
+    pre, dec = t.kind == PREFILL, t.kind == DECODE
+    q = _q_shapes(t)
     missing: dict[str, str] = {}
     for a in parts:
         for k, why in a.facts.missing.items():
@@ -65,10 +95,10 @@ def step_breakdown(steps: list[StepResult], parts: Sequence[TimelineAnalysis],
         missing.pop(Q, None)
     sources = {a.facts.time_source for a in parts if a.facts.time_source}
     return StepBreakdown(
-        overall=step_group(steps),
-        prefill=step_group(pre) if pre else None,
-        decode=step_group(dec) if dec else None,
-        batch=opt_dist([s.reqs for s in steps]),
+        overall=step_group(t),
+        prefill=step_group(t.take(pre)) if pre.any() else None,
+        decode=step_group(t.take(dec)) if dec.any() else None,
+        batch=_opt_dist(t.reqs),
         q=[QShape(rows=r, vocab=v, dtype=d, step_count=n) for (r, v, d), n in q.most_common()],
         q_from=q_from,
         own_source="; ".join(sorted(sources)) or None,

@@ -1,0 +1,212 @@
+"""The step rows of a rank, column-wise: what ``steps[]`` holds, computed over numpy columns.
+
+:func:`step_table` rolls one analysed Timeline up into one row per step (and one row for the draws outside any
+step) with one sort and a few segmented reductions: no Python loop per step or per instance, so a trace of
+tens of thousands of steps costs a few microseconds a step. The rows become
+:class:`~expo_prof.analysis.model.StepResult` objects only for the document (:func:`step_rows`); every sum,
+mean and distribution over steps is taken on the columns (:mod:`expo_prof.analysis.steps.means`).
+
+A column that a source cannot fill holds :data:`NONE` (``-1``; ``None`` in the document): no own time,
+cadence, batch, tokens or q is ever negative. ``forward`` / ``wait`` are all known or all unknown per table
+(``forward_known`` / ``wait_known``), as the document says them per rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from expo_prof.analysis.model import StepResult
+from expo_prof.analysis.steps.facts import StepFacts
+
+#: A figure the source does not give (None in the document).
+NONE = -1
+_I64 = np.int64
+
+
+@dataclass
+class StepTable:
+    """Step rows, column-wise (one entry per row, in row order)."""
+
+    recording: np.ndarray  # object: the recording label or None
+    rank: np.ndarray  # int64
+    step: np.ndarray  # int64; NONE: the row of draws outside any step
+    source: np.ndarray  # object
+    start: np.ndarray  # int64 ns
+    end: np.ndarray
+    instances: np.ndarray
+    total: np.ndarray
+    hidden: np.ndarray
+    forward: np.ndarray  # int64; meaningful where forward_known
+    forward_known: np.ndarray  # bool
+    wait: np.ndarray
+    wait_known: np.ndarray  # bool
+    critical: np.ndarray
+    own: np.ndarray  # NONE: not known
+    cadence: np.ndarray
+    kind: np.ndarray  # object: "prefill", "decode" or None
+    reqs: np.ndarray
+    tokens: np.ndarray
+    q_rows: np.ndarray
+    q_vocab: np.ndarray
+    q_dtype: np.ndarray  # object
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+    def take(self, idx: np.ndarray) -> StepTable:
+        """The rows ``idx`` (an index array or a mask), in that order."""
+        return StepTable(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+
+    @property
+    def numbered(self) -> np.ndarray:
+        """Mask of the rows that are steps (a step id); the row of draws outside any step is not one."""
+        return self.step >= 0
+
+
+def empty_table() -> StepTable:
+    """A table of no rows."""
+    z, o, b = np.empty(0, _I64), np.empty(0, object), np.empty(0, bool)
+    return StepTable(o, z, z, o, z, z, z, z, z, z, b, z, b, z, z, z, o, z, z, z, z, o)
+
+
+def concat(tables: list[StepTable]) -> StepTable:
+    """The rows of ``tables`` one after the other."""
+    if not tables:
+        return empty_table()
+    return StepTable(**{f.name: np.concatenate([getattr(t, f.name) for t in tables]) for f in fields(StepTable)})
+
+
+def lookup(d: dict[int, int], ids: np.ndarray, default: int = NONE) -> np.ndarray:
+    """``d[i]`` for each of ``ids`` (int64), ``default`` where absent: one sort of the keys, one search."""
+    ids = np.asarray(ids, dtype=_I64)
+    if not d:
+        return np.full(len(ids), default, _I64)
+    keys = np.fromiter(d.keys(), _I64, len(d))
+    vals = np.fromiter(d.values(), _I64, len(d))
+    o = np.argsort(keys, kind="stable")
+    keys, vals = keys[o], vals[o]
+    k = np.clip(np.searchsorted(keys, ids), 0, len(keys) - 1)
+    return np.where(keys[k] == ids, vals[k], default)
+
+
+def _lookup_obj(d: Mapping[int, object], ids: np.ndarray) -> np.ndarray:
+    """``d.get(i)`` for each of ``ids`` as an object column (None where absent)."""
+    out = np.full(len(ids), None, dtype=object)
+    if d:
+        pos = lookup({k: j for j, k in enumerate(d)}, ids)
+        vals = np.empty(len(d), dtype=object)
+        vals[:] = list(d.values())
+        out[pos >= 0] = vals[pos[pos >= 0]]
+    return out
+
+
+def step_table(a, run: str | None = None, *, wait: bool = True, forward: bool = True) -> StepTable:
+    """One row per step of ``a`` (a :class:`~expo_prof.analysis.overlap.hidden.TimelineAnalysis`) that holds
+    instances, the row of instances outside any step (``step`` NONE) included; sorted by step id."""
+    n = len(a)
+    if n == 0:
+        return empty_table()
+    order = np.argsort(a.step, kind="stable")
+    sid_sorted = a.step[order]
+    first = np.flatnonzero(np.concatenate(([True], sid_sorted[1:] != sid_sorted[:-1])))
+    ids = sid_sorted[first].astype(_I64)
+    m = len(ids)
+    total = np.add.reduceat(a.total[order], first).astype(_I64)
+    hidden = np.add.reduceat(a.hidden[order], first).astype(_I64)
+    count = np.diff(np.append(first, n)).astype(_I64)
+    # The step's window; where no window has the id (the row outside any step), its instances' extent.
+    start = np.minimum.reduceat(a.inst.start[order], first).astype(_I64)
+    end = np.maximum.reduceat(a.inst.end[order], first).astype(_I64)
+    win = _window_index(a.steps.ids, ids)
+    has = win >= 0
+    start[has] = a.steps.start[win[has]]
+    end[has] = a.steps.end[win[has]]
+    w = lookup(a.wait_by_step, ids, 0)
+    exposed = total - hidden
+    critical = _critical(a, ids, exposed, w if wait else None)
+    f: StepFacts = a.facts
+    numbered = ids >= 0
+    own = np.where(numbered, lookup(f.own_ns, ids), NONE)
+    q = f.q
+    q_rows = lookup({k: v[0] for k, v in q.items()}, ids)
+    q_vocab = lookup({k: v[1] for k, v in q.items()}, ids)
+    q_dtype = _lookup_obj({k: v[2] for k, v in q.items()}, ids)
+    q_rows, q_vocab = np.where(numbered, q_rows, NONE), np.where(numbered, q_vocab, NONE)
+    q_dtype[~numbered] = None
+    kind = _lookup_obj(f.kind, ids)
+    kind[~numbered] = None
+    return StepTable(
+        recording=np.full(m, run, dtype=object),
+        rank=np.full(m, a.tl.rank, dtype=_I64),
+        step=np.where(numbered, ids, NONE),
+        source=np.full(m, a.tl.source, dtype=object),
+        start=start,
+        end=end,
+        instances=count,
+        total=total,
+        hidden=hidden,
+        forward=lookup(a.forward_by_step, ids, 0),
+        forward_known=np.full(m, forward),
+        wait=w,
+        wait_known=np.full(m, wait),
+        critical=critical,
+        own=own,
+        cadence=np.where(numbered, lookup(f.cadence_ns, ids), NONE),
+        kind=kind,
+        reqs=np.where(numbered, lookup(f.reqs, ids), NONE),
+        tokens=np.where(numbered, lookup(f.tokens, ids), NONE),
+        q_rows=q_rows,
+        q_vocab=q_vocab,
+        q_dtype=q_dtype,
+    )
+
+
+def _window_index(win_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Position of each of ``ids`` among the step windows' ids (the last window of an id), -1 when none."""
+    if len(win_ids) == 0:
+        return np.full(len(ids), -1, _I64)
+    # Ids are unique per window in practice; were one repeated, the last window wins (a dict built in order).
+    pos = {int(i): j for j, i in enumerate(np.asarray(win_ids).tolist())}
+    return lookup(pos, ids)
+
+
+def _critical(a, ids: np.ndarray, exposed: np.ndarray, wait: np.ndarray | None) -> np.ndarray:
+    """Each step's exposed ∪ wait time where the analysis measured it, else exposed + wait (waits from a log)."""
+    if a.critical_by_step is not None:
+        measured = lookup(a.critical_by_step, ids, NONE)
+        same = np.ones(len(ids), bool) if wait is None else wait == lookup(a.wait_by_step, ids, 0)
+        by_union = np.where(measured == NONE, exposed, measured)
+        return np.where(same, by_union, exposed + (0 if wait is None else wait))
+    return exposed + (0 if wait is None else wait)
+
+
+def step_rows(t: StepTable) -> list[StepResult]:
+    """The rows as the document's :class:`~expo_prof.analysis.model.StepResult` objects."""
+    def opt(col: np.ndarray) -> list:
+        out = col.astype(object)  # Python ints, and None where the source gave none
+        out[col == NONE] = None
+        return out.tolist()
+
+    total, hidden, critical = t.total.tolist(), t.hidden.tolist(), t.critical.tolist()
+    own = opt(t.own)
+    fwd, wait = t.forward.astype(object), t.wait.astype(object)
+    fwd[~t.forward_known] = None
+    wait[~t.wait_known] = None
+    return [
+        StepResult(
+            recording=rec, rank=rank, step=step, source=src, start_ns=s, end_ns=e, instances=n, total_ns=tot,
+            hidden_ns=hid, exposed_ns=tot - hid, hidden_fraction=hid / tot if tot > 0 else None,
+            forward_ns=fw, wait_ns=wt, critical_ns=crit, own_ns=ow,
+            critical_share=crit / ow if ow else None, cadence_ns=cad, kind=kind, reqs=reqs, tokens=tok,
+            q_rows=qr, q_vocab=qv, q_dtype=qd,
+        )
+        for rec, rank, step, src, s, e, n, tot, hid, fw, wt, crit, ow, cad, kind, reqs, tok, qr, qv, qd in zip(
+            t.recording.tolist(), t.rank.tolist(), opt(t.step), t.source.tolist(), t.start.tolist(),
+            t.end.tolist(), t.instances.tolist(), total, hidden, fwd.tolist(), wait.tolist(), critical, own,
+            opt(t.cadence),
+            t.kind.tolist(), opt(t.reqs), opt(t.tokens), opt(t.q_rows), opt(t.q_vocab), t.q_dtype.tolist(),
+        )
+    ]
