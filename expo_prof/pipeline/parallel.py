@@ -14,8 +14,22 @@ result is the serial one (tests/test_parallel.py compares the JSON documents).
 
 Memory: a worker holds one task at a time — one file's bytes (capped by
 ``--max-bytes``) and its Timeline — and frees it before the next; this
-process holds only the compact results. Workers start from a fork server
-(``spawn`` where there is none): never a fork of a process holding traces.
+process holds only the compact results.
+
+Starting workers (:func:`start_method`): on Linux, in a process with no other
+thread, they are forked from this process when the pool starts, before any
+trace is read here (a few ms; the objects this process holds are frozen out
+of the workers' garbage collector, so their pages stay shared). Elsewhere
+(another thread runs: a progress bar, a notebook's kernel; macOS) they come
+from a fork server, which first imports the readers and the analysis
+(about 0.3 s), or ``spawn`` where there is none. ``EXPO_PROF_WORKER_START``
+(fork, forkserver or spawn) chooses one (the tests run both).
+
+Whether to start workers at all: by the work the files hold, their
+decompressed bytes (:func:`expo_prof.readers.file_bytes.work_size`: a
+gzip file's trailer says it), not by bytes on disk; below
+:data:`PARALLEL_MIN_BYTES` (forked workers) or :data:`SERVER_MIN_BYTES`
+(a fork server's) one process reads them.
 """
 
 from __future__ import annotations
@@ -24,7 +38,9 @@ import os
 import resource
 import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,14 +49,24 @@ from expo_prof.analysis.overlap.hidden import TimelineAnalysis, analyze_timeline
 from expo_prof.errors import signals_held
 from expo_prof.readers import LoadResult, Task, TaskOutput, assemble, read_task, tasks
 from expo_prof.readers import detect
-from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED
+from expo_prof.readers.file_bytes import DEFAULT_MAX_DECOMPRESSED, work_size
 from expo_prof.timeline import compact
 
 ProgressFn = Callable[[int, int], None]
 
-#: Below this many bytes on disk a pool costs more than it saves (workers take ~0.3 s to start):
-#: read in this process. ``EXPO_PROF_PARALLEL_MIN_BYTES`` overrides it (the tests set 0).
+#: Below this much work, in decompressed bytes (:func:`task_work`: a gzipped file counts the JSON it holds,
+#: not its bytes on disk), forked workers cost more than they save: read in this process. Measured with
+#: bench/bench_cluster.py on 2 cores: 4 ranks of 21 MB of JSON in all (0.13 s in one process) take 1.15× less
+#: time with 2 forked workers. ``EXPO_PROF_PARALLEL_MIN_BYTES`` overrides it and :data:`SERVER_MIN_BYTES`, in
+#: the same unit (the tests set 0: a pool for any input).
 PARALLEL_MIN_BYTES = 16 << 20
+
+#: The same for workers from a fork server (or spawned), which imports the readers and the analysis first
+#: (about 0.2 s more): on the same 2 cores 32 MiB of JSON took 1.5× longer with them than in one process.
+SERVER_MIN_BYTES = 96 << 20
+
+#: Environment variable choosing how workers start: fork, forkserver or spawn (:func:`start_method`).
+START_ENV = "EXPO_PROF_WORKER_START"
 
 
 def cores() -> int:
@@ -51,9 +77,35 @@ def cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _min_bytes() -> int:
+def _min_bytes(method: str) -> int:
+    """The least work (decompressed bytes) for which workers started by ``method`` pay."""
     raw = os.environ.get("EXPO_PROF_PARALLEL_MIN_BYTES", "")
-    return int(raw) if raw.strip().isdigit() else PARALLEL_MIN_BYTES
+    if raw.strip().isdigit():
+        return int(raw)
+    return PARALLEL_MIN_BYTES if method == "fork" else SERVER_MIN_BYTES
+
+
+def task_work(task: Task) -> int:
+    """The bytes a task's readers will parse: each file's decompressed size, as its gzip trailer states it
+    (:func:`~expo_prof.readers.file_bytes.work_size`: nothing is decompressed to know it)."""
+    return sum(work_size(j.path) for _, j in task.jobs)
+
+
+def start_method() -> str:
+    """How workers start: ``$EXPO_PROF_WORKER_START`` where this platform has it; else ``fork`` on Linux when
+    this is the main thread and no other Python thread runs (a fork copies only the calling thread: with a
+    progress bar's or a notebook kernel's threads running, a lock one of them holds would stay locked in the
+    worker); else a fork server (``spawn`` where there is none)."""
+    import multiprocessing as mp
+
+    methods = mp.get_all_start_methods()
+    want = os.environ.get(START_ENV, "").strip().lower()
+    if want in methods:
+        return want
+    if (sys.platform.startswith("linux") and "fork" in methods and threading.active_count() == 1
+            and threading.current_thread() is threading.main_thread()):
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
 
 
 @dataclass
@@ -100,6 +152,8 @@ class Parallel:
     peak_rss: dict[str, int] = field(default_factory=dict)
     #: Where each Timeline was read, by its source (Ray: the node id; local: "").
     where: dict[str, str] = field(default_factory=dict)
+    #: How the workers started (:func:`start_method`); empty on Ray.
+    method: str = ""
 
 
 def collect(plist: list[Path], plan: detect.Plan, units: Sequence[Unit], workers: int,
@@ -121,9 +175,14 @@ def collect(plist: list[Path], plan: detect.Plan, units: Sequence[Unit], workers
 
 def _worker_init() -> None:
     """A worker ends quietly on Ctrl-C (SIGINT's default action), as a terminal sends it to the whole process
-    group: no traceback of its own, idle or reading; the main process says "interrupted" once."""
+    group: no traceback of its own, idle or reading; the main process says "interrupted" once. SIGTERM and
+    SIGHUP get their default action too: a forked worker inherits the command's handlers, which raise
+    KeyboardInterrupt (expo_prof.cli.main); one ignored when the command started (``nohup``) stays ignored."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _QUIET)  # blocked while the fork server started (_start_server)
+    for sig in _QUIET - {signal.SIGINT}:
+        if signal.getsignal(sig) not in (signal.SIG_IGN, signal.SIG_DFL):
+            signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _QUIET)  # blocked while the fork server or the workers started
 
 
 #: Signals a helper process must not die of while it starts (a Ctrl-C then prints "Fatal Python error" from
@@ -142,6 +201,29 @@ def _start_server(ctx) -> None:
     try:
         forkserver.ensure_running()
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+@contextmanager
+def _forking() -> Iterator[None]:
+    """Around forking the workers from this process: the ending signals blocked (a worker unblocks them in
+    :func:`_worker_init`, after setting their default actions; one that reaches this process meanwhile is
+    delivered when the block ends), and every object this process holds frozen out of the garbage collector
+    (``gc.freeze``), so a collection in a worker does not write to, and so copy, the pages it shares with this
+    process. Python 3.12+ warns (DeprecationWarning) on a fork from a process with more than one thread of the
+    operating system's: numpy's OpenBLAS keeps idle threads, which its own fork handlers stop and restart; no
+    Python thread runs (:func:`start_method`), so that warning is not shown."""
+    import gc
+    import warnings
+
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _QUIET)
+    gc.freeze()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", r"This process .* is multi-threaded", DeprecationWarning)
+            yield
+    finally:
+        gc.unfreeze()
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
@@ -215,23 +297,24 @@ def read_parallel(plist: list[Path], *, jobs: int, max_bytes: int = DEFAULT_MAX_
                   op: str | None = None, events: bool = True, progress: ProgressFn | None = None,
                   force: bool = False) -> Parallel | None:
     """Read and analyse ``plist`` with up to ``jobs`` worker processes; None when one process is the better
-    choice (one job, one task, or fewer bytes than ``EXPO_PROF_PARALLEL_MIN_BYTES`` unless ``force``)."""
+    choice (one job, one task, or less work, in decompressed bytes, than :func:`_min_bytes` unless ``force``)."""
     plan = detect.plan(plist)
     ts = tasks(plan)
-    sizes = [t.size for t in ts]
+    sizes = [t.size for t in ts]  # on disk: what progress counts
+    works = [task_work(t) for t in ts]  # decompressed: what the readers parse
     total = sum(sizes)
     workers = min(jobs, len(ts))
-    if workers <= 1 or (not force and total < _min_bytes()):
+    method = start_method()
+    if workers <= 1 or (not force and sum(works) < _min_bytes(method)):
         return None
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
     ctx = mp.get_context(method)
     units: list[Unit | None] = [None] * len(ts)
     done = 0
-    # Largest first: the long files start early, the small ones fill the gaps at the end.
-    order = sorted(range(len(ts)), key=lambda i: -sizes[i])
+    # Most work first: the long files start early, the small ones fill the gaps at the end.
+    order = sorted(range(len(ts)), key=lambda i: -works[i])
     from concurrent.futures.process import BrokenProcessPool
 
     pool = None
@@ -242,7 +325,13 @@ def read_parallel(plist: list[Path], *, jobs: int, max_bytes: int = DEFAULT_MAX_
             ctx.set_forkserver_preload([__name__])
             _start_server(ctx)
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init)
-        futs = {pool.submit(work, ts[i], max_bytes, op, events): i for i in order}
+        if method == "fork":
+            # The first submit forks every worker, here and now (before anything is read in this process).
+            with _forking():
+                first = pool.submit(work, ts[order[0]], max_bytes, op, events)
+            futs = {first: order[0], **{pool.submit(work, ts[i], max_bytes, op, events): i for i in order[1:]}}
+        else:
+            futs = {pool.submit(work, ts[i], max_bytes, op, events): i for i in order}
         for fut in as_completed(futs):
             i = futs[fut]
             units[i] = fut.result()
@@ -270,4 +359,6 @@ def read_parallel(plist: list[Path], *, jobs: int, max_bytes: int = DEFAULT_MAX_
         raise
     assert pool is not None
     pool.shutdown(wait=True)
-    return collect(plist, plan, units, workers, op)  # type: ignore[arg-type]
+    par = collect(plist, plan, units, workers, op)  # type: ignore[arg-type]
+    par.method = method
+    return par

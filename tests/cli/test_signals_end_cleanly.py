@@ -74,29 +74,37 @@ def left_in_group(pgid: int) -> list[str]:
     return group(pgid)
 
 
-def analyze_with_two_workers(tmp_path: Path, realtraces: Path) -> subprocess.Popen:
-    """analyze -j 2 of the two real vLLM CPU worker traces (the pool forced on), returned once both workers
-    run (five processes: the command, multiprocessing's resource tracker and fork server, two workers) and read."""
+#: How the workers start (expo_prof.pipeline.parallel.start_method) and the processes of the command's group once
+#: both run: forked from the command (it and two workers), or from a fork server (the command, multiprocessing's
+#: resource tracker and fork server, two workers).
+STARTS = {"fork": 3, "forkserver": 5}
+
+
+def analyze_with_two_workers(tmp_path: Path, realtraces: Path, how: str = "fork") -> subprocess.Popen:
+    """analyze -j 2 of the two real vLLM CPU worker traces (the pool forced on, the workers started ``how``),
+    returned once both workers run (:data:`STARTS` processes in the group) and read."""
     big = realtraces / "vllm-cpu" / "rank0-default-with-stack.pt.trace.json.gz"
     small = realtraces / "vllm-cpu" / "rank0-fp64-gumbel.pt.trace.json.gz"
     proc = start(["analyze", "--json", str(big), str(small), "-j", "2", "-o", "a.json"], tmp_path,
-                 {"EXPO_PROF_PARALLEL_MIN_BYTES": "0"})
+                 {"EXPO_PROF_PARALLEL_MIN_BYTES": "0", "EXPO_PROF_WORKER_START": how})
     deadline = time.monotonic() + 60
-    while proc.poll() is None and time.monotonic() < deadline and len(group(proc.pid)) < 5:
+    while proc.poll() is None and time.monotonic() < deadline and len(group(proc.pid)) < STARTS[how]:
         time.sleep(0.005)
     time.sleep(0.1)  # the workers are reading (the large file takes about a second)
     return proc
 
 
-def test_ctrl_c_during_analyze_with_two_workers_leaves_no_process(tmp_path, realtraces):
-    """GIVEN analyze -j 2 of the two real vLLM CPU worker traces (the pool forced on), in its own process group
-    WHEN Ctrl-C reaches the group once both workers have started (five processes: the command, multiprocessing's
-    resource tracker and fork server, two workers)
+@pytest.mark.parametrize("how", sorted(STARTS))
+def test_ctrl_c_during_analyze_with_two_workers_leaves_no_process(tmp_path, realtraces, how):
+    """GIVEN analyze -j 2 of the two real vLLM CPU worker traces (the pool forced on), in its own process group,
+    its workers forked from it or from a fork server
+    WHEN Ctrl-C reaches the group once both workers have started (three processes: the command, two workers;
+    five with a fork server: multiprocessing's resource tracker and fork server too)
     THEN exit 130, the one line "error: interrupted", and within 5 s of the exit no process of the group is
     left, zombies included.
     Before the fix: the fork server and the resource tracker outlived the command (they end only when its exit
     closes their pipes), orphans that this machine's PID 1 never reaps."""
-    proc = analyze_with_two_workers(tmp_path, realtraces)
+    proc = analyze_with_two_workers(tmp_path, realtraces, how)
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, f"the analysis ended before it could be interrupted: {err}"
@@ -105,12 +113,13 @@ def test_ctrl_c_during_analyze_with_two_workers_leaves_no_process(tmp_path, real
     assert os.listdir(tmp_path) == []
 
 
-def test_sigterm_to_analyze_alone_ends_its_workers(tmp_path, realtraces):
-    """GIVEN analyze -j 2 of the two real traces
+@pytest.mark.parametrize("how", sorted(STARTS))
+def test_sigterm_to_analyze_alone_ends_its_workers(tmp_path, realtraces, how):
+    """GIVEN analyze -j 2 of the two real traces, its workers forked from it or from a fork server
     WHEN SIGTERM reaches the command's own process alone (``kill PID``: the workers get nothing) while they read
     THEN exit 143 (128 + 15) with one line "error: interrupted (SIGTERM)", and no process of its group is left.
     Before the fix: SIGTERM's default action killed the command at once and left the workers reading."""
-    proc = analyze_with_two_workers(tmp_path, realtraces)
+    proc = analyze_with_two_workers(tmp_path, realtraces, how)
     os.kill(proc.pid, signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err

@@ -5,11 +5,13 @@ manifests), real vLLM CPU traces, torch_npu exports (CSV + SQLite + trace
 view of the same ranks), HTA's traces with ``--op``, a trace whose sampler
 wait comes only from the overlay event log, and inputs with no instance (the
 error's message and similar names). ``EXPO_PROF_PARALLEL_MIN_BYTES=0`` makes
-the small inputs go through the pool.
+the small inputs go through the pool; ``EXPO_PROF_WORKER_START`` starts the
+workers either way (forked from this process, or from a fork server).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -21,7 +23,9 @@ import pytest
 
 from expo_prof.errors import NothingFound
 from expo_prof.pipeline import Options, run
-from expo_prof.pipeline.parallel import read_parallel
+from expo_prof.pipeline.parallel import (PARALLEL_MIN_BYTES, SERVER_MIN_BYTES, START_ENV, read_parallel,
+                                         task_work)
+from expo_prof.readers import detect, tasks
 
 REPO = Path(__file__).resolve().parents[2]
 SESSION = REPO / "traces" / "samples" / "tiny-cpu-off-on"
@@ -59,13 +63,15 @@ def test_jobs_give_the_serial_document(realtraces):
         assert serial["ranks"], paths  # and there was something to compare
 
 
-def test_the_pool_really_ran_and_sent_back_compact_timelines(realtraces):
-    # GIVEN three real vLLM CPU traces
+@pytest.mark.parametrize("how", ["fork", "forkserver"])
+def test_the_pool_really_ran_and_sent_back_compact_timelines(realtraces, monkeypatch, how):
+    # GIVEN three real vLLM CPU traces, and workers forked from this process or from a fork server
+    monkeypatch.setenv(START_ENV, how)
     plist = [realtraces / "vllm-cpu"]
     # WHEN read in parallel without events
     par = read_parallel(plist, jobs=2, events=False, force=True)
-    # THEN two worker processes other than this one did the work
-    assert par is not None and par.workers == 2
+    # THEN two worker processes other than this one did the work, started as asked
+    assert par is not None and par.workers == 2 and par.method == how
     assert par.peak_rss and str(os.getpid()) not in par.peak_rss
     # AND what came back is the span and counts of each file, not its events
     from expo_prof.timeline import event_count
@@ -76,6 +82,66 @@ def test_the_pool_really_ran_and_sent_back_compact_timelines(realtraces):
     # AND with events kept (timeline, export) every event comes back
     full = read_parallel(plist, jobs=2, events=True, force=True)
     assert [len(t) for t in full.loaded.timelines] == [event_count(t) for t in par.loaded.timelines]
+
+
+@pytest.mark.parametrize("how", ["fork", "forkserver"])
+def test_either_start_gives_the_serial_document(realtraces, monkeypatch, how):
+    # GIVEN the recorded session and the real vLLM CPU traces, workers forked from this process or a fork server
+    monkeypatch.setenv(START_ENV, how)
+    for paths in ([SESSION], [realtraces / "vllm-cpu"]):
+        # WHEN analysed in one process and with 2 workers THEN the documents are the same
+        assert _doc(paths, jobs=2, events=False) == _doc(paths), (paths, how)
+
+
+def test_workers_fork_from_a_process_with_one_thread_else_from_a_fork_server():
+    # GIVEN a fresh process on Linux (no thread but the main one) WHEN asked how workers start THEN fork;
+    # AND with another thread running (a progress bar's, a notebook kernel's): a fork server;
+    # AND EXPO_PROF_WORKER_START chooses, where the platform has that method
+    if not sys.platform.startswith("linux"):
+        pytest.skip("fork is chosen on Linux only")
+    code = """
+import threading
+from expo_prof.pipeline.parallel import start_method
+alone = start_method()
+stop = threading.Event()
+t = threading.Thread(target=stop.wait)
+t.start()
+busy = start_method()
+stop.set()
+t.join()
+print(alone, busy, start_method())
+"""
+    env = {k: v for k, v in os.environ.items() if k != START_ENV}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, check=True)
+    assert out.stdout.split() == ["fork", "forkserver", "fork"]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True,
+                         env={**env, START_ENV: "spawn"})
+    assert out.stdout.split() == ["spawn"] * 3
+
+
+def test_the_pool_starts_by_the_work_the_files_hold_not_by_their_bytes_on_disk(realtraces, monkeypatch):
+    # GIVEN three real gzipped vLLM CPU traces: 5 MB on disk, 82 MB of JSON
+    plist = [realtraces / "vllm-cpu"]
+    ts = tasks(detect.plan(plist))
+    on_disk, work = sum(t.size for t in ts), sum(task_work(t) for t in ts)
+    assert work == sum(len(gzip.decompress(f.read_bytes())) for f in plist[0].glob("*.gz"))
+    assert work > 10 * on_disk
+    # WHEN the threshold lies between the two THEN workers start (their JSON is the work)
+    monkeypatch.setenv("EXPO_PROF_PARALLEL_MIN_BYTES", str(2 * on_disk))
+    par = read_parallel(plist, jobs=2, events=False)
+    assert par is not None and par.workers == 2
+    # AND above the JSON they hold: one process reads them
+    monkeypatch.setenv("EXPO_PROF_PARALLEL_MIN_BYTES", str(work + 1))
+    assert read_parallel(plist, jobs=2, events=False) is None
+    # AND by default, forked workers start for their 82 MB of JSON (the 5 MB on disk would not have started them)
+    monkeypatch.delenv("EXPO_PROF_PARALLEL_MIN_BYTES")
+    assert on_disk < PARALLEL_MIN_BYTES <= work < SERVER_MIN_BYTES
+    monkeypatch.setenv(START_ENV, "fork")
+    par = read_parallel(plist, jobs=2, events=False)
+    assert par is not None and par.method == "fork"
+    # AND a fork server, slower to start, is not worth it for that little
+    monkeypatch.setenv(START_ENV, "forkserver")
+    assert read_parallel(plist, jobs=2, events=False) is None
 
 
 def test_instance_tables_match(realtraces):

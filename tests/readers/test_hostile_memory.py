@@ -6,8 +6,9 @@ gigabytes of whitespace, alone or around a valid trace. Each is read by the
 real CLI (``python -m expo_prof analyze``) in a child process whose peak RSS is
 measured: ``ru_maxrss`` of the CLI process (through a small wrapper, see
 ``_WRAPPER``), and ``VmHWM`` of every process below the wrapper sampled from
-/proc while it runs (``-j`` workers come from a fork server the CLI does not
-wait for, so ``ru_maxrss`` does not see them).
+/proc while it runs (``-j`` workers forked from a fork server are not the CLI's
+children, so its ``ru_maxrss`` does not see them; those forked from the CLI
+itself are seen both ways).
 
 The bound is docs/usage.md's (section "Memory"): peak RSS ≤ baseline + 2× the
 decompressed size, and ≤ baseline + 256 MB when nothing in the file can count,
