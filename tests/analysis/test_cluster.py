@@ -8,6 +8,8 @@ against its own per-rank step rows.
 from __future__ import annotations
 
 import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from expo_prof.analysis.cluster import K, cluster_view, stragglers
 from expo_prof.analysis.model import StepResult
@@ -93,3 +95,72 @@ def test_means_of_ranks_per_step_and_over_steps():
     assert (m["exposed_mean"], m["exposed_max"]) == (200.0, (400 + 300) / 2)
     assert (m["forward_mean"], m["forward_max"], m["wait_mean"]) == ((1_100 + 1_500) / 2, (1_200 + 2_000) / 2, None)
     assert m["hidden_mean"] == (50 / 3 + 10) / 2
+
+
+# The cluster view as a loop over steps (the code before issue 41 made it columns): the oracle the columns must
+# equal, figure for figure, floats included.
+def _reference_view(steps, run=None):
+    from collections import defaultdict
+
+    import numpy as np
+
+    from expo_prof.analysis.cluster import RULE, _add_rows
+    from expo_prof.analysis.model import ClusterStep, ClusterView
+
+    by_step = defaultdict(dict)
+    for s in steps:
+        if s.step is None:
+            continue
+        row = by_step[s.step].get(s.rank)
+        by_step[s.step][s.rank] = s if row is None else _add_rows(row, s)
+    ranks = sorted({r for rows in by_step.values() for r in rows})
+    if len(ranks) < 2:
+        return None
+    out, flagged, bound, mean_sum, fwd_bound = [], {r: 0 for r in ranks}, 0.0, 0.0, None
+    for sid in sorted(by_step):
+        rows = by_step[sid]
+        rk = sorted(rows)
+        exp = [rows[r].exposed_ns for r in rk]
+        i_max = int(np.argmax(exp))
+        fwds = [(f, r) for r in rk if (f := rows[r].forward_ns) is not None]
+        fmax = max(fwds) if fwds else None
+        waits = [w for r in rk if (w := rows[r].wait_ns) is not None]
+        flags = [rk[i] for i in stragglers(exp)]
+        for r in flags:
+            flagged[r] += 1
+        bound += exp[i_max]
+        mean_sum += float(np.mean(exp))
+        if fmax is not None:
+            fwd_bound = (fwd_bound or 0) + fmax[0]
+        out.append(ClusterStep(
+            step=sid, ranks=len(rk), slowest_rank=rk[i_max], max_exposed_ns=int(exp[i_max]),
+            median_exposed_ns=int(np.median(exp)), min_exposed_ns=int(min(exp)),
+            skew_exposed_ns=int(exp[i_max] - min(exp)),
+            max_forward_ns=None if fmax is None else int(fmax[0]),
+            slowest_forward_rank=None if fmax is None else int(fmax[1]),
+            stragglers=flags,
+            mean_hidden_ns=float(np.mean([rows[r].hidden_ns for r in rk])),
+            mean_exposed_ns=float(np.mean(exp)),
+            mean_forward_ns=float(np.mean([f for f, _ in fwds])) if fwds else None,
+            mean_wait_ns=float(np.mean(waits)) if waits else None,
+        ))
+    skews = [s.skew_exposed_ns for s in out]
+    return ClusterView(recording=run, ranks=ranks, steps=out, straggler_rule=RULE,
+                       exposed_slowest_ns=int(bound), exposed_mean_ns=int(round(mean_sum)),
+                       forward_slowest_ns=fwd_bound, skew_p50_ns=int(np.median(skews)), skew_max_ns=int(max(skews)),
+                       straggler_steps={str(r): n for r, n in flagged.items() if n})
+
+
+_opt = st.one_of(st.none(), st.integers(0, 10**9))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 12), st.one_of(st.none(), st.integers(0, 6)), st.integers(0, 10**9),
+                          st.integers(0, 10**9), _opt, _opt), max_size=80))
+def test_the_columns_equal_the_loop_over_steps(rows):
+    # GIVEN rows of up to 13 ranks over a few steps (a rank's step twice: two sources; forward and wait measured
+    # by some ranks only; rows outside any step)
+    steps = [StepResult(rank=r, step=s, source="s", start_ns=0, end_ns=1, instances=1, total_ns=e + h, hidden_ns=h,
+                        exposed_ns=e, hidden_fraction=None, forward_ns=f, wait_ns=w) for r, s, e, h, f, w in rows]
+    # WHEN the view is built on columns THEN it is the loop's, every figure and float the same
+    assert msgspec.json.encode(cluster_view(steps, "x")) == msgspec.json.encode(_reference_view(steps, "x"))
