@@ -61,6 +61,8 @@ def union(start: np.ndarray, end: np.ndarray) -> Union:
         return Union.empty()
     if (start[1:] >= start[:-1]).all():
         s, e = start, end  # already in order (a trace's events mostly are): no sort, no copy
+        if (s[1:] > e[:-1]).all():
+            return Union(s, e)  # and apart already (one thread's top-level ops): nothing to merge
     else:
         order = np.argsort(start, kind="stable")
         s, e = start[order], end[order]
@@ -71,7 +73,9 @@ def union(start: np.ndarray, end: np.ndarray) -> Union:
     new[0] = True
     np.greater(s[1:], reach[:-1], out=new[1:])
     first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, len(s) - 1)
+    last = np.empty_like(first)
+    last[:-1] = first[1:] - 1
+    last[-1] = len(s) - 1
     return Union(s[first], reach[last])
 
 
@@ -109,18 +113,27 @@ def coverage(u: Union, start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def _overlapping(a: Union, b: Union) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For the intervals of ``a`` that overlap ``b``: ``(owner, k, first)`` per overlapping pair — the index in
-    ``a``, the index in ``b`` (in order), and whether it is the first ``b`` interval of its owner.
+    """Every pair of an ``a`` and a ``b`` interval that overlap: ``(owner, k, first)`` — the index in ``a``, the
+    index in ``b``, and whether it is the first pair of its ``a`` interval; sorted by both indices at once (of
+    two disjoint sorted sets the overlapping pairs form a staircase).
 
-    Two ``searchsorted`` over the sorted ends and starts, then one ``repeat``: no sweep over both sets.
+    The smaller set is searched in the larger (two ``searchsorted``), then one ``repeat``: no sweep over both.
     """
-    k0 = np.searchsorted(b.end, a.start, side="right")  # first b interval ending after a's start
-    k1 = np.searchsorted(b.start, a.end, side="left")  # b intervals starting before a's end
-    cnt = np.maximum(k1 - k0, 0)
-    owner = np.repeat(np.arange(len(a), dtype=_I64), cnt)
-    offs = np.arange(len(owner), dtype=_I64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    first = offs == 0
-    return owner, np.repeat(k0, cnt) + offs, first
+    if len(b) <= len(a):
+        k0 = np.searchsorted(a.end, b.start, side="right")  # first a interval ending after b's start
+        k1 = np.searchsorted(a.start, b.end, side="left")  # a intervals starting before b's end
+        cnt = np.maximum(k1 - k0, 0)
+        k = np.repeat(np.arange(len(b), dtype=_I64), cnt)
+        owner = np.repeat(k0, cnt) + np.arange(len(k), dtype=_I64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    else:
+        k0 = np.searchsorted(b.end, a.start, side="right")
+        k1 = np.searchsorted(b.start, a.end, side="left")
+        cnt = np.maximum(k1 - k0, 0)
+        owner = np.repeat(np.arange(len(a), dtype=_I64), cnt)
+        k = np.repeat(k0, cnt) + np.arange(len(owner), dtype=_I64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    first = np.ones(len(owner), dtype=bool)
+    first[1:] = owner[1:] != owner[:-1]
+    return owner.astype(_I64), k.astype(_I64), first
 
 
 def intersection(a: Union, b: Union) -> Union:
@@ -140,20 +153,38 @@ def subtract(a: Union, b: Union) -> Union:
     if len(a) == 0 or len(b) == 0:
         return a
     owner, k, first = _overlapping(a, b)
-    # The part of each a interval before each b interval that overlaps it, and the part after the last one.
-    gap_s = np.where(first, a.start[owner], b.end[k - 1])
-    gap_e = b.start[k]
     last = np.ones(len(owner), dtype=bool)
     last[:-1] = owner[:-1] != owner[1:]
-    untouched = np.ones(len(a), dtype=bool)
-    untouched[owner] = False
-    free = np.flatnonzero(untouched)
-    s = np.concatenate((gap_s, b.end[k[last]], a.start[free]))
-    e = np.concatenate((gap_e, a.end[owner[last]], a.end[free]))
-    keep = e > s
-    s, e = s[keep], e[keep]
-    o = np.argsort(s, kind="stable")
-    return Union(s[o], e[o])
+    # The pieces of each a interval that b overlaps: the gap before each overlapping b interval, in order, and
+    # the part after the last one; ``seq`` puts them in that order (pairs come sorted by a interval).
+    tails = np.flatnonzero(last)
+    ps = np.concatenate((np.where(first, a.start[owner], b.end[k - 1]), b.end[k[tails]]))
+    pe = np.concatenate((b.start[k], a.end[owner[tails]]))
+    po = np.concatenate((owner, owner[tails]))
+    seq = np.concatenate((2 * np.arange(len(owner)), 2 * tails + 1))
+    o = np.argsort(seq, kind="stable")
+    ps, pe, po = ps[o], pe[o], po[o]
+    keep = pe > ps
+    ps, pe, po = ps[keep], pe[keep], po[keep]
+    # Untouched a intervals stay whole; a touched one is replaced by its pieces, in its place: no sort of a.
+    touched = np.zeros(len(a), dtype=bool)
+    touched[owner] = True
+    count = (~touched).astype(_I64) + np.bincount(po, minlength=len(a))
+    at = np.cumsum(count) - count
+    s, e = np.empty(int(count.sum()), _I64), np.empty(int(count.sum()), _I64)
+    free = np.flatnonzero(~touched)
+    s[at[free]], e[at[free]] = a.start[free], a.end[free]
+    slot = at[po] + _within(po)
+    s[slot], e[slot] = ps, pe
+    return Union(s, e)
+
+
+def _within(groups: np.ndarray) -> np.ndarray:
+    """Each element's position in its run of equal consecutive values (0, 1, … from each run's start)."""
+    if len(groups) == 0:
+        return np.empty(0, _I64)
+    starts = np.flatnonzero(np.concatenate(([True], groups[1:] != groups[:-1])))
+    return np.arange(len(groups), dtype=_I64) - np.repeat(starts, np.diff(np.append(starts, len(groups))))
 
 
 def clip(u: Union, lo: int, hi: int) -> Union:
@@ -172,6 +203,8 @@ def lane_unions(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> dict[in
     out: dict[int, Union] = {}
     if len(lane) == 0:
         return out
+    if (lane == lane[0]).all():  # one lane (a CPU trace's one thread): no sort, no split
+        return {int(lane[0]): union(start, end)}
     order = np.argsort(lane, kind="stable")
     lane_s = lane[order]
     cuts = np.flatnonzero(np.diff(lane_s)) + 1
