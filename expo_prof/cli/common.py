@@ -27,7 +27,7 @@ _TARGET_OPTIONS = (
                       "refused at the cap while it is read."),
     click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, metavar="N",
                  help="Read and analyse files in N worker processes (default: the number of cores; "
-                      "inputs under 16 MB are read in one)."),
+                      "inputs holding under 16 MiB of data, decompressed, are read in one)."),
     click.option("--ray", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",
                  help="Read and analyse on a Ray cluster, each file on the node that holds it (NODE:PATH inputs); "
                       "ADDRESS as ray.init takes it (auto, HOST:PORT, ray://HOST:PORT); alone: as ray.init() "
@@ -155,7 +155,12 @@ def write_report(reporter: Any, result: Any, output: Path | None) -> None:
     if output is None:
         reporter.render(result, None if type(reporter).__name__ == "TableReporter" else sys.stdout)
         return
-    from expo_prof.output import write
+    from expo_prof.output import write, write_chunks
+
+    chunks = getattr(reporter, "chunks", None)
+    if chunks is not None:  # bytes made piece by piece (the JSON document): no str copy of them
+        write_chunks(output, chunks(result))
+        return
 
     buf = io.StringIO()
     reporter.render(result, buf)

@@ -103,20 +103,17 @@ def summarize(run_dir: Path, *, quiet: bool = False, unwritten: dict[str, str] |
         if not quiet:
             console.print("  analysis      none: this run has no overlay log and no profiler trace")
         return None
-    import io
-
     from expo_prof import output as out_mod
 
     try:
         result = run([run_dir])
-        buf = io.StringIO()
-        JsonReporter().render(result.document, file=buf)
+        doc = list(JsonReporter().chunks(result.document))  # bytes: no str copy of the document
     except ExpoProfError as exc:
         err_console.print(f"[yellow]analysis:[/] {exc}")
         return None
     written = True
     try:
-        out_mod.write(run_dir / "analysis.json", buf.getvalue())  # never half a file (a full disk: one line)
+        out_mod.write_chunks(run_dir / "analysis.json", doc)  # never half a file (a full disk: one line)
     except BadInput as exc:
         if unwritten is None:
             err_console.print(f"[yellow]analysis:[/] {exc}")

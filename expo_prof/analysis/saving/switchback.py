@@ -66,7 +66,7 @@ from expo_prof.analysis.model import Interval, Saving, SequentialSpec, Shape, St
 from expo_prof import stats
 from expo_prof.analysis.steps.facts import cadence, ints
 from expo_prof.analysis.saving.sequential import sequence
-from expo_prof.analysis.saving.words import left_out_words, sequential_statement, statement
+from expo_prof.analysis.saving.words import left_out_words, sequential_statement, statement, tokps_of
 from expo_prof.words import ENABLE, INCONCLUSIVE, KEEP_OFF, NO_DIFFERENCE, fmt_ns, plural
 
 CONFIDENCE = 0.95
@@ -296,11 +296,11 @@ def _tokps(saving: Interval | None, base: float | None, compared: tuple[str, str
     where a CI bound does not exist."""
     tok = tok_ci = tok_note = None
     if saving is not None and base:
-        tok = 100.0 * (base / (base - saving.mean_ns) - 1.0)
+        tok = tokps_of(saving.mean_ns, base)
         if saving.ci_ns is not None:
             # A saving bound at or past the baseline's cadence would be an arm step of zero (or negative) time: no
-            # tok/s bound exists there, and the note says so rather than printing an infinity.
-            tok_ci = [100.0 * (base / (base - c) - 1.0) if c < base else None for c in saving.ci_ns]
+            # tok/s bound exists there (tokps_of: None), and the note says so rather than printing an infinity.
+            tok_ci = [tokps_of(c, base) for c in saving.ci_ns]
             if None in tok_ci:
                 tok_note = (f"no upper bound: the saving's upper 95% bound ({fmt_ns(max(saving.ci_ns))}) reaches the "
                             f"{compared[0]} step itself ({fmt_ns(base)}), a {compared[1]} step of zero time")
