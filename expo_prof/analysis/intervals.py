@@ -119,18 +119,14 @@ def _overlapping(a: Union, b: Union) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
     The smaller set is searched in the larger (two ``searchsorted``), then one ``repeat``: no sweep over both.
     """
-    if len(b) <= len(a):
-        k0 = np.searchsorted(a.end, b.start, side="right")  # first a interval ending after b's start
-        k1 = np.searchsorted(a.start, b.end, side="left")  # a intervals starting before b's end
-        cnt = np.maximum(k1 - k0, 0)
-        k = np.repeat(np.arange(len(b), dtype=_I64), cnt)
-        owner = np.repeat(k0, cnt) + np.arange(len(k), dtype=_I64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    else:
-        k0 = np.searchsorted(b.end, a.start, side="right")
-        k1 = np.searchsorted(b.start, a.end, side="left")
-        cnt = np.maximum(k1 - k0, 0)
-        owner = np.repeat(np.arange(len(a), dtype=_I64), cnt)
-        k = np.repeat(k0, cnt) + np.arange(len(owner), dtype=_I64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    flip = len(b) <= len(a)
+    x, y = (b, a) if flip else (a, b)  # the intervals of x are looked up among those of y
+    k0 = np.searchsorted(y.end, x.start, side="right")  # first y interval ending after x's start
+    k1 = np.searchsorted(y.start, x.end, side="left")  # y intervals starting before x's end
+    cnt = np.maximum(k1 - k0, 0)
+    xi = np.repeat(np.arange(len(x), dtype=_I64), cnt)
+    yi = np.repeat(k0, cnt) + np.arange(len(xi), dtype=_I64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    owner, k = (yi, xi) if flip else (xi, yi)
     first = np.ones(len(owner), dtype=bool)
     first[1:] = owner[1:] != owner[:-1]
     return owner.astype(_I64), k.astype(_I64), first

@@ -1,6 +1,6 @@
 """``analyze --json``: the result model encoded as documented in docs/json-output.md.
 
-Memory: a document can be large (116 MB for one rank of 20 000 steps), so it is written as bytes, straight
+Memory: a document can be large (119 MB for eight ranks of 20 000 steps), so it is written as bytes, straight
 to the destination: the compact encoding, then one indented copy of it (the compact one freed as soon as
 the indented one exists), never a decoded ``str`` copy, nor a copy to append the final newline.
 """

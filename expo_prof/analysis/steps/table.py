@@ -20,6 +20,7 @@ import numpy as np
 
 from expo_prof.analysis.model import StepResult
 from expo_prof.analysis.steps.facts import StepFacts
+from expo_prof.analysis.steps.facts import _index as index_of
 
 #: A figure the source does not give (None in the document).
 NONE = -1
@@ -80,16 +81,14 @@ def concat(tables: list[StepTable]) -> StepTable:
 
 
 def lookup(d: dict[int, int], ids: np.ndarray, default: int = NONE) -> np.ndarray:
-    """``d[i]`` for each of ``ids`` (int64), ``default`` where absent: one sort of the keys, one search."""
+    """``d[i]`` for each of ``ids`` (int64), ``default`` where absent: one sort of the keys, one search
+    (:func:`~expo_prof.analysis.steps.facts._index`)."""
     ids = np.asarray(ids, dtype=_I64)
     if not d:
         return np.full(len(ids), default, _I64)
-    keys = np.fromiter(d.keys(), _I64, len(d))
     vals = np.fromiter(d.values(), _I64, len(d))
-    o = np.argsort(keys, kind="stable")
-    keys, vals = keys[o], vals[o]
-    k = np.clip(np.searchsorted(keys, ids), 0, len(keys) - 1)
-    return np.where(keys[k] == ids, vals[k], default)
+    pos = index_of(np.fromiter(d.keys(), _I64, len(d)), ids)
+    return np.where(pos >= 0, vals[np.clip(pos, 0, None)], default)
 
 
 def _lookup_obj(d: Mapping[int, object], ids: np.ndarray) -> np.ndarray:
@@ -174,12 +173,11 @@ def _window_index(win_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 def _critical(a, ids: np.ndarray, exposed: np.ndarray, wait: np.ndarray | None) -> np.ndarray:
-    """Each step's exposed ∪ wait time where the analysis measured it, else exposed + wait (waits from a log)."""
+    """Each step's exposed ∪ wait time where the analysis measured it (its own waits: ``wait`` is
+    ``a.wait_by_step``'s), else exposed + wait (waits mapped in from a log: the analysis measured no union)."""
     if a.critical_by_step is not None:
         measured = lookup(a.critical_by_step, ids, NONE)
-        same = np.ones(len(ids), bool) if wait is None else wait == lookup(a.wait_by_step, ids, 0)
-        by_union = np.where(measured == NONE, exposed, measured)
-        return np.where(same, by_union, exposed + (0 if wait is None else wait))
+        return np.where(measured == NONE, exposed, measured)
     return exposed + (0 if wait is None else wait)
 
 
