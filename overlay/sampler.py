@@ -210,12 +210,15 @@ class Overlay:
         self.lines.flush(final)
 
     def shutdown(self) -> None:
-        """Write what is left and the summary (runs at exit; idempotent)."""
+        """Write what is left and the summary (runs at exit; idempotent; never raises)."""
         if os.getpid() != self._pid:
             return
         try:
             self.steps.close_current()
             self.flush(final=True)
+        except Exception as exc:  # noqa: BLE001 - at exit too, an overlay error is one warning, not a traceback
+            # The steps not yet written are lost; the lanes are still closed and the summary still written.
+            guard.failed(exc)
         finally:
             self.lanes.close()
             self.log.close()

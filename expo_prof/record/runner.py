@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -35,7 +36,7 @@ from expo_prof.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_RUN_FAILED, 
 from expo_prof.record import command as cmdmod
 from expo_prof.runs.layout import MANIFEST, MANIFEST_SCHEMA, host_info, write_json
 from expo_prof.runs.manifest import write_manifest
-from expo_prof.serving.client import HEALTH, PROBE_TIMEOUT_S, ServerError
+from expo_prof.serving.client import HEALTH, NO_ANSWER, PROBE_TIMEOUT_S, ServerError
 from expo_prof.serving.launch import ServerFailed, VllmServer, answers, engine_processes, files_open, live_processes
 from expo_prof.serving.load import (MAX_FAILED_SHARE, RequestResult, WorkloadResult, WorkloadSpec, engine_dead,
                                     run_workload, too_many_failed)
@@ -50,6 +51,9 @@ class Interrupted(ExpoProfError):
     exit_code = EXIT_INTERRUPTED
 
 
+#: After a request got no answer, how long the server's process is given to be reaped before the failure counts
+#: as a refused request and not as the server's death (a SIGKILLed server resets its connections first).
+GONE_WAIT_S = 2.0
 #: Seconds between two looks at the server while the built-in load runs (its process, vLLM's engine processes,
 #: ``/health`` with a :data:`~expo_prof.serving.client.PROBE_TIMEOUT_S` timeout).
 HEALTH_EVERY_S = 1.0
@@ -327,6 +331,22 @@ class Recorder:
         proc = self._live().proc
         return proc is not None and proc.poll() is not None
 
+    def _exits_soon(self, r: RequestResult) -> bool:
+        """Whether a request that got no answer was the server dying: its process exits within
+        :data:`GONE_WAIT_S`. A killed server resets every open connection before its process can be reaped, so a
+        burst of resets is seen while it still looks alive; asked only for unanswered requests, and blocks (the
+        load's loop, at most once a run: the run stops either way) only when the process has not exited."""
+        if NO_ANSWER not in r.error:
+            return False
+        proc = self._live().proc
+        if proc is None:
+            return False
+        try:
+            proc.wait(timeout=GONE_WAIT_S)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def _dead(self) -> bool:
         """The server cannot serve any more: its process exited, or the run saw its engine die."""
         return (self.srv is not None and self.srv.proc is not None and self.srv.proc.poll() is not None) or (
@@ -586,15 +606,17 @@ class Recorder:
             if not r.ok and not r.warmup:
                 self._failed.append(r)
                 if self._exited():  # refused connections: the server is gone, not a share of bad answers
-                    srv = self._live()
-                    self._died("server exited", f"the server exited with code {srv.proc.returncode if srv.proc else None}")
+                    self._died("server exited", self._exit_words())
                 elif engine_dead(r.error):
                     said = r.error.removeprefix(f"{self._live().base_url} ")
                     self._died("engine dead", f"a request failed with vLLM's dead-engine error ({said})")
                 elif too_many_failed(len(self._failed), n, planned):
-                    self._died("failed share", f"{len(self._failed)} of the {n} measured requests so far failed, more "
-                                               f"than {MAX_FAILED_SHARE * 100:.0f} % of the run (first error: "
-                                               f"{self._failed[0].error})")
+                    if self._exits_soon(r):
+                        self._died("server exited", self._exit_words())
+                    else:
+                        self._died("failed share", f"{len(self._failed)} of the {n} measured requests so far failed, "
+                                                   f"more than {MAX_FAILED_SHARE * 100:.0f} % of the run (first error: "
+                                                   f"{self._failed[0].error})")
             if opts.profile_requests and n >= opts.profile_requests:
                 tasks.append(asyncio.ensure_future(close_window()))
 
@@ -654,7 +676,7 @@ class Recorder:
         while self._death is None:
             await asyncio.sleep(HEALTH_EVERY_S)
             if self._exited():
-                return self._died("server exited", f"the server exited with code {srv.proc.returncode if srv.proc else None}")
+                return self._died("server exited", self._exit_words())
             srv._remember_children()
             now = engine_processes(srv.pid, srv.pid, srv._seen)
             for pid, title in engines.items():
@@ -808,10 +830,11 @@ class Recorder:
 
     def _crash_message(self) -> str:
         srv = self._live()
-        return (
-            f"the server exited with code {srv.proc.returncode if srv.proc else None} during the run; "
-            f"log {srv.log_path}; {srv.failed_lines()}"
-        )
+        return f"{self._exit_words()} during the run; log {srv.log_path}; {srv.failed_lines()}"
+
+    def _exit_words(self) -> str:
+        proc = self._live().proc
+        return f"the server exited with code {proc.returncode if proc else None}"
 
     def _write_workload(self) -> None:
         if self.opts.load_cmd is not None:

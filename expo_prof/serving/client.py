@@ -47,6 +47,8 @@ PROBE_TIMEOUT_S = 2.0
 LIST_TIMEOUT_S = 10.0
 #: Seconds any other request may take unless the client is given another ``timeout_s``.
 REQUEST_TIMEOUT_S = 120.0
+#: What a request's error says when the server gave no answer at all (connection refused or reset, timed out).
+NO_ANSWER = "did not answer"
 #: Characters of a refusal's body quoted in the error.
 DETAIL_CHARS = 300
 
@@ -101,7 +103,7 @@ class _Policy:
     def no_answer(self, what: str, exc: BaseException) -> ServerError:
         gone = "" if self.alive() else " (the server process has exited)"
         reason = str(getattr(exc, "reason", exc))
-        return ServerError(f"{self.base_url} did not answer {what}{gone}: {reason}", reason=reason)
+        return ServerError(f"{self.base_url} {NO_ANSWER} {what}{gone}: {reason}", reason=reason)
 
 
 class Client(_Policy):

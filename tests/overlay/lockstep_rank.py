@@ -60,7 +60,7 @@ def main() -> None:
     from overlay.sampler import active
 
     torch.manual_seed(1234)  # vLLM's set_random_seed(seed): the same on every rank
-    plugin.enable(log=EventLog(args.log_dir), patches=(topk_topp,), lane_cpus="inherit")
+    overlay = plugin.enable(log=EventLog(args.log_dir), patches=(topk_topp,), lane_cpus="inherit")
     data = torch.Generator().manual_seed(7)  # the batches: identical on both ranks
     seen = []
     for i, kind in enumerate(SCHEDULE):
@@ -86,8 +86,10 @@ def main() -> None:
         both = [None, None]
         dist.all_gather_object(both, mine)
         seen.append(both)
-    if active() is not None:
-        active().shutdown()
+    # What the overlay's atexit hook does in vLLM, done here because the script leaves by os._exit (below):
+    # write what is left and the final summary, also when the overlay was switched off (rank 1), whose
+    # log would otherwise end at a checkpoint summary or the disabled notice.
+    overlay.shutdown()
     dist.destroy_process_group()
     with open(args.out, "w") as f:
         json.dump(seen, f)

@@ -143,3 +143,22 @@ def test_forked_child_gets_its_own_lane_and_log(tmp_path):
     assert got["same_lane"]
     parent = check_lines([json.loads(x) for x in Path(got["parent_log"]).read_text().splitlines()])
     assert [(s["used"], s["fallback"]) for s in parent["step"]] == [(True, None), (False, "not_consumed")]
+
+
+def test_an_error_while_shutting_down_still_writes_the_summary_and_never_raises(tmp_path):
+    """GIVEN an overlay with a step in flight whose bookkeeping raises (a FAKE internal error) WHEN it shuts down
+    (vLLM's exit: an atexit hook, where an exception is a traceback on the user's terminal) THEN shutdown returns,
+    the lane is closed, and the log still ends with the final summary (stop 47's CI: a two-rank script's log)."""
+    ov = _overlay(tmp_path)
+    _step(ov)
+    assert overlay_random_sample(_probs(4), {}, False, inline=lambda p, g: p.argmax(-1), overlay=ov).shape == (4,)
+    _step(ov)
+
+    def failing() -> None:
+        raise RuntimeError("FAKE internal error while closing the step")
+
+    ov.steps.close_current = failing
+    ov.shutdown()
+    assert not ov.lanes.lane._thread.is_alive()
+    _, lines = read_log(tmp_path)
+    assert lines["summary"][-1]["final"] is True

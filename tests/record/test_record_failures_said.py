@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -96,3 +97,41 @@ def test_a_kept_event_log_without_summary_is_noted_in_the_manifest_and_warned_on
     assert any("no summary line" in n and "expo-prof-events-vm-1.jsonl" in n for n in m["notes"])
     said = [line for line in (proc.stdout + proc.stderr).splitlines() if "no summary line" in line]
     assert len(said) == 1, said
+
+
+def test_a_burst_of_unanswered_requests_from_a_dying_server_is_its_death(tmp_path, monkeypatch):
+    """GIVEN requests that got no answer (connection reset) while the server's process has not been reaped yet —
+    a SIGKILLed server resets its connections before it can be waited for (stop 47's CI: "too many requests
+    failed" for a killed server) — WHEN record asks whether they were the server dying THEN a process that exits
+    within the wait is the server's death, one that stays up is not (the failures count as the share), and an HTTP
+    refusal is never waited on: the server answered it."""
+    from types import SimpleNamespace
+
+    from expo_prof.record import runner
+    from expo_prof.record.runner import Recorder, RecordOptions
+    from expo_prof.serving.client import Client
+    from expo_prof.serving.load import RequestResult
+
+    monkeypatch.setattr(runner, "GONE_WAIT_S", 1.0)
+    user = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "M", "--port", "8000"]
+    rec = Recorder(user, tmp_path, RecordOptions(), quiet=True)
+    policy = Client("http://127.0.0.1:8000", timeout_s=1.0)
+    reset = policy.no_answer("POST /v1/completions", ConnectionResetError(104, "Connection reset by peer"))
+    refused = policy.refused(500, "POST /v1/completions", b"Internal Server Error")
+    unanswered = RequestResult(ok=False, prompt_len=1, error=str(reset))
+    answered = RequestResult(ok=False, prompt_len=1, error=str(refused))
+    dying = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    staying = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        rec.srv = SimpleNamespace(proc=dying)
+        assert dying.poll() is None  # not yet exited when the burst is seen
+        assert rec._exits_soon(unanswered)
+        assert rec._exit_words() == "the server exited with code 0"
+        rec.srv = SimpleNamespace(proc=staying)
+        assert not rec._exits_soon(unanswered) and staying.poll() is None
+        t0 = time.monotonic()
+        assert not rec._exits_soon(answered)
+        assert time.monotonic() - t0 < 0.5  # not waited on
+    finally:
+        staying.kill()
+        staying.wait()
