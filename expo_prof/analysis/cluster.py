@@ -63,10 +63,10 @@ def cluster_view(steps: Sequence[StepResult], run: str | None = None) -> Cluster
     On columns: the rows of the steps that have the same number of ranks form one matrix (a step a row, its
     ranks in order the columns), and every per-step figure is a reduction along the rows — no loop per step.
     """
+    if len({s.rank for s in steps if s.step is not None}) < 2:  # one rank: no columns built
+        return None
     c = _rank_steps(steps)
     ranks = np.unique(c.rank).tolist()
-    if len(ranks) < 2:
-        return None
     sids, first, counts = np.unique(c.step, return_index=True, return_counts=True)
     fig = _Figures(len(sids))
     for k in np.unique(counts).tolist():

@@ -59,7 +59,11 @@ class Totals(msgspec.Struct, kw_only=True):
     wait_source: str | None = None
 
 
-class StepResult(Totals, kw_only=True):
+class StepResult(Totals, kw_only=True, gc=False):
+    """One step of one rank (a row of the document's ``steps``). Untracked by the garbage collector
+    (``gc=False``): its fields are numbers, strings and None, so it can hold no cycle, and a long run's tens of
+    thousands of rows made no collection pass over them (a quarter of building them, issue 41)."""
+
     #: The recording this step belongs to (its label, RecordingEntry.label); null when the result holds one.
     recording: str | None = None
     rank: int

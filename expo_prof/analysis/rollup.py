@@ -311,6 +311,12 @@ def _summary(ranks: list[RankResult], steps: StepTable, used: list[TimelineAnaly
     """The recording's roll-up over its ranks (totals add up rank-time; per-step figures pool rank-steps)."""
     tot = sum(r.total_ns for r in ranks)
     hid = sum(r.hidden_ns for r in ranks)
+    if len(ranks) == 1:  # the rank's steps, analyses and logs are the recording's: its figures are these
+        per_instance, per_step, breakdown = ranks[0].per_instance, ranks[0].per_step, ranks[0].step_breakdown
+    else:
+        per_instance = _instance_dists(used)
+        per_step = step_dists(steps if steps.numbered.any() else empty_table())
+        breakdown = step_breakdown(steps, used, unused_logs)
     return Summary(
         ranks=len(ranks),
         rank_steps=sum(r.step_count for r in ranks),
@@ -326,10 +332,10 @@ def _summary(ranks: list[RankResult], steps: StepTable, used: list[TimelineAnaly
         wall_ns=sum(r.wall_ns for r in ranks),
         wall_hidden_ns=sum(r.wall_hidden_ns for r in ranks),
         wall_hidden_fraction=fraction(sum(r.wall_hidden_ns for r in ranks), sum(r.wall_ns for r in ranks)),
-        per_instance=_instance_dists(used),
-        per_step=step_dists(steps if steps.numbered.any() else empty_table()),
+        per_instance=per_instance,
+        per_step=per_step,
         forward_source=common_forward_source(r.forward_source for r in ranks),
-        step_breakdown=step_breakdown(steps, used, unused_logs),
+        step_breakdown=breakdown,
     )
 
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from expo_prof.words import cut_name
 
 #: Names up to this many characters are always whole (most ops and kernels; a long C++ template kernel name uses the
@@ -72,12 +74,19 @@ class LongNames:
         """``values`` (a batch's names: str, or anything a file holds there) with every long name fitted; the
         same list when none is long (one C-level pass finds that)."""
         try:
-            longest = max(map(len, values), default=0)
+            lens = np.fromiter(map(len, values), np.int64, len(values))
         except TypeError:  # a name that is no string (None, a number): look at each
-            longest = LONG + 1
-        if longest <= LONG:
+            return [self.fit(v) if type(v) is str and len(v) > LONG else v for v in values]
+        long = np.flatnonzero(lens > LONG)
+        if len(long) == 0:
             return values
-        return [self.fit(v) if type(v) is str and len(v) > LONG else v for v in values]
+        # Only the long ones are looked at one by one (a GPU trace's template kernels: a few in a batch).
+        out = list(values)
+        for i in long.tolist():
+            v = out[i]
+            if type(v) is str:
+                out[i] = self.fit(v)
+        return out
 
     @property
     def seen(self) -> int:

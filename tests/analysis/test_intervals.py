@@ -89,6 +89,30 @@ def test_intersection_and_subtract_match_raster(a, b):
         assert u.start.tolist() == again.start.tolist() and u.end.tolist() == again.end.tolist()
 
 
+@settings(max_examples=300, deadline=None)
+@given(_intervals(), _intervals())
+def test_subtract_replacing_single_pieces_equals_placing_them(a, b):
+    """GIVEN two unions WHEN subtracted THEN the fast path taken when every touched interval of a keeps at most
+    one piece (copies, issue 41) gives exactly what placing the pieces one by one gives."""
+    ua, ub = iv.union(*_arrays(a)), iv.union(*_arrays(b))
+    fast = iv.subtract(ua, ub)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(iv, "_replace_pieces", iv._place_pieces)
+        placed = iv.subtract(ua, ub)
+    assert fast.start.tolist() == placed.start.tolist() and fast.end.tolist() == placed.end.tolist()
+
+
+def test_subtract_takes_both_paths():
+    """GIVEN a b that trims one interval of a and splits another WHEN subtracted THEN both paths give the
+    expected pieces (the split forces the general one, the trims alone the fast one)."""
+    a = iv.union(np.array([0, 10, 20], dtype=np.int64), np.array([5, 15, 30], dtype=np.int64))
+    trims = iv.union(np.array([3, 10], dtype=np.int64), np.array([5, 15], dtype=np.int64))
+    splits = iv.union(np.array([3, 24], dtype=np.int64), np.array([5, 26], dtype=np.int64))
+    t, s = iv.subtract(a, trims), iv.subtract(a, splits)
+    assert list(zip(t.start.tolist(), t.end.tolist())) == [(0, 3), (20, 30)]
+    assert list(zip(s.start.tolist(), s.end.tolist())) == [(0, 3), (10, 15), (20, 24), (26, 30)]
+
+
 @settings(max_examples=200, deadline=None)
 @given(_intervals(), st.integers(-5, SPAN), st.integers(0, 40))
 def test_clip_matches_raster(a, lo, width):

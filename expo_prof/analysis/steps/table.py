@@ -91,15 +91,42 @@ def lookup(d: dict[int, int], ids: np.ndarray, default: int = NONE) -> np.ndarra
     return np.where(pos >= 0, vals[np.clip(pos, 0, None)], default)
 
 
-def _lookup_obj(d: Mapping[int, object], ids: np.ndarray) -> np.ndarray:
-    """``d.get(i)`` for each of ``ids`` as an object column (None where absent)."""
-    out = np.full(len(ids), None, dtype=object)
-    if d:
-        pos = lookup({k: j for j, k in enumerate(d)}, ids)
-        vals = np.empty(len(d), dtype=object)
-        vals[:] = list(d.values())
-        out[pos >= 0] = vals[pos[pos >= 0]]
-    return out
+class _Keys:
+    """Where each step id sits among the keys of the per-step dicts (the facts', the analysis's): found once per
+    distinct key sequence — most of the dicts share theirs — and each dict's values then taken by position."""
+
+    def __init__(self, ids: np.ndarray) -> None:
+        self.ids = ids
+        self._found: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def _pos(self, d: Mapping[int, object]) -> np.ndarray:
+        keys = np.fromiter(d.keys(), _I64, len(d))
+        for k, pos in self._found:
+            if np.array_equal(k, keys):
+                return pos
+        pos = index_of(keys, self.ids)
+        self._found.append((keys, pos))
+        return pos
+
+    def ints(self, d: Mapping[int, object], default: int = NONE, values: tuple | None = None) -> np.ndarray:
+        """``d[i]`` for each step id, ``default`` where absent; ``values``: d's values transformed, in d's
+        order (instead of d's own)."""
+        if not d:
+            return np.full(len(self.ids), default, _I64)
+        pos = self._pos(d)
+        vals = np.fromiter(d.values() if values is None else values, _I64, len(d))
+        return np.where(pos >= 0, vals[np.clip(pos, 0, None)], default)
+
+    def objects(self, d: Mapping[int, object], values: tuple | None = None) -> np.ndarray:
+        """``d.get(i)`` for each step id as an object column (None where absent); ``values``: d's values
+        transformed, in d's order (instead of d's own)."""
+        out = np.full(len(self.ids), None, dtype=object)
+        if d:
+            pos = self._pos(d)
+            vals = np.empty(len(d), dtype=object)
+            vals[:] = list(d.values() if values is None else values)
+            out[pos >= 0] = vals[pos[pos >= 0]]
+        return out
 
 
 def step_table(a, run: str | None = None, *, wait: bool = True, forward: bool = True) -> StepTable:
@@ -123,19 +150,21 @@ def step_table(a, run: str | None = None, *, wait: bool = True, forward: bool = 
     has = win >= 0
     start[has] = a.steps.start[win[has]]
     end[has] = a.steps.end[win[has]]
-    w = lookup(a.wait_by_step, ids, 0)
+    at = _Keys(ids)
+    w = at.ints(a.wait_by_step, 0)
     exposed = total - hidden
     critical = _critical(a, ids, exposed, w if wait else None)
     f: StepFacts = a.facts
     numbered = ids >= 0
-    own = np.where(numbered, lookup(f.own_ns, ids), NONE)
+    own = np.where(numbered, at.ints(f.own_ns), NONE)
     q = f.q
-    q_rows = lookup({k: v[0] for k, v in q.items()}, ids)
-    q_vocab = lookup({k: v[1] for k, v in q.items()}, ids)
-    q_dtype = _lookup_obj({k: v[2] for k, v in q.items()}, ids)
+    q_rows, q_vocab, q_dtype = (np.full(m, NONE, _I64), np.full(m, NONE, _I64), np.full(m, None, dtype=object))
+    if q:
+        rows_, vocab_, dtype_ = zip(*q.values())
+        q_rows, q_vocab, q_dtype = at.ints(q, values=rows_), at.ints(q, values=vocab_), at.objects(q, dtype_)
     q_rows, q_vocab = np.where(numbered, q_rows, NONE), np.where(numbered, q_vocab, NONE)
     q_dtype[~numbered] = None
-    kind = _lookup_obj(f.kind, ids)
+    kind = at.objects(f.kind)
     kind[~numbered] = None
     return StepTable(
         recording=np.full(m, run, dtype=object),
@@ -147,16 +176,16 @@ def step_table(a, run: str | None = None, *, wait: bool = True, forward: bool = 
         instances=count,
         total=total,
         hidden=hidden,
-        forward=lookup(a.forward_by_step, ids, 0),
+        forward=at.ints(a.forward_by_step, 0),
         forward_known=np.full(m, forward),
         wait=w,
         wait_known=np.full(m, wait),
         critical=critical,
         own=own,
-        cadence=np.where(numbered, lookup(f.cadence_ns, ids), NONE),
+        cadence=np.where(numbered, at.ints(f.cadence_ns), NONE),
         kind=kind,
-        reqs=np.where(numbered, lookup(f.reqs, ids), NONE),
-        tokens=np.where(numbered, lookup(f.tokens, ids), NONE),
+        reqs=np.where(numbered, at.ints(f.reqs), NONE),
+        tokens=np.where(numbered, at.ints(f.tokens), NONE),
         q_rows=q_rows,
         q_vocab=q_vocab,
         q_dtype=q_dtype,

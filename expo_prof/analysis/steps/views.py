@@ -126,8 +126,10 @@ def _why_drawless(a: TimelineAnalysis, ids: list[int], logs: Sequence[TimelineAn
 
 def drawless(parts: Sequence[TimelineAnalysis]) -> tuple[int, list[int]]:
     """How many step windows ``parts`` mark, and the ids of those without a draw."""
-    windows: set[int] = {int(i) for a in parts for i in a.steps.ids.tolist()}
-    return len(windows), sorted(windows - counted_steps(parts))
+    none = [np.empty(0, np.int64)]
+    windows = np.unique(np.concatenate([np.asarray(a.steps.ids, dtype=np.int64) for a in parts] or none))
+    drawn = np.concatenate([np.asarray(a.step, dtype=np.int64) for a in parts] or none)
+    return len(windows), np.setdiff1d(windows, drawn[drawn >= 0]).tolist()
 
 
 def drawless_note(who: str, parts: Sequence[TimelineAnalysis], logs: Sequence[TimelineAnalysis] = ()) -> str | None:
