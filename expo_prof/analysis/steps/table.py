@@ -83,12 +83,7 @@ def concat(tables: list[StepTable]) -> StepTable:
 def lookup(d: dict[int, int], ids: np.ndarray, default: int = NONE) -> np.ndarray:
     """``d[i]`` for each of ``ids`` (int64), ``default`` where absent: one sort of the keys, one search
     (:func:`~expo_prof.analysis.steps.facts._index`)."""
-    ids = np.asarray(ids, dtype=_I64)
-    if not d:
-        return np.full(len(ids), default, _I64)
-    vals = np.fromiter(d.values(), _I64, len(d))
-    pos = index_of(np.fromiter(d.keys(), _I64, len(d)), ids)
-    return np.where(pos >= 0, vals[np.clip(pos, 0, None)], default)
+    return _Keys(np.asarray(ids, dtype=_I64)).ints(d, default)
 
 
 class _Keys:
