@@ -31,7 +31,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
 
-import msgspec
 import numpy as np
 
 from expo_prof.analysis.model import ClusterStep, ClusterView, StepResult
@@ -227,13 +226,3 @@ def per_step_means(view: ClusterView) -> dict[str, float | None]:
         "forward_max": avg([s.max_forward_ns for s in st]),
         "wait_mean": avg([s.mean_wait_ns for s in st]),
     }
-
-
-def _add_rows(a: StepResult, b: StepResult) -> StepResult:
-    """One rank's two rows of a step (two sources of the same rank): their instances add up."""
-
-    def opt(x: int | None, y: int | None) -> int | None:
-        return None if x is None and y is None else (x or 0) + (y or 0)
-
-    return msgspec.structs.replace(a, hidden_ns=a.hidden_ns + b.hidden_ns, exposed_ns=a.exposed_ns + b.exposed_ns,
-                                   forward_ns=opt(a.forward_ns, b.forward_ns), wait_ns=opt(a.wait_ns, b.wait_ns))

@@ -66,6 +66,13 @@ def union(start: np.ndarray, end: np.ndarray) -> Union:
     else:
         order = np.argsort(start, kind="stable")
         s, e = start[order], end[order]
+    first, ends = _merge_sorted(s, e)
+    return Union(s[first], ends)
+
+
+def _merge_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Non-empty intervals sorted by start, merged: ``(first, ends)`` — the index of each merged interval's
+    first interval (its start is ``s[first]``) and its end."""
     reach = np.maximum.accumulate(e)  # furthest end seen so far
     # A new group begins where an interval starts strictly after everything
     # before it has ended (start == previous reach touches, so it merges).
@@ -76,13 +83,15 @@ def union(start: np.ndarray, end: np.ndarray) -> Union:
     last = np.empty_like(first)
     last[:-1] = first[1:] - 1
     last[-1] = len(s) - 1
-    return Union(s[first], reach[last])
+    return first, reach[last]
 
 
 def union_of(*unions: Union) -> Union:
-    """Union of several unions."""
+    """Union of several unions (one is its own union: returned as it is, no sort)."""
     if not unions:
         return Union.empty()
+    if len(unions) == 1:
+        return unions[0]
     return union(np.concatenate([u.start for u in unions]), np.concatenate([u.end for u in unions]))
 
 
@@ -242,7 +251,7 @@ def measure_by_segment(seg: np.ndarray, start: np.ndarray, end: np.ndarray) -> t
     One sort for all segments, no loop per segment: each segment's intervals are
     moved onto a stretch of the time axis of their own (exact int64 offsets,
     a gap of 1 ns between stretches so touching never merges two segments), and
-    the shifted intervals are merged as :func:`union` merges. A segment whose
+    the shifted intervals are merged as :func:`union` merges them (:func:`_merge_sorted`). A segment whose
     intervals are all empty measures 0.
     """
     seg = np.asarray(seg, dtype=_I64)
@@ -269,14 +278,8 @@ def measure_by_segment(seg: np.ndarray, start: np.ndarray, end: np.ndarray) -> t
     base = np.concatenate(([0], np.cumsum(span)[:-1]))
     where = np.repeat(np.arange(len(first)), np.diff(np.append(first, len(seg))))
     shift = base[where] - lo[where]
-    s, e = start + shift, end + shift
-    reach = np.maximum.accumulate(e)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    np.greater(s[1:], reach[:-1], out=new[1:])
-    g0 = np.flatnonzero(new)
-    g1 = np.append(g0[1:] - 1, len(s) - 1)
-    lengths = reach[g1] - s[g0]
-    per = np.add.reduceat(lengths, np.searchsorted(g0, first))
+    s = start + shift
+    g0, ends = _merge_sorted(s, end + shift)
+    per = np.add.reduceat(ends - s[g0], np.searchsorted(g0, first))
     out[np.searchsorted(ids, seg[first])] = per
     return ids, out

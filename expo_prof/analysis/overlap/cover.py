@@ -86,18 +86,14 @@ class Cover:
         """Compute on the *other* lanes of ``lane``'s device: what hides an instance on ``lane``."""
         key = ("of", int(lane))
         if key not in self._of:
-            self._of[key] = _union_of([u for ln, u in self._lanes(lane).items()
-                                       if ln != lane and self.dev[ln] == self.dev[lane]])
+            self._of[key] = iv.union_of(*[u for ln, u in self._lanes(lane).items()
+                                          if ln != lane and self.dev[ln] == self.dev[lane]])
         return self._of[key]
 
     def device(self, lane: int) -> iv.Union:
         """Compute on every lane of ``lane``'s device (for instances on lanes of ``lane``'s kind)."""
         key = ("device", int(lane))
         if key not in self._of:
-            self._of[key] = _union_of([u for ln, u in self._lanes(lane).items() if self.dev[ln] == self.dev[lane]])
+            self._of[key] = iv.union_of(*[u for ln, u in self._lanes(lane).items() if self.dev[ln] == self.dev[lane]])
         return self._of[key]
 
-
-def _union_of(unions: list[iv.Union]) -> iv.Union:
-    """The union of disjoint sorted unions; one of them is already its own union (no sort)."""
-    return unions[0] if len(unions) == 1 else iv.union_of(*unions)
