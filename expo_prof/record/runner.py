@@ -564,16 +564,28 @@ class Recorder:
         opts = self.opts
         window_closed = asyncio.Event()
 
+        timers: list[asyncio.Future] = []  # a --profile-seconds window's close, still waiting
+
         async def close_window() -> None:
             if not window_closed.is_set():
                 window_closed.set()
+                for t in timers:  # closed before its time (the load ended first): its wait is over
+                    if t is not asyncio.current_task():
+                        t.cancel()
                 await self._stop_profile_async()
 
+        async def close_after(seconds: float) -> None:
+            await asyncio.sleep(seconds)
+            await close_window()
+
         async def open_window() -> None:
+            """Start the profiler and return once it runs: the measured load starts after it, so the window holds
+            the load's first steps (started beside the load, a busy server ran them before the profiler). A
+            ``--profile-seconds`` window closes by a task of its own."""
             await _off_loop(self._start_profile)
             if opts.profile_seconds:
-                await asyncio.sleep(opts.profile_seconds)
-                await close_window()
+                timers.append(asyncio.ensure_future(close_after(opts.profile_seconds)))
+                tasks.append(timers[-1])
 
         tasks: list[asyncio.Future] = []
         if opts.driver is not None:
@@ -583,7 +595,7 @@ class Recorder:
             await self._drive_load_cmd(open_window, close_window)
             return
         if opts.workload is None:
-            tasks.append(asyncio.create_task(open_window()))
+            await open_window()
             self.say(
                 f"recording; send your load to {self._live().base_url}"
                 + (f" — stopping after {opts.duration_s:.0f} s" if opts.duration_s else " — Ctrl-C to stop")
@@ -596,9 +608,9 @@ class Recorder:
             await close_window()
             return
 
-        def warm() -> None:
+        async def warm() -> None:
+            await open_window()
             self._load_t0 = time.perf_counter()
-            tasks.append(asyncio.ensure_future(open_window()))
 
         planned = opts.workload.num_prompts
 
@@ -653,6 +665,9 @@ class Recorder:
             watch.cancel()
             if until is not None:
                 until.set()
+            if not window_closed.is_set():
+                for t in timers:  # the load ended inside a --profile-seconds window: it closes now, below
+                    t.cancel()
             for t in tasks:
                 if not t.done():
                     if self._death is not None:

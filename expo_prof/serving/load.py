@@ -19,7 +19,7 @@ import asyncio
 import math
 import random
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 from dataclasses import asdict, dataclass, field
 
@@ -304,7 +304,7 @@ async def run_workload(
     base_url: str,
     spec: WorkloadSpec,
     *,
-    on_warmup_done: Callable[[], None] | None = None,
+    on_warmup_done: Callable[[], Awaitable[None]] | None = None,
     on_request_done: Callable[[RequestResult, int], None] | None = None,
     stop: asyncio.Event | None = None,
     collect: list[RequestResult] | None = None,
@@ -313,8 +313,8 @@ async def run_workload(
 ) -> WorkloadResult:
     """Drive the endpoint: warm-up requests, then ``spec.num_prompts`` measured ones.
 
-    ``on_warmup_done`` runs between the two phases (the profiler window opens
-    there); ``on_request_done(result, n_done)`` after each measured request.
+    ``on_warmup_done`` is awaited between the two phases (the profiler window
+    opens there, before the first measured request); ``on_request_done(result, n_done)`` after each measured request.
     Setting ``stop`` ends the run early; finished requests are kept. Each
     finished request is also appended to ``collect`` as it completes, so a
     caller that is interrupted keeps every result obtained so far.
@@ -370,7 +370,7 @@ async def run_workload(
             if not r.ok:
                 raise WorkloadError(f"warm-up request failed: {r.error}")
         if on_warmup_done:
-            on_warmup_done()
+            await on_warmup_done()
 
         prompts = _prompts(spec, pool, rng, spec.num_prompts) if until is None else []
         sem = asyncio.Semaphore(spec.max_concurrency) if spec.max_concurrency and until is None else None

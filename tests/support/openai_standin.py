@@ -31,7 +31,12 @@ A slow profiler, as vLLM's torch profiler on CPU: ``stop_profile_s`` (``--stop-p
 (``--trace-after``) a small complete trace lands in ``$VLLM_TORCH_PROFILER_DIR`` that long into it (the
 trace written before the answer, as vLLM does; ``trace_write_s``: the file held open that long while it is
 written, as a large trace is). ``stop_profile_s`` alone: a /stop_profile that hangs.
+``start_profile_s`` (``--start-profile-s``) holds the answer to ``/start_profile`` that long: vLLM answers once
+the profiler runs, and a busy server (two records side by side on two cores) answers late.
 ``--ignore-stop``: the process ignores SIGINT and SIGTERM (only SIGKILL ends it), a server slow to stop.
+``--say-requests``: one stderr line per request arrived and per profiler call answered (``standin: arrived POST
+/v1/completions``, ``standin: answered POST /start_profile``), in order: what a test reads from the run's
+server.log to see when the load's requests came against the profiler window.
 """
 
 from __future__ import annotations
@@ -100,13 +105,15 @@ class StandIn:
                  max_model_len: int | None = 256, dead_after: int | None = None, dead_health: str = "503",
                  dead_requests: str = "500",
                  stop_profile_s: float = 0.0, trace_after_s: float | None = None, trace_write_s: float = 0.0,
-                 stream_gap_s: float = STREAM_GAP_S) -> None:
+                 stream_gap_s: float = STREAM_GAP_S, start_profile_s: float = 0.0, say_requests: bool = False) -> None:
         self.refuse = dict(refuse or {})
         self.fail_after = fail_after
         self.dead_after = dead_after
         self.dead_health = dead_health
         self.dead_requests = dead_requests
         self.stop_profile_s = stop_profile_s
+        self.start_profile_s = start_profile_s
+        self.say_requests = say_requests
         self.trace_after_s = trace_after_s
         self.trace_write_s = trace_write_s
         self.stream_gap_s = stream_gap_s
@@ -188,6 +195,7 @@ class StandIn:
                 body = json.loads(raw) if raw else None
                 with standin._lock:
                     standin.requests.append((method, self.path, body))
+                    standin._say(f"arrived {method} {self.path}")
                 if self.path in standin.refuse:
                     status, text = standin.refuse[self.path]
                     return self._answer(status, text.encode(), "text/plain")
@@ -224,13 +232,21 @@ class StandIn:
         h._answer(200, {"tokens": [WORDS.index(w) if w in WORDS else len(w) % len(WORDS) for w in words],
                         "count": len(words)})
 
+    def _say(self, what: str) -> None:
+        if self.say_requests:
+            print(f"standin: {what}", file=sys.stderr, flush=True)
+
     def _profile(self, h, _body: dict) -> None:
+        if h.path == "/start_profile":
+            time.sleep(self.start_profile_s)
         if h.path == "/stop_profile" and (self.stop_profile_s or self.trace_after_s is not None):
             t0 = time.monotonic()
             if self.trace_after_s is not None:
                 time.sleep(self.trace_after_s)
                 self._write_trace()
             time.sleep(max(0.0, self.stop_profile_s - (time.monotonic() - t0)))
+        with self._lock:  # said before the answer leaves: nothing the answer lets happen is said before it
+            self._say(f"answered POST {h.path}")
         h._answer(200, b"", "text/plain")
 
     def _write_trace(self) -> None:
@@ -304,8 +320,8 @@ def main() -> None:
     """Serve until killed (``--port``; ``--ready-after`` seconds of 503 on /health first; the faults above:
     ``--fail-after N``, ``--dead-after N``, ``--engine-child``, ``--dead-health 503|hang|200``,
     ``--dead-requests 500|hang``, ``--stop-profile-s S``, ``--trace-after S``, ``--trace-write-s S``, ``--stream-gap S``,
-    ``--ignore-stop``). Other flags are ignored, so a test can hand it a vLLM-style command line
-    (``--max-model-len``, ``--enforce-eager`` …)."""
+    ``--start-profile-s S``, ``--ignore-stop``, ``--say-requests``). Other flags are ignored, so a test can hand it
+    a vLLM-style command line (``--max-model-len``, ``--enforce-eager`` …)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--ready-after", type=float, default=0.0)
@@ -319,6 +335,8 @@ def main() -> None:
     ap.add_argument("--trace-write-s", type=float, default=0.0)
     ap.add_argument("--stream-gap", type=float, default=STREAM_GAP_S)
     ap.add_argument("--ignore-stop", action="store_true")
+    ap.add_argument("--start-profile-s", type=float, default=0.0)
+    ap.add_argument("--say-requests", action="store_true")
     a, _vllm_style = ap.parse_known_args()
     if a.ignore_stop:
         import signal
@@ -327,7 +345,8 @@ def main() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     standin = StandIn(port=a.port, ready_after_s=a.ready_after, fail_after=a.fail_after, dead_after=a.dead_after,
                       dead_health=a.dead_health, dead_requests=a.dead_requests, stop_profile_s=a.stop_profile_s,
-                      trace_after_s=a.trace_after, trace_write_s=a.trace_write_s, stream_gap_s=a.stream_gap)
+                      trace_after_s=a.trace_after, trace_write_s=a.trace_write_s, stream_gap_s=a.stream_gap,
+                      start_profile_s=a.start_profile_s, say_requests=a.say_requests)
     if a.engine_child:
         standin.start_engine()
     standin.httpd.serve_forever()
