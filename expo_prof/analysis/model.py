@@ -36,8 +36,12 @@ class Dist(msgspec.Struct, kw_only=True):
     max: int
 
 
-class Totals(msgspec.Struct, kw_only=True):
-    """Sums over a set of instances (a step, a rank, the run)."""
+class Totals(msgspec.Struct):
+    """Sums over a set of instances (a step, a rank, the run).
+
+    Not ``kw_only``, and no field has a default: a step's row (:class:`StepResult`) is then built positionally,
+    six times faster than by keyword, which a long run's tens of thousands of rows feel (issue 41). Its
+    subclasses' own fields stay keyword-only; every field keeps its place in the JSON document."""
 
     instances: int
     total_ns: int
@@ -53,19 +57,20 @@ class Totals(msgspec.Struct, kw_only=True):
     #: draw and the sampler's wait where both come from one source; their sum where the wait comes from another
     #: (an overlay log's windows mapped onto a trace cannot be overlapped with the trace's draws); exposed_ns
     #: alone when no wait was measured. Overlap is not saving: a hidden draw the sampler still waits for is paid.
-    critical_ns: int = 0
+    critical_ns: int
     #: Which source measured wait_ns: "span" (the trace's expo_prof::wait spans), "log window" (the overlay
     #: event log's wait windows), "span+log window" (a sum over both); null when no wait was measured.
-    wait_source: str | None = None
+    wait_source: str | None
 
 
-class StepResult(Totals, kw_only=True, gc=False):
-    """One step of one rank (a row of the document's ``steps``). Untracked by the garbage collector
-    (``gc=False``): its fields are numbers, strings and None, so it can hold no cycle, and a long run's tens of
-    thousands of rows made no collection pass over them (a quarter of building them, issue 41)."""
+class StepResult(Totals, gc=False):
+    """One step of one rank (a row of the document's ``steps``), its fields in the document's order, built
+    positionally (analysis/steps/table.py, ``step_rows``). Untracked by the garbage collector (``gc=False``):
+    its fields are numbers, strings and None, so it can hold no cycle, and a long run's tens of thousands of
+    rows made no collection pass over them (a quarter of building them, issue 41)."""
 
     #: The recording this step belongs to (its label, RecordingEntry.label); null when the result holds one.
-    recording: str | None = None
+    recording: str | None
     rank: int
     #: Step id (ProfilerStep#N → N, vLLM step annotations → their order, overlay → its counter); null = outside any step.
     step: int | None

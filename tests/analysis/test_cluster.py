@@ -18,7 +18,8 @@ from expo_prof.pipeline import Options, run
 
 def _row(rank: int, step: int | None, exposed: int, forward: int | None = None) -> StepResult:
     return StepResult(rank=rank, step=step, source="s", start_ns=0, end_ns=1, instances=1, total_ns=exposed,
-                      hidden_ns=0, exposed_ns=exposed, hidden_fraction=0.0, forward_ns=forward, wait_ns=None)
+                      hidden_ns=0, exposed_ns=exposed, hidden_fraction=0.0, forward_ns=forward, wait_ns=None,
+                      critical_ns=0, wait_source=None, recording=None)
 
 
 def test_slowest_rank_bounds_each_step_and_skew():
@@ -82,7 +83,7 @@ def test_means_of_ranks_per_step_and_over_steps():
     def row(rank, step, exposed, hidden, forward, wait=None):
         return StepResult(rank=rank, step=step, source="s", start_ns=0, end_ns=1, instances=1,
                           total_ns=exposed + hidden, hidden_ns=hidden, exposed_ns=exposed, hidden_fraction=None,
-                          forward_ns=forward, wait_ns=wait)
+                          forward_ns=forward, wait_ns=wait, critical_ns=0, wait_source=None, recording=None)
 
     rows = [row(0, 1, 100, 10, 1_000), row(1, 1, 40, 5, 600), row(1, 1, 60, 5, 600), row(2, 1, 400, 30, None),
             row(0, 2, 300, 0, 2_000), row(1, 2, 100, 20, 1_000), row(2, 2, 200, 10, None)]
@@ -172,6 +173,7 @@ def test_the_columns_equal_the_loop_over_steps(rows):
     # GIVEN rows of up to 13 ranks over a few steps (a rank's step twice: two sources; forward and wait measured
     # by some ranks only; rows outside any step)
     steps = [StepResult(rank=r, step=s, source="s", start_ns=0, end_ns=1, instances=1, total_ns=e + h, hidden_ns=h,
-                        exposed_ns=e, hidden_fraction=None, forward_ns=f, wait_ns=w) for r, s, e, h, f, w in rows]
+                        exposed_ns=e, hidden_fraction=None, forward_ns=f, wait_ns=w, critical_ns=0, wait_source=None,
+                        recording=None) for r, s, e, h, f, w in rows]
     # WHEN the view is built on columns THEN it is the loop's, every figure and float the same
     assert msgspec.json.encode(cluster_view(steps, "x")) == msgspec.json.encode(_reference_view(steps, "x"))
