@@ -103,6 +103,8 @@ def analysis_json(*, exposed_us: float, hidden_us: float, forward_us: float | No
         wall_hidden_fraction=hid / tot if tot else None, ranks=1, per_instance=per_inst, per_step=per_step,
         # the count of rank-steps: "rank_steps" from schema 3 of analyze --json on, "steps" before (compare reads both)
         **{"rank_steps" if "rank_steps" in m.Summary.__struct_fields__ else "steps": steps},
+        # which source measured the wait (None: unsaid, as its default was): required from issue 41 on
+        **({"wait_source": None} if "wait_source" in m.Summary.__struct_fields__ else {}),
     )
     result = m.AnalysisResult(tool_version="test", op=None, inputs=["."], summary=summary, ranks=[], steps=[],
                               warnings=[], skipped=[])
