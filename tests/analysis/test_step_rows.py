@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from expo_prof.analysis.model import StepResult
-from expo_prof.analysis.steps.table import NONE, StepTable, step_rows
+from expo_prof.analysis.steps.table import NONE, StepTable, _window_index, concat, step_rows
 
 # Small times, and times past 2**53 ns where a float64 no longer holds every integer (the Python path).
 _NS = st.one_of(st.integers(0, 5_000), st.integers((1 << 53) - 2, (1 << 62)))
@@ -89,3 +89,41 @@ def test_shares_past_2_to_the_53_ns_are_pythons_division():
     assert [r.hidden_fraction for r in rows] == [h / x for h, x in zip(hid, tot)]
     assert [r.critical_share for r in rows] == [c / o for c, o in zip(crit, own)]
     assert msgspec.json.encode(rows) == msgspec.json.encode(_reference(t))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-1, 6), max_size=12), st.lists(st.integers(-2, 8), max_size=12))
+def test_window_index_is_the_last_window_of_each_id(win_ids, ids):
+    # GIVEN window ids (some repeated) and the ids looked up (some without a window)
+    # WHEN each id's window is found THEN it is the last window of that id, -1 where none, as a dict built in order
+    last = {i: j for j, i in enumerate(win_ids)}
+    got = _window_index(np.array(win_ids, dtype=np.int64), np.array(ids, dtype=np.int64))
+    assert got.tolist() == [last.get(i, -1) for i in ids]
+
+
+def test_take_of_every_row_in_order_and_concat_of_one_table_copy_nothing():
+    # GIVEN a table of three rows, in order
+    t = concat([_one_row(i) for i in range(3)])
+    # WHEN every row is taken in order (by index or mask) or one table is concatenated THEN it is the table itself
+    assert t.take(np.arange(3)) is t and t.take(np.ones(3, bool)) is t and concat([t]) is t
+    # AND any other selection is a new table with those rows
+    assert t.take(np.array([2, 1, 0])).step.tolist() == [2, 1, 0]
+    assert t.take(np.array([True, False, True])).step.tolist() == [0, 2]
+    assert t.take(np.array([0, 1])).step.tolist() == [0, 1]
+
+
+def _one_row(step: int) -> StepTable:
+    def col(v) -> np.ndarray:
+        return np.array([v], dtype=np.int64)
+
+    def obj(v) -> np.ndarray:
+        out = np.empty(1, dtype=object)
+        out[0] = v
+        return out
+
+    return StepTable(
+        recording=obj(None), rank=col(0), step=col(step), source=obj("a"), start=col(step), end=col(step + 1),
+        instances=col(1), total=col(1), hidden=col(0), forward=col(0), forward_known=np.zeros(1, bool),
+        wait=col(0), wait_known=np.zeros(1, bool), critical=col(1), own=col(NONE), cadence=col(NONE), kind=obj(None),
+        reqs=col(NONE), tokens=col(NONE), q_rows=col(NONE), q_vocab=col(NONE), q_dtype=obj(None),
+    )

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from expo_prof.analysis import analyze
-from expo_prof.analysis.targets import FUSED_SAMPLERS, FusedSampler, find_instances
+from expo_prof.analysis.targets import FUSED_SAMPLERS, FusedSampler, codes_mask, find_instances
 from expo_prof.errors import EXIT_NOT_FOUND, NothingFound
 from expo_prof.timeline import Kind
 
@@ -301,3 +304,17 @@ def test_nothing_found_names_the_fused_sampling_kernels(make_tl):
     msg = " ".join([str(ei.value), *ei.value.details])  # the short line and its details list
     assert "_gumbel_sample_kernel" in msg and "SamplingFromProbKernel" in msg and "SamplingFromLogitsKernel" in msg
     assert all(k in msg for k in CATEGORICAL_KERNELS)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_codes_mask_is_the_gather_of_its_table(data):
+    # GIVEN a table of up to 12 codes, any of them marked, and a column of codes into it
+    n = data.draw(st.integers(1, 12))
+    hit = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    dtype = data.draw(st.sampled_from([np.int8, np.int32]))
+    codes = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=40)), dtype=dtype)
+    # WHEN the rows of the marked codes are taken (compared when few are marked, gathered when many)
+    got = codes_mask(codes, hit)
+    # THEN they are the gather's, as a new bool array
+    assert got.dtype == bool and got.tolist() == hit[codes].tolist()

@@ -59,8 +59,12 @@ class StepTable:
         return len(self.step)
 
     def take(self, idx: np.ndarray) -> StepTable:
-        """The rows ``idx`` (an index array or a mask), in that order."""
-        return StepTable(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+        """The rows ``idx`` (an index array or a mask), in that order; the table itself when that is every row
+        in order (a rank's rows mostly come sorted: no copy of every column)."""
+        idx = np.asarray(idx)
+        every = (bool(idx.all()) if idx.dtype == bool else bool((idx == np.arange(len(idx))).all())) \
+            if len(idx) == len(self) else False
+        return self if every else StepTable(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
 
     @property
     def numbered(self) -> np.ndarray:
@@ -78,6 +82,8 @@ def concat(tables: list[StepTable]) -> StepTable:
     """The rows of ``tables`` one after the other."""
     if not tables:
         return empty_table()
+    if len(tables) == 1:  # one part (most ranks): its rows as they are, no copy of every column
+        return tables[0]
     return StepTable(**{f.name: np.concatenate([getattr(t, f.name) for t in tables]) for f in fields(StepTable)})
 
 
@@ -190,11 +196,15 @@ def step_table(a, run: str | None = None, *, wait: bool = True, forward: bool = 
 
 def _window_index(win_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Position of each of ``ids`` among the step windows' ids (the last window of an id), -1 when none."""
+    ids = np.asarray(ids, dtype=_I64)
     if len(win_ids) == 0:
         return np.full(len(ids), -1, _I64)
-    # Ids are unique per window in practice; were one repeated, the last window wins (a dict built in order).
-    pos = {int(i): j for j, i in enumerate(np.asarray(win_ids).tolist())}
-    return lookup(pos, ids)
+    # Ids are unique per window in practice; were one repeated, the last window wins: the first of the
+    # reversed ids.
+    rev = np.asarray(win_ids, dtype=_I64)[::-1]
+    keys, first = np.unique(rev, return_index=True)
+    i = np.clip(np.searchsorted(keys, ids), 0, len(keys) - 1)
+    return np.where(keys[i] == ids, len(rev) - 1 - first[i], -1)
 
 
 def _critical(a, ids: np.ndarray, exposed: np.ndarray, wait: np.ndarray | None) -> np.ndarray:
@@ -209,8 +219,12 @@ def _critical(a, ids: np.ndarray, exposed: np.ndarray, wait: np.ndarray | None) 
 def step_rows(t: StepTable) -> list[StepResult]:
     """The rows as the document's :class:`~expo_prof.analysis.model.StepResult` objects."""
     def opt(col: np.ndarray, known: np.ndarray | None = None) -> list:
-        out = col.astype(object)  # Python ints (floats), and None where the source gave none
-        out[(col == NONE) if known is None else ~known] = None
+        # Python ints (floats), and None where the source gave none
+        unknown = (col == NONE) if known is None else ~known
+        if not unknown.any():
+            return col.tolist()
+        out = col.astype(object)
+        out[unknown] = None
         return out.tolist()
 
     exposed = t.total - t.hidden
