@@ -62,9 +62,9 @@ class StepTable:
         """The rows ``idx`` (an index array or a mask), in that order; the table itself when that is every row
         in order (a rank's rows mostly come sorted: no copy of every column)."""
         idx = np.asarray(idx)
-        every = (bool(idx.all()) if idx.dtype == bool else bool((idx == np.arange(len(idx))).all())) \
-            if len(idx) == len(self) else False
-        return self if every else StepTable(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+        if len(idx) == len(self) and (idx.all() if idx.dtype == bool else (idx == np.arange(len(idx))).all()):
+            return self
+        return StepTable(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
 
     @property
     def numbered(self) -> np.ndarray:
@@ -196,15 +196,11 @@ def step_table(a, run: str | None = None, *, wait: bool = True, forward: bool = 
 
 def _window_index(win_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Position of each of ``ids`` among the step windows' ids (the last window of an id), -1 when none."""
-    ids = np.asarray(ids, dtype=_I64)
-    if len(win_ids) == 0:
-        return np.full(len(ids), -1, _I64)
-    # Ids are unique per window in practice; were one repeated, the last window wins: the first of the
-    # reversed ids.
+    # Ids are unique per window in practice; were one repeated, the last window wins: index_of finds the first
+    # of equal ids (a stable sort), so it searches the ids reversed.
     rev = np.asarray(win_ids, dtype=_I64)[::-1]
-    keys, first = np.unique(rev, return_index=True)
-    i = np.clip(np.searchsorted(keys, ids), 0, len(keys) - 1)
-    return np.where(keys[i] == ids, len(rev) - 1 - first[i], -1)
+    pos = index_of(rev, np.asarray(ids, dtype=_I64))
+    return np.where(pos >= 0, len(rev) - 1 - pos, -1)
 
 
 def _critical(a, ids: np.ndarray, exposed: np.ndarray, wait: np.ndarray | None) -> np.ndarray:
