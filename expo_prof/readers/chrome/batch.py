@@ -33,7 +33,13 @@ import numpy as np
 from expo_prof.readers.chrome.columns import Cols, times_to_ns
 from expo_prof.readers.chrome.filler import EMPTY_DROPPED as NO_PH
 from expo_prof.readers.kinds import KINETO_CATS
+from expo_prof.readers.long_names import LONG
 from expo_prof.readers.timeparse import FLOAT_EXACT_LIMIT_US
+
+try:  # the columns gathered in C (_gather.c; optional at install: without it the Python path below does it all)
+    from expo_prof.readers.chrome import _gather
+except ImportError:  # pragma: no cover - an install without a C compiler
+    _gather = None  # type: ignore[assignment]
 
 __all__ = ["DROP_CATS", "collect_events"]
 
@@ -53,6 +59,7 @@ _NO_TASK_CATS = frozenset(KINETO_CATS) | DROP_CATS
 _NO_CORR_CATS = frozenset({"cpu_op", "Operator", "user_annotation", "gpu_user_annotation"}) | DROP_CATS
 
 _PH = attrgetter("ph")
+_KEY = ("ph", "cat", "pid", "tid")
 #: More events than this in one batch (a chunk of 256 KB: events of under 16 bytes; a profiler's are 100+)
 #: is filler: its events without ph are dropped before the columns even before the file has shown one.
 _DENSE = 1 << 14
@@ -105,14 +112,17 @@ def _columns(ev: list[Any], c: Cols, redecode: Callable[[], list[Any] | None]) -
     if not ev:
         return
     # One code per distinct (ph, cat, pid, tid): what an event is and its lane follow from it.
-    key = c.evkey.codes([(e.ph, e.cat, e.pid, e.tid) for e in ev])
+    if _gather is not None:
+        key = np.frombuffer(_gather.key_codes(ev, _KEY, c.evkey.ids, None), np.int32)
+    else:
+        key = c.evkey.codes([(e.ph, e.cat, e.pid, e.tid) for e in ev])
     t = _key_tables(c)
     # (Per-batch numpy calls are few: each costs microseconds, and a file has hundreds of batches.)
     keep = t.keep[key]
     n_keep = int(np.count_nonzero(keep))
     all_kept = n_keep == len(ev)
     is_flow = t.flow[key] if t.any_flow else None
-    flows = _flows(ev, is_flow.tolist(), c, redecode) if is_flow is not None and is_flow.any() else None
+    flows = _flows(ev, is_flow, c, redecode) if is_flow is not None and is_flow.any() else None
     # A batch holding unexact float times is re-read as text once, for both parts.
     again = flows[-1] if flows is not None else None
     complete = None
@@ -218,6 +228,10 @@ def _complete(
     ``keep`` marks the kept events (None: all of them); ``may_task`` / ``may_corr`` mark, per kept
     event, those whose ``Task Type`` / ``correlation`` is looked at (the others get -1).
     """
+    if _gather is not None and not may_task.any():
+        fast = _complete_gathered(ev, keep, may_corr, c)
+        if fast is not None:
+            return fast
     keep_l = None if keep is None else keep.tolist()
     kev = ev if keep_l is None else list(compress(ev, keep_l))
     name = c.name.codes([e.name for e in kev])
@@ -255,16 +269,60 @@ def _complete(
     return name, task, corr, ts_ns, dur_ns, ts_bad | dur_bad
 
 
+def _complete_gathered(
+    ev: list[Any], keep: np.ndarray | None, may_corr: np.ndarray, c: Cols
+) -> tuple[np.ndarray, ...] | None:
+    """:func:`_complete`'s columns gathered in C, when every value is of the plain kind (short string names, int or
+    exact float times, int correlations, no ``args: null``); None when one is not: the batch then takes the Python
+    path, which finds the name codes already made here the same."""
+    name = _gather.str_codes(ev, "name", c.name.ids, keep, LONG)
+    if name is None:
+        return None
+    ts = _gather.times_ns(ev, "ts", keep, FLOAT_EXACT_LIMIT_US)
+    dur = None if ts is None else _gather.times_ns(ev, "dur", keep, FLOAT_EXACT_LIMIT_US)
+    if dur is None:
+        return None
+    n = len(ts) // 8
+    if may_corr.all():
+        got = _gather.ints(ev, "args", "correlation", keep)
+        if got is None:
+            return None
+        corr = np.frombuffer(got, np.int64)
+    else:
+        corr = np.full(n, -1, dtype=np.int64)
+        if may_corr.any():
+            sel = may_corr if keep is None else _spread(keep, may_corr)
+            got = _gather.ints(ev, "args", "correlation", sel)
+            if got is None:
+                return None
+            corr[may_corr] = np.frombuffer(got, np.int64)
+    return (np.frombuffer(name, np.int32), np.full(n, -1, dtype=np.int32), corr, np.frombuffer(ts, np.int64),
+            np.frombuffer(dur, np.int64), np.zeros(n, dtype=bool))
+
+
+def _spread(keep: np.ndarray, sub: np.ndarray) -> np.ndarray:
+    """The mask over all events of ``sub``, a mask over the events ``keep`` marks."""
+    out = np.zeros(len(keep), dtype=bool)
+    out[keep] = sub
+    return out
+
+
 def _flows(
-    ev: list[Any], sel: list[bool], c: Cols, redecode: Callable[[], list[Any] | None]
+    ev: list[Any], mask: np.ndarray, c: Cols, redecode: Callable[[], list[Any] | None]
 ) -> tuple[Any, ...]:
     """Columns of the flow (``ph`` s/f/t) events, plus the text re-decode if one was needed."""
+    if _gather is not None:
+        fid = _gather.ints(ev, "id", None, mask)
+        ts = None if fid is None else _gather.times_ns(ev, "ts", mask, FLOAT_EXACT_LIMIT_US)
+        if ts is not None:  # integer ids (Kineto's) and plain times: what the lines below make of them
+            return np.frombuffer(fid, np.int64), np.frombuffer(ts, np.int64), np.zeros(len(ts) // 8, dtype=bool), None
+    sel = mask.tolist()
     fev = list(compress(ev, sel))
     ids = [e.id for e in fev]
     # Integer ids (Kineto) stay raw and are numbered once per file; others are coded now.
     try:
         fid = np.array(ids)
-        if fid.dtype != np.int64:
+        if fid.dtype != np.int64 or fid.ndim != 1:  # (ids that are lists of ints make a 2-D array: unhashable)
             fid = c.flow_id.codes(ids)
     except (TypeError, ValueError, OverflowError):
         fid = c.flow_id.codes(ids)
