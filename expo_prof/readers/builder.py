@@ -59,9 +59,9 @@ def build_timeline(
     name_a = np.asarray(name, dtype=np.int32)
     kind_a = np.asarray(kind, dtype=np.int8)
     step_a = None if step is None else np.asarray(step, dtype=np.int64)
-    order = np.lexsort((lane_a, start)) if len(start) else np.zeros(0, dtype=np.int64)
+    order = _order(start, lane_a)
     # Skip the copy when already sorted (common for CSV/DB sources).
-    if len(order) and not np.array_equal(order, np.arange(len(order))):
+    if order is not None:
         start, dur, lane_a, name_a, kind_a = start[order], dur[order], lane_a[order], name_a[order], kind_a[order]
         if step_a is not None:
             step_a = step_a[order]
@@ -104,6 +104,24 @@ def build_timeline(
         meta=meta,
         warnings=warnings,
     )
+
+
+def _order(start: np.ndarray, lane: np.ndarray) -> np.ndarray | None:
+    """The permutation that sorts events by ``(start, lane)``, stably (``np.lexsort((lane, start))``); None when
+    they are in that order already."""
+    n = len(start)
+    if n < 2:
+        return None
+    same = start[1:] == start[:-1]
+    if ((start[1:] > start[:-1]) | (same & (lane[1:] >= lane[:-1]))).all():
+        return None
+    # One stable sort by start (half a lexsort's work), which is the lexsort's order unless two events of one start
+    # came with their lanes out of order (then the lexsort itself).
+    order = np.argsort(start, kind="stable")
+    s, ln = start[order], lane[order]
+    if ((s[1:] == s[:-1]) & (ln[1:] < ln[:-1])).any():
+        return np.lexsort((lane, start))
+    return order
 
 
 def step_number(name: str) -> int:

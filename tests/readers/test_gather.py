@@ -22,7 +22,7 @@ from expo_prof.errors import BadInput
 from expo_prof.readers import load
 from expo_prof.readers.chrome import batch
 from expo_prof.readers.chrome.columns import Cols, cat_times
-from expo_prof.readers.chrome.decode import _DEC_EVENTS, _DEC_EVENTS_KNOWN, _DEC_EVENTS_RAWTS, KnownCat
+from expo_prof.readers.chrome.decode import _DEC_EVENTS, _DEC_EVENTS_KNOWN, _DEC_EVENTS_RAWTS
 from expo_prof.readers.timeparse import FLOAT_EXACT_LIMIT_US, us_floats_to_ns
 
 try:

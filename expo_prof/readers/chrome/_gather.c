@@ -264,89 +264,74 @@ static inline int name_slot(PyObject *v) {
     return (int)(h & (NAME_CACHE - 1));
 }
 
-PyDoc_STRVAR(str_codes_doc,
-"str_codes(events, attr, ids, sel, maxlen) -> bytearray | None\n\n"
-"int32 codes in ``ids`` of the selected events' ``attr``, when every one is a str of at most ``maxlen``\n"
-"characters (new ones added as ``len(ids)`` in first-seen order) or a longer one that is a key of ``ids``\n"
-"already; None at the first that is not.");
-
-static PyObject *str_codes(PyObject *self, PyObject *args) {
-    PyObject *events, *attr, *ids, *selobj;
+/* Names coded into a table. ``seen`` holds the strings looked up so far, by a cheap index: names repeat (a batch
+   has a few dozen distinct ones), and comparing the bytes of two equal strings is cheaper than hashing a fresh one
+   (msgspec makes a new str per event). Equal strs have one kind and the same bytes (PEP 393), so a hit is what the
+   dict would find. */
+typedef struct {
+    PyObject *ids, *added;
     Py_ssize_t maxlen;
-    if (!PyArg_ParseTuple(args, "O!UO!On", &PyList_Type, &events, &attr, &PyDict_Type, &ids, &selobj, &maxlen))
-        return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(events);
-    Getter g;
-    getter_init(&g, first_type(events), attr);
-    Sel s;
-    if (sel_init(&s, selobj, n) < 0) return NULL;
-    PyObject *out = PyByteArray_FromStringAndSize(NULL, s.kept * (Py_ssize_t)sizeof(int32_t));
-    if (out == NULL) goto fail_sel;
-    int32_t *w = (int32_t *)PyByteArray_AS_STRING(out);
-    /* The strings looked up so far, by a cheap index: names repeat (a batch has a few dozen distinct ones), and
-       comparing the bytes of two equal strings is cheaper than hashing a fresh one (msgspec makes a new str per
-       event). Equal strs have one kind and the same bytes (PEP 393), so a hit is what the dict would find. */
-    PyObject *seen[NAME_CACHE] = {NULL};
+    PyObject *seen[NAME_CACHE];
     long seen_code[NAME_CACHE];
-    PyObject *added = NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (s.m != NULL && !s.m[i]) continue;
-        PyObject *v = get(&g, PyList_GET_ITEM(events, i));
-        if (v == NULL) goto fail;
-        int h = -1;
-        if (PyUnicode_CheckExact(v)) {
-            h = name_slot(v);
-            PyObject *o = seen[h];
-            if (o != NULL && (o == v || (PyUnicode_GET_LENGTH(o) == PyUnicode_GET_LENGTH(v) &&
-                                         PyUnicode_KIND(o) == PyUnicode_KIND(v) &&
-                                         memcmp(PyUnicode_DATA(o), PyUnicode_DATA(v),
-                                                PyUnicode_GET_LENGTH(v) * PyUnicode_KIND(v)) == 0))) {
-                Py_DECREF(v);
-                *w++ = (int32_t)seen_code[h];
-                continue;
-            }
-        }
-        long code;
-        if (h >= 0 && PyUnicode_GET_LENGTH(v) <= maxlen) {
-            code = code_of(ids, v, &added);
-            if (code < 0) {
-                Py_DECREF(v);
-                goto fail;
-            }
-        } else {
-            /* A longer str that is a key already was kept whole before (a cut name is short): the long-name budget
-               keeps it whole again. Anything else (a new long name, a non-str) is the Python path's. */
-            PyObject *c = h >= 0 ? PyDict_GetItemWithError(ids, v) : NULL;
-            if (c == NULL) {
-                Py_DECREF(v);
-                if (PyErr_Occurred()) goto fail;
-                undo(ids, added);
-                drop(seen, NAME_CACHE);
-                Py_DECREF(out);
-                sel_release(&s);
-                Py_RETURN_NONE;
-            }
-            code = PyLong_AsLong(c);
-        }
-        Py_XSETREF(seen[h], v);  /* the reference is kept */
-        seen_code[h] = code;
-        *w++ = (int32_t)code;
-    }
-    drop(seen, NAME_CACHE);
-    Py_XDECREF(added);
-    sel_release(&s);
-    return out;
-fail:
-    undo(ids, added);
-    drop(seen, NAME_CACHE);
-    Py_DECREF(out);
-fail_sel:
-    sel_release(&s);
-    return NULL;
+} Names;
+
+static void names_init(Names *nm, PyObject *ids, Py_ssize_t maxlen) {
+    nm->ids = ids;
+    nm->added = NULL;
+    nm->maxlen = maxlen;
+    memset(nm->seen, 0, sizeof nm->seen);
 }
 
-/* Exact round(x * 1000) half away from zero for |x| < 2**53 / 2**9, as timeparse.us_floats_to_ns: the product is
-   formed in integers (53-bit mantissa x 1000), then one rounding shift. */
+/* The code of v (a new reference, consumed): 1 with *out set; 0 when v is the Python path's (a non-str, a long
+   name not kept before); -1 with an exception set. A str of at most maxlen characters is added when new; a longer
+   one that is a key already was kept whole before (a cut name is short), and the long-name budget keeps it whole
+   again. */
+static int names_code(Names *nm, PyObject *v, int32_t *out) {
+    if (!PyUnicode_CheckExact(v)) {
+        Py_DECREF(v);
+        return 0;
+    }
+    int h = name_slot(v);
+    PyObject *o = nm->seen[h];
+    Py_ssize_t len = PyUnicode_GET_LENGTH(v);
+    if (o != NULL && (o == v || (PyUnicode_GET_LENGTH(o) == len && PyUnicode_KIND(o) == PyUnicode_KIND(v) &&
+                                 memcmp(PyUnicode_DATA(o), PyUnicode_DATA(v), len * PyUnicode_KIND(v)) == 0))) {
+        Py_DECREF(v);
+        *out = (int32_t)nm->seen_code[h];
+        return 1;
+    }
+    long code;
+    if (len <= nm->maxlen) {
+        code = code_of(nm->ids, v, &nm->added);
+        if (code < 0) {
+            Py_DECREF(v);
+            return -1;
+        }
+    } else {
+        PyObject *c = PyDict_GetItemWithError(nm->ids, v);
+        if (c == NULL) {
+            Py_DECREF(v);
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        code = PyLong_AsLong(c);
+    }
+    Py_XSETREF(nm->seen[h], v);  /* the reference is kept */
+    nm->seen_code[h] = code;
+    *out = (int32_t)code;
+    return 1;
+}
+
+/* The end of a pass: the cache released; the table's new entries taken out again unless the pass went through. */
+static void names_end(Names *nm, int through) {
+    drop(nm->seen, NAME_CACHE);
+    if (through)
+        Py_XDECREF(nm->added);
+    else
+        undo(nm->ids, nm->added);
+}
+
+/* Exact round(x * 1000) half away from zero for |x| < 2**52, as timeparse.us_floats_to_ns: the product is formed
+   in integers (53-bit mantissa x 1000), then one rounding shift. */
 static inline int64_t us_float_to_ns(double x) {
     int neg = x < 0;
     double ax = fabs(x);
@@ -363,61 +348,136 @@ static inline int64_t us_float_to_ns(double x) {
     return neg ? -r : r;
 }
 
-PyDoc_STRVAR(times_ns_doc,
-"times_ns(events, attr, sel, limit_us) -> bytearray | None\n\n"
-"int64 ns of the selected events' ``attr`` (µs), when every one is an int (x 1000 without overflow) or a float\n"
-"under ``limit_us`` in magnitude (rounded exactly); None at the first that is not.");
-
-static PyObject *times_ns(PyObject *self, PyObject *args) {
-    PyObject *events, *attr, *selobj;
-    double limit;
-    if (!PyArg_ParseTuple(args, "O!UOd", &PyList_Type, &events, &attr, &selobj, &limit)) return NULL;
-    /* The rounding shift needs |x| < 2**52 (it is >= 1 there); the reader's limit is 2**43. */
-    if (!(limit <= 4503599627370496.0)) {
-        PyErr_SetString(PyExc_ValueError, "limit_us must be at most 2**52");
-        return NULL;
+/* A time in µs (v: a new reference, consumed) as ns: 1 with *out set when v is an int (x 1000 without overflow)
+   or a float under limit in magnitude; else 0. */
+static inline int time_of(PyObject *v, double limit, int64_t *out) {
+    int ok = 0;
+    if (PyFloat_CheckExact(v)) {
+        double x = PyFloat_AS_DOUBLE(v);
+        if (fabs(x) < limit) { /* (NaN fails it) */
+            *out = us_float_to_ns(x);
+            ok = 1;
+        }
+    } else if (PyLong_CheckExact(v)) {
+        int over = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &over);
+        if (!over && x <= INT64_MAX / 1000 && x >= INT64_MIN / 1000) {
+            *out = (int64_t)x * 1000;
+            ok = 1;
+        }
     }
+    Py_DECREF(v);
+    return ok;
+}
+
+/* An int within int64 (v: a new reference, consumed): 1 with *out set; else 0. */
+static inline int int_of(PyObject *v, int64_t *out) {
+    int ok = 0;
+    if (PyLong_CheckExact(v)) {
+        int over = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &over);
+        if (!over) {
+            *out = (int64_t)x;
+            ok = 1;
+        }
+    }
+    Py_DECREF(v);
+    return ok;
+}
+
+/* ``a.sub`` of an event's ``a`` (a new reference, consumed): a new reference; NULL with no exception set when a
+   has no such attribute (``args: null``), NULL with one on another error. */
+static PyObject *sub_of(Getter *gs, PyObject *a, PyObject *sub) {
+    if (gs->tp != Py_TYPE(a)) getter_init(gs, Py_TYPE(a), sub);
+    PyObject *v = get(gs, a);
+    Py_DECREF(a);
+    if (v == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
+    return v;
+}
+
+/* A bytearray of n items of size bytes, and where its data starts. */
+static PyObject *column(Py_ssize_t n, size_t size, void **data) {
+    PyObject *b = PyByteArray_FromStringAndSize(NULL, n * (Py_ssize_t)size);
+    if (b != NULL) *data = PyByteArray_AS_STRING(b);
+    return b;
+}
+
+PyDoc_STRVAR(str_codes_doc,
+"str_codes(events, attr, ids, sel, maxlen) -> bytearray | None\n\n"
+"int32 codes in ``ids`` of the selected events' ``attr``, when every one is a str of at most ``maxlen``\n"
+"characters (new ones added as ``len(ids)`` in first-seen order) or a longer one that is a key of ``ids``\n"
+"already; None at the first that is not (``ids`` then as it was).");
+
+static PyObject *str_codes(PyObject *self, PyObject *args) {
+    PyObject *events, *attr, *ids, *selobj;
+    Py_ssize_t maxlen;
+    if (!PyArg_ParseTuple(args, "O!UO!On", &PyList_Type, &events, &attr, &PyDict_Type, &ids, &selobj, &maxlen))
+        return NULL;
     Py_ssize_t n = PyList_GET_SIZE(events);
     Getter g;
     getter_init(&g, first_type(events), attr);
     Sel s;
     if (sel_init(&s, selobj, n) < 0) return NULL;
-    PyObject *out = PyByteArray_FromStringAndSize(NULL, s.kept * (Py_ssize_t)sizeof(int64_t));
-    if (out == NULL) goto fail_sel;
-    int64_t *w = (int64_t *)PyByteArray_AS_STRING(out);
-    for (Py_ssize_t i = 0; i < n; i++) {
+    int32_t *w;
+    PyObject *out = column(s.kept, sizeof *w, (void **)&w);
+    Names *nm = PyMem_Malloc(sizeof(Names));
+    if (out == NULL || nm == NULL) {
+        Py_XDECREF(out);
+        PyMem_Free(nm);
+        sel_release(&s);
+        return PyErr_Occurred() ? NULL : PyErr_NoMemory();
+    }
+    names_init(nm, ids, maxlen);
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < n && ok == 1; i++) {
         if (s.m != NULL && !s.m[i]) continue;
         PyObject *v = get(&g, PyList_GET_ITEM(events, i));
-        if (v == NULL) goto fail;
-        int ok = 0;
-        if (PyFloat_CheckExact(v)) {
-            double x = PyFloat_AS_DOUBLE(v);
-            if (fabs(x) < limit) {  /* (NaN fails it) */
-                *w++ = us_float_to_ns(x);
-                ok = 1;
-            }
-        } else if (PyLong_CheckExact(v)) {
-            int over = 0;
-            long long x = PyLong_AsLongLongAndOverflow(v, &over);
-            if (!over && x <= INT64_MAX / 1000 && x >= INT64_MIN / 1000) {
-                *w++ = (int64_t)x * 1000;
-                ok = 1;
-            }
-        }
-        Py_DECREF(v);
-        if (!ok) {
-            Py_DECREF(out);
-            sel_release(&s);
-            Py_RETURN_NONE;
-        }
+        ok = v == NULL ? -1 : names_code(nm, v, w++);
+    }
+    names_end(nm, ok == 1);
+    PyMem_Free(nm);
+    sel_release(&s);
+    if (ok == 1) return out;
+    Py_DECREF(out);
+    if (ok < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(times_ns_doc,
+"times_ns(events, attr, sel, limit_us) -> bytearray | None\n\n"
+"int64 ns of the selected events' ``attr`` (µs), when every one is an int (x 1000 without overflow) or a float\n"
+"under ``limit_us`` in magnitude (rounded exactly); None at the first that is not.");
+
+/* limit_us checked: the rounding shift needs |x| < 2**52 (it is >= 1 there); the reader's limit is 2**43. */
+static int limit_ok(double limit) {
+    if (limit <= 4503599627370496.0) return 1;
+    PyErr_SetString(PyExc_ValueError, "limit_us must be at most 2**52");
+    return 0;
+}
+
+static PyObject *times_ns(PyObject *self, PyObject *args) {
+    PyObject *events, *attr, *selobj;
+    double limit;
+    if (!PyArg_ParseTuple(args, "O!UOd", &PyList_Type, &events, &attr, &selobj, &limit) || !limit_ok(limit))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(events);
+    Getter g;
+    getter_init(&g, first_type(events), attr);
+    Sel s;
+    if (sel_init(&s, selobj, n) < 0) return NULL;
+    int64_t *w;
+    PyObject *out = column(s.kept, sizeof *w, (void **)&w);
+    int ok = out == NULL ? -1 : 1;
+    for (Py_ssize_t i = 0; i < n && ok == 1; i++) {
+        if (s.m != NULL && !s.m[i]) continue;
+        PyObject *v = get(&g, PyList_GET_ITEM(events, i));
+        ok = v == NULL ? -1 : time_of(v, limit, w++);
     }
     sel_release(&s);
-    return out;
-fail:
-    Py_DECREF(out);
-fail_sel:
-    sel_release(&s);
-    return NULL;
+    if (ok == 1) return out;
+    Py_XDECREF(out);
+    if (ok < 0) return NULL;
+    Py_RETURN_NONE;
 }
 
 PyDoc_STRVAR(ints_doc,
@@ -433,54 +493,156 @@ static PyObject *ints(PyObject *self, PyObject *args) {
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(events);
-    Getter g, gs;
+    Getter g, gs = {NULL, -1, sub};
     getter_init(&g, first_type(events), attr);
-    gs.tp = NULL;
-    gs.off = -1;
-    gs.name = sub;
     Sel s;
     if (sel_init(&s, selobj, n) < 0) return NULL;
-    PyObject *out = PyByteArray_FromStringAndSize(NULL, s.kept * (Py_ssize_t)sizeof(int64_t));
-    if (out == NULL) goto fail_sel;
-    int64_t *w = (int64_t *)PyByteArray_AS_STRING(out);
-    for (Py_ssize_t i = 0; i < n; i++) {
+    int64_t *w;
+    PyObject *out = column(s.kept, sizeof *w, (void **)&w);
+    int ok = out == NULL ? -1 : 1;
+    for (Py_ssize_t i = 0; i < n && ok == 1; i++) {
         if (s.m != NULL && !s.m[i]) continue;
-        PyObject *a = get(&g, PyList_GET_ITEM(events, i));
-        if (a == NULL) goto fail;
-        PyObject *v = a;
-        if (sub != Py_None) {
-            if (gs.tp != Py_TYPE(a)) getter_init(&gs, Py_TYPE(a), sub);  /* (None has no such slot: getattr fails) */
-            v = get(&gs, a);
-            Py_DECREF(a);
-        }
-        int ok = 0;
-        if (v == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) goto fail;
-            PyErr_Clear();
-        } else {
-            if (PyLong_CheckExact(v)) {
-                int over = 0;
-                long long x = PyLong_AsLongLongAndOverflow(v, &over);
-                if (!over) {
-                    *w++ = (int64_t)x;
-                    ok = 1;
-                }
-            }
-            Py_DECREF(v);
-        }
-        if (!ok) {
-            Py_DECREF(out);
-            sel_release(&s);
-            Py_RETURN_NONE;
-        }
+        PyObject *v = get(&g, PyList_GET_ITEM(events, i));
+        if (v != NULL && sub != Py_None) v = sub_of(&gs, v, sub);
+        ok = v == NULL ? (PyErr_Occurred() ? -1 : 0) : int_of(v, w++);
     }
     sel_release(&s);
-    return out;
-fail:
-    Py_DECREF(out);
-fail_sel:
-    sel_release(&s);
-    return NULL;
+    if (ok == 1) return out;
+    Py_XDECREF(out);
+    if (ok < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(complete_doc,
+"complete(events, sel, ids, maxlen, limit_us, corr) -> (name, ts, dur, corr) | None\n\n"
+"The columns of the selected complete events in one pass: ``str_codes`` of ``name`` (into ``ids``),\n"
+"``times_ns`` of ``ts`` and ``dur``, and ``ints`` of ``args.correlation`` where ``corr`` says (True: every\n"
+"selected event; a mask over all events: those it marks; None: none), -1 elsewhere. None when one value is\n"
+"not of the plain kind (``ids`` then as it was).");
+
+static PyObject *complete(PyObject *self, PyObject *args) {
+    PyObject *events, *selobj, *ids, *corrobj;
+    Py_ssize_t maxlen;
+    double limit;
+    if (!PyArg_ParseTuple(args, "O!OO!ndO", &PyList_Type, &events, &selobj, &PyDict_Type, &ids, &maxlen, &limit,
+                          &corrobj) || !limit_ok(limit))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(events);
+    PyTypeObject *tp = first_type(events);
+    PyObject *a_name = PyUnicode_InternFromString("name"), *a_ts = PyUnicode_InternFromString("ts"),
+             *a_dur = PyUnicode_InternFromString("dur"), *a_args = PyUnicode_InternFromString("args"),
+             *a_corr = PyUnicode_InternFromString("correlation");
+    PyObject *res = NULL, *c_name = NULL, *c_ts = NULL, *c_dur = NULL, *c_corr = NULL;
+    Names *nm = NULL;
+    Sel s, cs;
+    s.m = cs.m = NULL;
+    int have_s = 0, have_cs = 0;
+    if (!a_name || !a_ts || !a_dur || !a_args || !a_corr) goto done;
+    Getter g_name, g_ts, g_dur, g_args, g_corr = {NULL, -1, a_corr};
+    getter_init(&g_name, tp, a_name);
+    getter_init(&g_ts, tp, a_ts);
+    getter_init(&g_dur, tp, a_dur);
+    getter_init(&g_args, tp, a_args);
+    if (sel_init(&s, selobj, n) < 0) goto done;
+    have_s = 1;
+    int corr_all = corrobj == Py_True;
+    if (!corr_all && corrobj != Py_None) {
+        if (sel_init(&cs, corrobj, n) < 0) goto done;
+        have_cs = 1;
+    }
+    int32_t *w_name;
+    int64_t *w_ts, *w_dur, *w_corr;
+    c_name = column(s.kept, sizeof *w_name, (void **)&w_name);
+    c_ts = column(s.kept, sizeof *w_ts, (void **)&w_ts);
+    c_dur = column(s.kept, sizeof *w_dur, (void **)&w_dur);
+    c_corr = column(s.kept, sizeof *w_corr, (void **)&w_corr);
+    nm = PyMem_Malloc(sizeof(Names));
+    if (!c_name || !c_ts || !c_dur || !c_corr || !nm) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    names_init(nm, ids, maxlen);
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < n && ok == 1; i++) {
+        if (s.m != NULL && !s.m[i]) continue;
+        PyObject *e = PyList_GET_ITEM(events, i), *v;
+        ok = (v = get(&g_name, e)) == NULL ? -1 : names_code(nm, v, w_name++);
+        if (ok == 1) ok = (v = get(&g_ts, e)) == NULL ? -1 : time_of(v, limit, w_ts++);
+        if (ok == 1) ok = (v = get(&g_dur, e)) == NULL ? -1 : time_of(v, limit, w_dur++);
+        if (ok == 1) {
+            if (corr_all || (cs.m != NULL && cs.m[i])) {
+                v = get(&g_args, e);
+                if (v != NULL) v = sub_of(&g_corr, v, a_corr);
+                ok = v == NULL ? (PyErr_Occurred() ? -1 : 0) : int_of(v, w_corr++);
+            } else {
+                *w_corr++ = -1;
+            }
+        }
+    }
+    names_end(nm, ok == 1);
+    if (ok == 1)
+        res = PyTuple_Pack(4, c_name, c_ts, c_dur, c_corr);
+    else if (ok == 0)
+        res = Py_NewRef(Py_None);
+done:
+    PyMem_Free(nm);
+    if (have_s) sel_release(&s);
+    if (have_cs) sel_release(&cs);
+    Py_XDECREF(c_name);
+    Py_XDECREF(c_ts);
+    Py_XDECREF(c_dur);
+    Py_XDECREF(c_corr);
+    Py_XDECREF(a_name);
+    Py_XDECREF(a_ts);
+    Py_XDECREF(a_dur);
+    Py_XDECREF(a_args);
+    Py_XDECREF(a_corr);
+    return res;
+}
+
+PyDoc_STRVAR(flows_doc,
+"flows(events, sel, limit_us) -> (id, ts) | None\n\n"
+"The columns of the selected flow events in one pass: ``ints`` of ``id`` and ``times_ns`` of ``ts``; None when\n"
+"one value is not of the plain kind.");
+
+static PyObject *flows(PyObject *self, PyObject *args) {
+    PyObject *events, *selobj;
+    double limit;
+    if (!PyArg_ParseTuple(args, "O!Od", &PyList_Type, &events, &selobj, &limit) || !limit_ok(limit)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(events);
+    PyTypeObject *tp = first_type(events);
+    PyObject *a_id = PyUnicode_InternFromString("id"), *a_ts = PyUnicode_InternFromString("ts");
+    PyObject *res = NULL, *c_id = NULL, *c_ts = NULL;
+    Sel s;
+    int have_s = 0;
+    if (!a_id || !a_ts) goto done;
+    Getter g_id, g_ts;
+    getter_init(&g_id, tp, a_id);
+    getter_init(&g_ts, tp, a_ts);
+    if (sel_init(&s, selobj, n) < 0) goto done;
+    have_s = 1;
+    int64_t *w_id, *w_ts;
+    c_id = column(s.kept, sizeof *w_id, (void **)&w_id);
+    c_ts = column(s.kept, sizeof *w_ts, (void **)&w_ts);
+    if (!c_id || !c_ts) goto done;
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < n && ok == 1; i++) {
+        if (s.m != NULL && !s.m[i]) continue;
+        PyObject *e = PyList_GET_ITEM(events, i), *v;
+        ok = (v = get(&g_id, e)) == NULL ? -1 : int_of(v, w_id++);
+        if (ok == 1) ok = (v = get(&g_ts, e)) == NULL ? -1 : time_of(v, limit, w_ts++);
+    }
+    if (ok == 1)
+        res = PyTuple_Pack(2, c_id, c_ts);
+    else if (ok == 0)
+        res = Py_NewRef(Py_None);
+done:
+    if (have_s) sel_release(&s);
+    Py_XDECREF(c_id);
+    Py_XDECREF(c_ts);
+    Py_XDECREF(a_id);
+    Py_XDECREF(a_ts);
+    return res;
 }
 
 static PyMethodDef methods[] = {
@@ -488,6 +650,8 @@ static PyMethodDef methods[] = {
     {"str_codes", str_codes, METH_VARARGS, str_codes_doc},
     {"times_ns", times_ns, METH_VARARGS, times_ns_doc},
     {"ints", ints, METH_VARARGS, ints_doc},
+    {"complete", complete, METH_VARARGS, complete_doc},
+    {"flows", flows, METH_VARARGS, flows_doc},
     {NULL, NULL, 0, NULL},
 };
 

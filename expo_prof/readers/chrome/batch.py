@@ -117,43 +117,49 @@ def _columns(ev: list[Any], c: Cols, redecode: Callable[[], list[Any] | None]) -
     else:
         key = c.evkey.codes([(e.ph, e.cat, e.pid, e.tid) for e in ev])
     t = _key_tables(c)
-    # (Per-batch numpy calls are few: each costs microseconds, and a file has hundreds of batches.)
-    keep = t.keep[key]
-    n_keep = int(np.count_nonzero(keep))
+    # What the batch holds, per code (a few dozen, in Python): numpy calls cost microseconds each, a file has
+    # hundreds of batches, and most batches need few of the per-event masks.
+    counts = np.bincount(key, minlength=t.n).tolist()
+    present = [i for i, k in enumerate(counts) if k]
+    kept = [i for i in present if t.keep_l[i]]
+    n_keep = sum(counts[i] for i in kept)
     all_kept = n_keep == len(ev)
-    is_flow = t.flow[key] if t.any_flow else None
-    flows = _flows(ev, is_flow, c, redecode) if is_flow is not None and is_flow.any() else None
+    is_flow = t.flow[key] if any(t.flow_l[i] for i in present) else None
+    flows = _flows(ev, is_flow, c, redecode) if is_flow is not None else None
     # A batch holding unexact float times is re-read as text once, for both parts.
     again = flows[-1] if flows is not None else None
     complete = None
     if n_keep:
-        kkey = key if all_kept else key[keep]
-        complete = _complete(ev, None if all_kept else keep, t.task[kkey], t.corr[kkey], c, redecode, again)
+        keep = None if all_kept else t.keep[key]
+        kkey = key if keep is None else key[keep]
+        if _gather is not None and not any(t.task_l[i] for i in kept):
+            corr_all = all(t.corr_l[i] for i in kept)
+            corr = (True if corr_all else None if not any(t.corr_l[i] for i in kept)
+                    else t.corr[key] if keep is None else t.corr[key] & keep)
+            complete = _complete_gathered(ev, keep, corr, c)
+        if complete is None:
+            complete = _complete(ev, keep, t.task[kkey], t.corr[kkey], c, redecode, again)
 
-    if t.any_other and not all_kept:
-        other = t.other[key]
-        if other.any():
-            dropped = c.dropped
-            keys = list(c.evkey.ids)
-            for i, k in enumerate(np.bincount(key[other]).tolist()):
-                if k:
-                    ph, cat = keys[i][:2]
-                    what = cat if t.drop[i] else f"ph={ph}" if isinstance(ph, str) else "ph=?"
-                    dropped[what] = dropped.get(what, 0) + k
-    if t.any_meta and not all_kept:
+    dropped = c.dropped
+    for i in present:
+        if t.other_l[i]:
+            ph, cat = t.ph_cat[i]
+            what = cat if t.drop_l[i] else f"ph={ph}" if isinstance(ph, str) else "ph=?"
+            dropped[what] = dropped.get(what, 0) + counts[i]
+    if any(t.meta_l[i] for i in present):
         for i in np.flatnonzero(t.meta[key]).tolist():
             _metadata(ev[i], c)
     if flows is not None:
         fid, ts_ns, ts_bad, _ = flows
         fkey = key[is_flow]
         c.flow_id_col.append(fid)
-        c.flow_ph.append((t.role[fkey] - _PH_S).astype(np.int8))
+        c.flow_ph.append(t.flow_ph[fkey])
         c.flow_cat.append(t.cat[fkey])
         c.flow_ts.append(ts_ns)
         c.flow_bad.append(ts_bad)
         c.flow_lane_col.append(t.flane[fkey])
     if complete is not None:
-        name, task, corr, ts_ns, dur_ns, bad = complete
+        name, task, corr_col, ts_ns, dur_ns, bad = complete
         c.ts.append(ts_ns)
         c.dur.append(dur_ns)
         c.bad.append(bad)
@@ -161,7 +167,7 @@ def _columns(ev: list[Any], c: Cols, redecode: Callable[[], list[Any] | None]) -
         c.name_col.append(name)
         c.cat_col.append(t.cat[kkey])
         c.task_col.append(task)
-        c.corr.append(corr)
+        c.corr.append(corr_col)
 
 
 class KeyTables:
@@ -171,12 +177,14 @@ class KeyTables:
     complete event), ``flow``, ``other`` (counted in ``dropped``: dropped categories, instants,
     counters…), ``meta`` (metadata), ``cat`` (code of the category), ``lane`` / ``flane`` (lane code of
     a kept complete / flow event, else -1), ``task`` / ``corr`` (its events may carry an Ascend
-    ``Task Type`` / an ``args.correlation``); ``any_flow`` / ``any_other`` / ``any_meta`` say whether any
-    code is of that kind (so a batch skips what cannot be there).
+    ``Task Type`` / an ``args.correlation``), ``flow_ph`` (a flow event's phase: 0 s, 1 f, 2 t), ``ph_cat``
+    (the code's ph and cat); ``keep_l``, ``flow_l``, ``other_l``, ``meta_l``, ``drop_l``, ``task_l``, ``corr_l``:
+    the same as Python lists (a batch looks up the few codes it holds).
     """
 
     __slots__ = ("n", "role", "drop", "keep", "flow", "other", "meta", "cat", "lane", "flane", "task", "corr",
-                 "any_flow", "any_other", "any_meta")
+                 "flow_ph", "ph_cat", "keep_l", "flow_l", "other_l", "meta_l",
+                 "drop_l", "task_l", "corr_l")
 
     def __init__(self, c: Cols) -> None:
         cats, lanes, flanes = c.cat.ids, c.lane.ids, c.flow_lane.ids
@@ -204,7 +212,11 @@ class KeyTables:
         self.flane = np.array(flane, dtype=np.int32)
         self.task = np.array(task, dtype=bool)
         self.corr = np.array(corr, dtype=bool)
-        self.any_flow, self.any_other, self.any_meta = bool(self.flow.any()), bool(self.other.any()), bool(self.meta.any())
+        self.flow_ph = (self.role - _PH_S).astype(np.int8)  # a flow event's phase: 0 s, 1 f, 2 t
+        self.ph_cat = [k[:2] for k in c.evkey.ids]
+        self.keep_l, self.flow_l, self.other_l, self.meta_l = (
+            self.keep.tolist(), self.flow.tolist(), self.other.tolist(), self.meta.tolist())
+        self.drop_l, self.task_l, self.corr_l = self.drop.tolist(), self.task.tolist(), self.corr.tolist()
 
 
 def _key_tables(c: Cols) -> KeyTables:
@@ -228,10 +240,6 @@ def _complete(
     ``keep`` marks the kept events (None: all of them); ``may_task`` / ``may_corr`` mark, per kept
     event, those whose ``Task Type`` / ``correlation`` is looked at (the others get -1).
     """
-    if _gather is not None and not may_task.any():
-        fast = _complete_gathered(ev, keep, may_corr, c)
-        if fast is not None:
-            return fast
     keep_l = None if keep is None else keep.tolist()
     kev = ev if keep_l is None else list(compress(ev, keep_l))
     name = c.name.codes([e.name for e in kev])
@@ -269,42 +277,19 @@ def _complete(
     return name, task, corr, ts_ns, dur_ns, ts_bad | dur_bad
 
 
-def _complete_gathered(
-    ev: list[Any], keep: np.ndarray | None, may_corr: np.ndarray, c: Cols
-) -> tuple[np.ndarray, ...] | None:
-    """:func:`_complete`'s columns gathered in C, when every value is of the plain kind (short string names, int or
-    exact float times, int correlations, no ``args: null``); None when one is not: the batch then takes the Python
-    path, which finds the name codes already made here the same."""
-    name = _gather.str_codes(ev, "name", c.name.ids, keep, LONG)
-    if name is None:
+def _complete_gathered(ev: list[Any], keep: np.ndarray | None, corr: Any, c: Cols) -> tuple[np.ndarray, ...] | None:
+    """:func:`_complete`'s columns gathered in C, for a batch whose kept events carry no Ascend ``Task Type``, when
+    every value is of the plain kind (string names, int or exact float times, int correlations, no ``args:
+    null``); None when one is not: the batch then takes the Python path, which finds the tables as they were.
+    ``corr``: whose ``args.correlation`` is looked at (True: every kept event; a mask over all events; None: none).
+    """
+    got = _gather.complete(ev, keep, c.name.ids, LONG, FLOAT_EXACT_LIMIT_US, corr)
+    if got is None:
         return None
-    ts = _gather.times_ns(ev, "ts", keep, FLOAT_EXACT_LIMIT_US)
-    dur = None if ts is None else _gather.times_ns(ev, "dur", keep, FLOAT_EXACT_LIMIT_US)
-    if dur is None:
-        return None
+    name, ts, dur, corr_col = got
     n = len(ts) // 8
-    if may_corr.all():
-        got = _gather.ints(ev, "args", "correlation", keep)
-        if got is None:
-            return None
-        corr = np.frombuffer(got, np.int64)
-    else:
-        corr = np.full(n, -1, dtype=np.int64)
-        if may_corr.any():
-            sel = may_corr if keep is None else _spread(keep, may_corr)
-            got = _gather.ints(ev, "args", "correlation", sel)
-            if got is None:
-                return None
-            corr[may_corr] = np.frombuffer(got, np.int64)
-    return (np.frombuffer(name, np.int32), np.full(n, -1, dtype=np.int32), corr, np.frombuffer(ts, np.int64),
-            np.frombuffer(dur, np.int64), np.zeros(n, dtype=bool))
-
-
-def _spread(keep: np.ndarray, sub: np.ndarray) -> np.ndarray:
-    """The mask over all events of ``sub``, a mask over the events ``keep`` marks."""
-    out = np.zeros(len(keep), dtype=bool)
-    out[keep] = sub
-    return out
+    return (np.frombuffer(name, np.int32), np.full(n, -1, dtype=np.int32), np.frombuffer(corr_col, np.int64),
+            np.frombuffer(ts, np.int64), np.frombuffer(dur, np.int64), np.zeros(n, dtype=bool))
 
 
 def _flows(
@@ -312,10 +297,10 @@ def _flows(
 ) -> tuple[Any, ...]:
     """Columns of the flow (``ph`` s/f/t) events, plus the text re-decode if one was needed."""
     if _gather is not None:
-        fid = _gather.ints(ev, "id", None, mask)
-        ts = None if fid is None else _gather.times_ns(ev, "ts", mask, FLOAT_EXACT_LIMIT_US)
-        if ts is not None:  # integer ids (Kineto's) and plain times: what the lines below make of them
-            return np.frombuffer(fid, np.int64), np.frombuffer(ts, np.int64), np.zeros(len(ts) // 8, dtype=bool), None
+        got = _gather.flows(ev, mask, FLOAT_EXACT_LIMIT_US)
+        if got is not None:  # integer ids (Kineto's), plain times: as the lines below make them
+            raw_id, raw_ts = got
+            return np.frombuffer(raw_id, np.int64), np.frombuffer(raw_ts, np.int64), np.zeros(len(raw_ts) // 8, bool), None
     sel = mask.tolist()
     fev = list(compress(ev, sel))
     ids = [e.id for e in fev]
