@@ -201,3 +201,21 @@ def test_size_cap_holds_on_the_careful_gzip_path(tmp_path):
     got = read_bytes(p, max_bytes=100_000_000)
     assert 8_000_000 < len(got.data) < 60_000_000 and not any(got.data)
     assert any("gzip stream is truncated" in w for w in got.warnings)
+
+
+def test_flow_ids_that_are_lists_drop_those_flows_only(rt, tmp_path):
+    """GIVEN a real Kineto trace whose flow events (ph s/f) all carry an id that is a JSON list
+    WHEN loaded THEN those flows are counted as malformed and every other event is read (a list id once made a
+    2-D column, and the file was refused as an internal error)."""
+    doc = json.loads(_real_json(rt, NCCL))
+    flows = [e for e in doc["traceEvents"] if e.get("ph") in ("s", "f")]
+    assert flows, "the trace has flows"
+    for e in flows:
+        e["id"] = [e["id"]]
+    p = tmp_path / "list-ids.pt.trace.json"
+    p.write_text(json.dumps(doc))
+    tl = load([p]).timelines[0]
+    full = load([rt / NCCL]).timelines[0]
+    assert len(tl.start) == len(full.start) and tl.names == full.names
+    assert len(tl.meta["flows"]["id"]) == 0
+    assert tl.meta["dropped_events"]["malformed"] == len(flows)
