@@ -145,7 +145,8 @@ def _timeline(
         neg = int((dur_ns < 0).sum())
         warnings.append(f"{where}: {neg} event(s) with a negative duration set to 0")
         dur_ns = np.maximum(dur_ns, 0)
-    ts_ns = ts_ns + base_ns
+    if base_ns:
+        ts_ns += base_ns  # (ts_ns is cat_times's own array)
 
     lane_idx = cat(cols.lane_col, np.int32)
     name_idx = cat(cols.name_col, np.int32)
@@ -157,10 +158,13 @@ def _timeline(
     kind, keep_ev = classify(cols, ascend, lane_role, lane_idx, cat_idx, tt_idx, name_idx, names)
     keep_ev &= ~bad
     steps_of_name = np.array([step_number(n) if n.startswith("ProfilerStep#") else -1 for n in names], dtype=np.int64)
-    step = steps_of_name[name_idx] if len(names) else np.zeros(0, dtype=np.int64)
-    is_step = (step >= 0) & ((kind == Kind.CPU_OP) | (kind == Kind.ANNOTATION))
-    kind = np.where(is_step, np.int8(Kind.STEP), kind)
-    step = np.where(is_step, step, -1)
+    step = np.full(len(name_idx), -1, dtype=np.int64)
+    if (steps_of_name >= 0).any():  # (a profile without a schedule has no ProfilerStep#N: nothing to look at)
+        rows = np.flatnonzero(steps_of_name[name_idx] >= 0)
+        k = kind[rows]
+        rows = rows[(k == Kind.CPU_OP) | (k == Kind.ANNOTATION)]
+        step[rows] = steps_of_name[name_idx[rows]]
+        kind[rows] = np.int8(Kind.STEP)  # (classify's own array)
     corr = None if ascend else cat(cols.corr, np.int64)
 
     # Compact: drop events of dropped lanes (HCCL planes, Overlap Analysis)
