@@ -34,6 +34,7 @@ from functools import reduce
 import numpy as np
 
 from expo_prof.analysis.model import ClusterStep, ClusterView, StepResult
+from expo_prof.analysis.arrays import distinct
 
 #: Straggler rule: exposed > median + K · max(MAD, FLOOR_SHARE · median, FLOOR_NS).
 K = 3.0
@@ -65,10 +66,10 @@ def cluster_view(steps: Sequence[StepResult], run: str | None = None) -> Cluster
     if len({s.rank for s in steps if s.step is not None}) < 2:  # one rank: no columns built
         return None
     c = _rank_steps(steps)
-    ranks = np.unique(c.rank).tolist()
+    ranks = distinct(c.rank).tolist()
     sids, first, counts = np.unique(c.step, return_index=True, return_counts=True)
     fig = _Figures(len(sids))
-    for k in np.unique(counts).tolist():
+    for k in distinct(counts).tolist():
         _reduce(c, fig, np.flatnonzero(counts == k), first, k)
     flagged: dict[int, int] = dict.fromkeys(ranks, 0)
     for rk, n in zip(*np.unique(np.concatenate(fig.flags) if fig.flags else np.empty(0, np.int64),

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from expo_prof.analysis.arrays import distinct
 
 _I64 = np.int64
 
@@ -259,7 +260,7 @@ def measure_by_segment(seg: np.ndarray, start: np.ndarray, end: np.ndarray) -> t
     end = np.asarray(end, dtype=_I64)
     if not (seg.shape == start.shape == end.shape):
         raise ValueError("seg, start and end must have the same shape")
-    ids = np.unique(seg)
+    ids = distinct(seg)
     out = np.zeros(len(ids), dtype=_I64)
     keep = end > start
     seg, start, end = seg[keep], start[keep], end[keep]

@@ -21,6 +21,7 @@ from expo_prof.analysis.targets import (
     name_mask,
 )
 from expo_prof.timeline import OVERLAY_MODEL_BUSY, Kind, LaneKind, Timeline
+from expo_prof.analysis.arrays import distinct
 
 
 def lane_device(tl: Timeline) -> np.ndarray:
@@ -60,7 +61,7 @@ def busy_lanes(tl: Timeline, inst: Instances, lane_kind: LaneKind) -> dict[int, 
     rows = np.flatnonzero(busy_mask(tl, lane_kind) & ~is_target)
     per = iv.lane_unions(tl.lane[rows], tl.start[rows], tl.start[rows] + tl.dur[rows])
     member_lane = inst.lane[inst.member_inst]
-    for ln in np.unique(inst.lane):
+    for ln in distinct(inst.lane):
         if int(ln) in per:
             sel = member_lane == ln
             per[int(ln)] = iv.subtract(per[int(ln)], iv.union(inst.member_start[sel], inst.member_end[sel]))

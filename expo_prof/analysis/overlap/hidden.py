@@ -54,6 +54,7 @@ from expo_prof.analysis.targets import (
     name_mask,
 )
 from expo_prof.timeline import Kind, LaneKind, Timeline
+from expo_prof.analysis.arrays import distinct
 
 #: Forward-pass spans, best first.
 FORWARD_SPANS = (SPAN_FORWARD, "gpu_model_runner: forward", "execute_context")
@@ -100,7 +101,7 @@ def hidden_time(tl: Timeline, inst: Instances, cover: Cover | None = None) -> np
         return hidden
     cover = cover or Cover(tl, inst)
     member_lane = inst.lane[inst.member_inst]
-    for lane in np.unique(inst.lane):
+    for lane in distinct(inst.lane):
         sel = member_lane == lane
         cov = iv.coverage(cover.of(int(lane)), inst.member_start[sel], inst.member_end[sel])
         np.add.at(hidden, inst.member_inst[sel], cov)
@@ -121,7 +122,7 @@ def wall_time(tl: Timeline, inst: Instances, cover: Cover | None = None) -> tupl
     cover = cover or Cover(tl, inst)
     member_dev = cover.dev[inst.lane[inst.member_inst]]
     wall = hidden = 0
-    for d in np.unique(member_dev):
+    for d in distinct(member_dev):
         sel = member_dev == d
         u = iv.union(inst.member_start[sel], inst.member_end[sel])
         busy = cover.device(int(inst.lane[inst.member_inst[np.flatnonzero(sel)[0]]]))

@@ -18,6 +18,7 @@ import numpy as np
 
 from expo_prof.analysis import intervals as iv
 from expo_prof.analysis.overlap.cover import Cover
+from expo_prof.analysis.arrays import distinct
 
 
 @dataclass
@@ -102,7 +103,7 @@ def instance_pieces(a, cover: Cover | None = None) -> Pieces:
     cover = cover or Cover(tl, inst)
     member_lane = inst.lane[inst.member_inst]
     parts = []
-    for lane in np.unique(inst.lane):
+    for lane in distinct(inst.lane):
         sel = np.flatnonzero(member_lane == lane)
         mi, s, e, h = split_members(inst.member_start[sel], inst.member_end[sel], cover.of(int(lane)))
         parts.append((inst.member_inst[sel][mi], s, e, h))

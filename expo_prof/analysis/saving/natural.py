@@ -21,6 +21,7 @@ from expo_prof.analysis.saving.switchback import OFF, shape_key
 from expo_prof.analysis.steps.facts import ints
 from expo_prof.analysis.saving.words import diff_words
 from expo_prof.words import fmt_ns, plural
+from expo_prof.analysis.arrays import distinct
 
 
 def natural_experiment(cols: Mapping[str, np.ndarray], *, rank: int, window: np.ndarray | None = None) -> Natural | None:
@@ -52,7 +53,7 @@ def natural_experiment(cols: Mapping[str, np.ndarray], *, rank: int, window: np.
     diffs, weights, var = [], [], []
     n_wo = n_w = 0
     sum_wo = sum_w = 0.0
-    for sh in np.unique(shape[without | with_]):
+    for sh in distinct(shape[without | with_]):
         a, b = fwd[without & (shape == sh)].astype(float), fwd[with_ & (shape == sh)].astype(float)
         if not len(a) or not len(b):
             continue

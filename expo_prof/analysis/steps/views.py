@@ -33,6 +33,7 @@ from expo_prof.analysis.steps.windows import VLLM_EMPTY_STEP
 from expo_prof.clocks import log_onto_trace
 from expo_prof.words import fmt_ns, plural
 from expo_prof.timeline import Timeline, overlay_log
+from expo_prof.analysis.arrays import distinct
 
 def id_ranges(ids: Sequence[int]) -> str:
     """Step ids as runs: ``0–31, 40, 42–44`` (``none`` when empty)."""
@@ -52,7 +53,7 @@ def id_ranges(ids: Sequence[int]) -> str:
 
 def counted_steps(parts: Sequence[TimelineAnalysis]) -> set[int]:
     """The step ids that hold a draw in ``parts`` (what ``summary.rank_steps`` counts)."""
-    return {int(s) for a in parts for s in np.unique(a.step).tolist() if s >= 0}
+    return {int(s) for a in parts for s in distinct(a.step).tolist() if s >= 0}
 
 
 def _shipped_words(tl: Timeline | None, phase: str) -> str:
@@ -127,9 +128,13 @@ def _why_drawless(a: TimelineAnalysis, ids: list[int], logs: Sequence[TimelineAn
 def drawless(parts: Sequence[TimelineAnalysis]) -> tuple[int, list[int]]:
     """How many step windows ``parts`` mark, and the ids of those without a draw."""
     none = [np.empty(0, np.int64)]
-    windows = np.unique(np.concatenate([np.asarray(a.steps.ids, dtype=np.int64) for a in parts] or none))
+    windows = distinct(np.concatenate([np.asarray(a.steps.ids, dtype=np.int64) for a in parts] or none))
     drawn = np.concatenate([np.asarray(a.step, dtype=np.int64) for a in parts] or none)
-    return len(windows), np.setdiff1d(windows, drawn[drawn >= 0]).tolist()
+    drawn = distinct(drawn[drawn >= 0])
+    # (np.setdiff1d, by sorted search: its np.unique would import numpy.ma)
+    pos = np.minimum(np.searchsorted(drawn, windows), max(len(drawn) - 1, 0))
+    has = drawn[pos] == windows if len(drawn) else np.zeros(len(windows), dtype=bool)
+    return len(windows), windows[~has].tolist()
 
 
 def drawless_note(who: str, parts: Sequence[TimelineAnalysis], logs: Sequence[TimelineAnalysis] = ()) -> str | None:
