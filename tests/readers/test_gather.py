@@ -143,30 +143,54 @@ def test_gathered_batches_equal_the_python_paths(monkeypatch, batches, plain):
 def test_float_times_round_exactly_as_numpy_does(values):
     """GIVEN float µs anywhere in the exact range (sub-ns values, halves, the limit's neighbours)
     WHEN gathered in C THEN the ns are timeparse.us_floats_to_ns's, the exact round-half-away of x × 1000."""
-    ev = _DEC_EVENTS.decode(json.dumps([{"ph": "X", "ts": v} for v in values]).encode())
-    got = np.frombuffer(_gather.times_ns(ev, "ts", None, FLOAT_EXACT_LIMIT_US), np.int64)
-    assert got.tolist() == us_floats_to_ns(np.array(values, dtype=np.float64)).tolist()
+    ev = _DEC_EVENTS.decode(json.dumps([{"ph": "s", "id": 1, "ts": v} for v in values]).encode())
+    got = _gather.flows(ev, None, FLOAT_EXACT_LIMIT_US)
+    assert got is not None
+    assert np.frombuffer(got[1], np.int64).tolist() == us_floats_to_ns(np.array(values, dtype=np.float64)).tolist()
 
 
-def test_each_function_hands_back_what_it_does_not_take():
-    """GIVEN values outside each function's plain case WHEN gathered THEN None (the Python path takes the batch),
-    and an unhashable key raises TypeError as the Python path's dict does."""
-    ev = _DEC_EVENTS.decode(json.dumps([
-        {"ph": "X", "name": "a", "ts": 1.5, "dur": 2**62, "args": None, "pid": [1]},
-        {"ph": "X", "name": 7, "ts": math.ldexp(1, 43), "dur": True},
-    ]).encode())
-    first, second = np.array([True, False]), np.array([False, True])
-    assert _gather.str_codes(ev, "name", {}, second, 256) is None
-    assert _gather.str_codes(ev, "name", {}, first, 0) is None  # longer than the limit
-    assert _gather.times_ns(ev, "dur", first, FLOAT_EXACT_LIMIT_US) is None  # x 1000 overflows
-    assert _gather.times_ns(ev, "ts", second, FLOAT_EXACT_LIMIT_US) is None  # at the limit
-    assert _gather.times_ns(ev, "dur", second, FLOAT_EXACT_LIMIT_US) is None  # a bool
-    assert _gather.ints(ev, "args", "correlation", first) is None  # args: null
+_PLAIN = {"ph": "X", "name": "a", "ts": 1.5, "dur": 2, "args": {"correlation": 3}}
+
+
+@pytest.mark.parametrize("odd,corr", [
+    ({"name": 7}, True),  # a name that is no string
+    ({"name": "x" * 300}, True),  # a long name not kept before
+    ({"dur": 2**62}, True),  # x 1000 overflows
+    ({"ts": math.ldexp(1, 43)}, True),  # at the exact range's limit
+    ({"dur": True}, True),  # a bool
+    ({"ts": "1.5"}, True),  # text
+    ({"args": None}, True),  # args: null where the correlation is looked at
+    ({"args": {"correlation": "3"}}, True),  # a correlation that is no int
+])
+def test_a_batch_with_an_odd_value_is_handed_back_with_its_table_as_it_was(odd, corr):
+    """GIVEN a batch whose last kept event holds one odd value, after events with new names
+    WHEN its columns are gathered THEN None (the Python path takes the batch), and the name table holds no name
+    the call added; the same batch without the odd value is gathered."""
+    events = [{**_PLAIN, "name": f"n{i}"} for i in range(5)] + [{**_PLAIN, **odd}]
+    ev = _DEC_EVENTS.decode(json.dumps(events).encode())
+    ids: dict[Any, int] = {"n0": 0}
+    assert _gather.complete(ev, None, ids, 256, FLOAT_EXACT_LIMIT_US, corr) is None
+    assert ids == {"n0": 0}
+    got = _gather.complete(ev[:-1], None, ids, 256, FLOAT_EXACT_LIMIT_US, corr)
+    assert got is not None and list(ids) == [f"n{i}" for i in range(5)]
+    assert np.frombuffer(got[0], np.int32).tolist() == [0, 1, 2, 3, 4]
+
+
+def test_a_long_name_kept_whole_before_is_gathered_and_an_unhashable_key_raises():
+    """GIVEN a long name already in the table (kept whole before), and a key holding a list
+    WHEN gathered THEN the long name gets its code, and the key raises TypeError (as the Python path's dict does)
+    with the keys the call added taken out again."""
+    long = "x" * 300
+    ev = _DEC_EVENTS.decode(json.dumps([{**_PLAIN, "name": long}, {"ph": "X", "pid": 1},
+                                        {"ph": "X", "pid": [1]}]).encode())
+    got = _gather.complete(ev[:1], None, {long: 4}, 256, FLOAT_EXACT_LIMIT_US, None)
+    assert got is not None and np.frombuffer(got[0], np.int32).tolist() == [4]
+    ids: dict[Any, int] = {("X", None): 0}
     with pytest.raises(TypeError):
-        _gather.key_codes(ev, ("ph", "pid"), {}, None)
-    ids: dict[Any, int] = {("X", 1): 0}
-    codes = np.frombuffer(_gather.key_codes(ev, ("ph", "tid"), ids, second), np.int32)
-    assert codes.tolist() == [1] and list(ids) == [("X", 1), ("X", None)]
+        _gather.key_codes(ev, ("ph", "pid"), ids, None)
+    assert ids == {("X", None): 0}
+    codes = np.frombuffer(_gather.key_codes(ev[:2], ("ph", "pid"), ids, None), np.int32)
+    assert codes.tolist() == [0, 1] and list(ids) == [("X", None), ("X", 1)]
 
 
 def _chrome_files(rt: Path) -> list[Path]:

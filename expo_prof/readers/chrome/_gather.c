@@ -402,115 +402,11 @@ static PyObject *column(Py_ssize_t n, size_t size, void **data) {
     return b;
 }
 
-PyDoc_STRVAR(str_codes_doc,
-"str_codes(events, attr, ids, sel, maxlen) -> bytearray | None\n\n"
-"int32 codes in ``ids`` of the selected events' ``attr``, when every one is a str of at most ``maxlen``\n"
-"characters (new ones added as ``len(ids)`` in first-seen order) or a longer one that is a key of ``ids``\n"
-"already; None at the first that is not (``ids`` then as it was).");
-
-static PyObject *str_codes(PyObject *self, PyObject *args) {
-    PyObject *events, *attr, *ids, *selobj;
-    Py_ssize_t maxlen;
-    if (!PyArg_ParseTuple(args, "O!UO!On", &PyList_Type, &events, &attr, &PyDict_Type, &ids, &selobj, &maxlen))
-        return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(events);
-    Getter g;
-    getter_init(&g, first_type(events), attr);
-    Sel s;
-    if (sel_init(&s, selobj, n) < 0) return NULL;
-    int32_t *w;
-    PyObject *out = column(s.kept, sizeof *w, (void **)&w);
-    Names *nm = PyMem_Malloc(sizeof(Names));
-    if (out == NULL || nm == NULL) {
-        Py_XDECREF(out);
-        PyMem_Free(nm);
-        sel_release(&s);
-        return PyErr_Occurred() ? NULL : PyErr_NoMemory();
-    }
-    names_init(nm, ids, maxlen);
-    int ok = 1;
-    for (Py_ssize_t i = 0; i < n && ok == 1; i++) {
-        if (s.m != NULL && !s.m[i]) continue;
-        PyObject *v = get(&g, PyList_GET_ITEM(events, i));
-        ok = v == NULL ? -1 : names_code(nm, v, w++);
-    }
-    names_end(nm, ok == 1);
-    PyMem_Free(nm);
-    sel_release(&s);
-    if (ok == 1) return out;
-    Py_DECREF(out);
-    if (ok < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-PyDoc_STRVAR(times_ns_doc,
-"times_ns(events, attr, sel, limit_us) -> bytearray | None\n\n"
-"int64 ns of the selected events' ``attr`` (µs), when every one is an int (x 1000 without overflow) or a float\n"
-"under ``limit_us`` in magnitude (rounded exactly); None at the first that is not.");
-
 /* limit_us checked: the rounding shift needs |x| < 2**52 (it is >= 1 there); the reader's limit is 2**43. */
 static int limit_ok(double limit) {
     if (limit <= 4503599627370496.0) return 1;
     PyErr_SetString(PyExc_ValueError, "limit_us must be at most 2**52");
     return 0;
-}
-
-static PyObject *times_ns(PyObject *self, PyObject *args) {
-    PyObject *events, *attr, *selobj;
-    double limit;
-    if (!PyArg_ParseTuple(args, "O!UOd", &PyList_Type, &events, &attr, &selobj, &limit) || !limit_ok(limit))
-        return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(events);
-    Getter g;
-    getter_init(&g, first_type(events), attr);
-    Sel s;
-    if (sel_init(&s, selobj, n) < 0) return NULL;
-    int64_t *w;
-    PyObject *out = column(s.kept, sizeof *w, (void **)&w);
-    int ok = out == NULL ? -1 : 1;
-    for (Py_ssize_t i = 0; i < n && ok == 1; i++) {
-        if (s.m != NULL && !s.m[i]) continue;
-        PyObject *v = get(&g, PyList_GET_ITEM(events, i));
-        ok = v == NULL ? -1 : time_of(v, limit, w++);
-    }
-    sel_release(&s);
-    if (ok == 1) return out;
-    Py_XDECREF(out);
-    if (ok < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-PyDoc_STRVAR(ints_doc,
-"ints(events, attr, sub, sel) -> bytearray | None\n\n"
-"int64 of the selected events' ``attr.sub`` (``attr`` when ``sub`` is None), when every ``attr`` has it and\n"
-"every value is an int within int64; None at the first that is not.");
-
-static PyObject *ints(PyObject *self, PyObject *args) {
-    PyObject *events, *attr, *sub, *selobj;
-    if (!PyArg_ParseTuple(args, "O!UOO", &PyList_Type, &events, &attr, &sub, &selobj)) return NULL;
-    if (sub != Py_None && !PyUnicode_Check(sub)) {
-        PyErr_SetString(PyExc_TypeError, "sub must be a str or None");
-        return NULL;
-    }
-    Py_ssize_t n = PyList_GET_SIZE(events);
-    Getter g, gs = {NULL, -1, sub};
-    getter_init(&g, first_type(events), attr);
-    Sel s;
-    if (sel_init(&s, selobj, n) < 0) return NULL;
-    int64_t *w;
-    PyObject *out = column(s.kept, sizeof *w, (void **)&w);
-    int ok = out == NULL ? -1 : 1;
-    for (Py_ssize_t i = 0; i < n && ok == 1; i++) {
-        if (s.m != NULL && !s.m[i]) continue;
-        PyObject *v = get(&g, PyList_GET_ITEM(events, i));
-        if (v != NULL && sub != Py_None) v = sub_of(&gs, v, sub);
-        ok = v == NULL ? (PyErr_Occurred() ? -1 : 0) : int_of(v, w++);
-    }
-    sel_release(&s);
-    if (ok == 1) return out;
-    Py_XDECREF(out);
-    if (ok < 0) return NULL;
-    Py_RETURN_NONE;
 }
 
 PyDoc_STRVAR(complete_doc,
@@ -647,9 +543,6 @@ done:
 
 static PyMethodDef methods[] = {
     {"key_codes", key_codes, METH_VARARGS, key_codes_doc},
-    {"str_codes", str_codes, METH_VARARGS, str_codes_doc},
-    {"times_ns", times_ns, METH_VARARGS, times_ns_doc},
-    {"ints", ints, METH_VARARGS, ints_doc},
     {"complete", complete, METH_VARARGS, complete_doc},
     {"flows", flows, METH_VARARGS, flows_doc},
     {NULL, NULL, 0, NULL},
