@@ -187,9 +187,9 @@ def test_a_long_name_kept_whole_before_is_gathered_and_an_unhashable_key_raises(
     assert got is not None and np.frombuffer(got[0], np.int32).tolist() == [4]
     ids: dict[Any, int] = {("X", None): 0}
     with pytest.raises(TypeError):
-        _gather.key_codes(ev, ("ph", "pid"), ids, None)
+        _gather.key_codes(ev, ("ph", "pid"), ids)
     assert ids == {("X", None): 0}
-    codes = np.frombuffer(_gather.key_codes(ev[:2], ("ph", "pid"), ids, None), np.int32)
+    codes = np.frombuffer(_gather.key_codes(ev[:2], ("ph", "pid"), ids), np.int32)
     assert codes.tolist() == [0, 1] and list(ids) == [("X", None), ("X", 1)]
 
 

@@ -130,11 +130,9 @@ def drawless(parts: Sequence[TimelineAnalysis]) -> tuple[int, list[int]]:
     none = [np.empty(0, np.int64)]
     windows = distinct(np.concatenate([np.asarray(a.steps.ids, dtype=np.int64) for a in parts] or none))
     drawn = np.concatenate([np.asarray(a.step, dtype=np.int64) for a in parts] or none)
+    # (np.setdiff1d's np.unique would import numpy.ma; both sides are distinct already)
     drawn = distinct(drawn[drawn >= 0])
-    # (np.setdiff1d, by sorted search: its np.unique would import numpy.ma)
-    pos = np.minimum(np.searchsorted(drawn, windows), max(len(drawn) - 1, 0))
-    has = drawn[pos] == windows if len(drawn) else np.zeros(len(windows), dtype=bool)
-    return len(windows), windows[~has].tolist()
+    return len(windows), windows[~np.isin(windows, drawn, assume_unique=True)].tolist()
 
 
 def drawless_note(who: str, parts: Sequence[TimelineAnalysis], logs: Sequence[TimelineAnalysis] = ()) -> str | None:

@@ -132,14 +132,21 @@ static void undo(PyObject *ids, PyObject *added) {
     PyErr_Restore(et, ev, tb);
 }
 
+/* A bytearray of n items of size bytes, and where its data starts. */
+static PyObject *column(Py_ssize_t n, size_t size, void **data) {
+    PyObject *b = PyByteArray_FromStringAndSize(NULL, n * (Py_ssize_t)size);
+    if (b != NULL) *data = PyByteArray_AS_STRING(b);
+    return b;
+}
+
 PyDoc_STRVAR(key_codes_doc,
-"key_codes(events, attrs, ids, sel) -> bytearray\n\n"
-"int32 codes of the tuples of ``attrs`` of the selected events in ``ids`` (a dict of value -> code, new tuples\n"
+"key_codes(events, attrs, ids) -> bytearray\n\n"
+"int32 codes of the tuples of ``attrs`` of every event in ``ids`` (a dict of value -> code, new tuples\n"
 "added as ``len(ids)`` in first-seen order); TypeError on an unhashable value.");
 
 static PyObject *key_codes(PyObject *self, PyObject *args) {
-    PyObject *events, *attrs, *ids, *selobj;
-    if (!PyArg_ParseTuple(args, "O!O!O!O", &PyList_Type, &events, &PyTuple_Type, &attrs, &PyDict_Type, &ids, &selobj))
+    PyObject *events, *attrs, *ids;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyList_Type, &events, &PyTuple_Type, &attrs, &PyDict_Type, &ids))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(events), k = PyTuple_GET_SIZE(attrs);
     if (k < 1 || k > 8) {
@@ -149,11 +156,9 @@ static PyObject *key_codes(PyObject *self, PyObject *args) {
     Getter g[8];
     PyTypeObject *tp = first_type(events);
     for (Py_ssize_t j = 0; j < k; j++) getter_init(&g[j], tp, PyTuple_GET_ITEM(attrs, j));
-    Sel s;
-    if (sel_init(&s, selobj, n) < 0) return NULL;
-    PyObject *out = PyByteArray_FromStringAndSize(NULL, s.kept * (Py_ssize_t)sizeof(int32_t));
-    if (out == NULL) goto fail_sel;
-    int32_t *w = (int32_t *)PyByteArray_AS_STRING(out);
+    int32_t *w;
+    PyObject *out = column(n, sizeof *w, (void **)&w);
+    if (out == NULL) return NULL;
     /* The last few distinct keys: a batch has a few dozen, and runs of one or two (a kernel and its launch, a
        flow's two ends) come in turn. An event is compared with them item by item, as the tuple's == compares, so
        a hit is the key the dict would find (equal keys hash alike; a slot only ever holds a key that was looked
@@ -167,7 +172,6 @@ static PyObject *key_codes(PyObject *self, PyObject *args) {
     int last = 0, next = 0;
     PyObject *added = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (s.m != NULL && !s.m[i]) continue;
         PyObject *e = PyList_GET_ITEM(events, i);
         PyObject *v[8];
         long ival[8];
@@ -236,14 +240,11 @@ static PyObject *key_codes(PyObject *self, PyObject *args) {
     }
     drop(slot, SLOTS);
     Py_XDECREF(added);
-    sel_release(&s);
     return out;
 fail:
     undo(ids, added);
     drop(slot, SLOTS);
     Py_DECREF(out);
-fail_sel:
-    sel_release(&s);
     return NULL;
 }
 
@@ -395,12 +396,6 @@ static PyObject *sub_of(Getter *gs, PyObject *a, PyObject *sub) {
     return v;
 }
 
-/* A bytearray of n items of size bytes, and where its data starts. */
-static PyObject *column(Py_ssize_t n, size_t size, void **data) {
-    PyObject *b = PyByteArray_FromStringAndSize(NULL, n * (Py_ssize_t)size);
-    if (b != NULL) *data = PyByteArray_AS_STRING(b);
-    return b;
-}
 
 /* limit_us checked: the rounding shift needs |x| < 2**52 (it is >= 1 there); the reader's limit is 2**43. */
 static int limit_ok(double limit) {

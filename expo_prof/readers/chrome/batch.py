@@ -113,7 +113,7 @@ def _columns(ev: list[Any], c: Cols, redecode: Callable[[], list[Any] | None]) -
         return
     # One code per distinct (ph, cat, pid, tid): what an event is and its lane follow from it.
     if _gather is not None:
-        key = np.frombuffer(_gather.key_codes(ev, _KEY, c.evkey.ids, None), np.int32)
+        key = np.frombuffer(_gather.key_codes(ev, _KEY, c.evkey.ids), np.int32)
     else:
         key = c.evkey.codes([(e.ph, e.cat, e.pid, e.tid) for e in ev])
     t = _key_tables(c)
